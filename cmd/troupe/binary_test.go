@@ -1,0 +1,347 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/events"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "troupe-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "troupe")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build troupe: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// daemon is a `troupe serve` child in its own process group.
+type daemon struct {
+	t     testing.TB
+	cmd   *exec.Cmd
+	state string
+	addr  string
+	login string
+	done  chan struct{} // closed when the process has been reaped
+	err   error         // Wait's result, set before done is closed
+}
+
+// startDaemon runs `troupe serve` on a fresh port and waits for its ready
+// line (no sleeping: the daemon prints it once it serves).
+func startDaemon(t testing.TB, state string, extra ...string) *daemon {
+	t.Helper()
+	args := append([]string{"serve", "--state-dir", state, "--addr", "127.0.0.1:0"}, extra...)
+	cmd := exec.Command(binary, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{t: t, cmd: cmd, state: state, done: make(chan struct{})}
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() {
+		l := lines.Text()
+		if a, ok := strings.CutPrefix(l, "troupe "); ok && strings.Contains(a, " ready on ") {
+			d.addr = a[strings.LastIndex(a, " ")+1:]
+		}
+		if u, ok := strings.CutPrefix(l, "web UI: "); ok {
+			d.login = u
+			break
+		}
+	}
+	go func() { io.Copy(io.Discard, stdout); d.err = cmd.Wait(); close(d.done) }()
+	if d.login == "" {
+		<-d.done
+		t.Fatalf("daemon did not get ready; stderr:\n%s", stderr.String())
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // harmless when already gone
+		<-d.done
+	})
+	return d
+}
+
+// stop sends sig and returns the exit error; it checks no process of the
+// daemon's group is left.
+func (d *daemon) stop(sig syscall.Signal) error {
+	d.t.Helper()
+	d.cmd.Process.Signal(sig)
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		d.t.Fatal("daemon did not stop within 10s of", sig)
+	}
+	if kerr := syscall.Kill(-d.cmd.Process.Pid, 0); !errors.Is(kerr, syscall.ESRCH) {
+		d.t.Errorf("processes of the daemon's group are left after it stopped (kill -0: %v)", kerr)
+	}
+	return d.err
+}
+
+// troupe runs the CLI against state and returns stdout, stderr and the exit code.
+func troupe(t testing.TB, state, dir string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"--state-dir", state}, args...)...)
+	cmd.Dir = dir
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func mustTroupe(t testing.TB, state, dir string, args ...string) string {
+	t.Helper()
+	out, errs, code := troupe(t, state, dir, args...)
+	if code != 0 {
+		t.Fatalf("troupe %v: exit %d: %s", args, code, errs)
+	}
+	return out
+}
+
+func writeTeam(t testing.TB, dir, src string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, ".troupe"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".troupe", "team.toml"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const twoAgents = `
+[[agent]]
+name = "lead"
+engine = "fake"
+
+[[agent]]
+name = "researcher"
+engine = "fake"
+turn_timeout = "5m"
+`
+
+func TestBinaryServeProjectAgentsAndCleanStop(t *testing.T) {
+	state, proj := t.TempDir(), t.TempDir()
+	writeTeam(t, proj, twoAgents)
+	d := startDaemon(t, state)
+
+	out := mustTroupe(t, state, proj, "project", "add")
+	if !strings.Contains(out, "registered") || !strings.Contains(out, "2 agents") {
+		t.Fatalf("project add said %q", out)
+	}
+	var agents []api.Agent
+	if err := json.Unmarshal([]byte(mustTroupe(t, state, proj, "agents", "--json")), &agents); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range agents {
+		names = append(names, string(a.Name)+":"+string(a.State)+":"+fmtDur(a.TurnTimeout))
+	}
+	if want := []string{"lead:stopped:10m0s", "researcher:stopped:5m0s"}; !slices.Equal(names, want) {
+		t.Fatalf("agents = %v, want %v", names, want)
+	}
+	// --project from elsewhere, by path inside the project.
+	sub := filepath.Join(proj, "src", "deep")
+	os.MkdirAll(sub, 0o755)
+	if out := mustTroupe(t, state, t.TempDir(), "agents", "--project", sub); !strings.Contains(out, "researcher") {
+		t.Fatalf("agents --project SUBDIR: %q", out)
+	}
+	status := mustTroupe(t, state, proj, "status")
+	if !strings.Contains(status, "running") || !strings.Contains(status, "projects: 1, agents: 2") {
+		t.Fatalf("status = %q", status)
+	}
+	if err := d.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("daemon exit after SIGTERM: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "addr")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("addr file left behind after a clean stop: %v", err)
+	}
+	// The CLI now says the daemon is not running, and how to start it.
+	_, errs, code := troupe(t, state, proj, "status")
+	if code == 0 || !strings.Contains(errs, "not running") || !strings.Contains(errs, "troupe serve") {
+		t.Fatalf("status without daemon: exit %d, stderr %q", code, errs)
+	}
+	if strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Errorf("error is not one line: %q", errs)
+	}
+
+	// Restart: the project is still registered (state in the database).
+	d = startDaemon(t, state)
+	if out := mustTroupe(t, state, proj, "project", "list", "--json"); !strings.Contains(out, proj) {
+		t.Fatalf("project lost across restart: %s", out)
+	}
+	if err := d.stop(syscall.SIGINT); err != nil {
+		t.Fatalf("daemon exit after SIGINT: %v", err)
+	}
+}
+
+func fmtDur(d api.Duration) string { b, _ := d.MarshalText(); return string(b) }
+
+func TestBinarySecondDaemonOnSameStateDirRefused(t *testing.T) {
+	state := t.TempDir()
+	d := startDaemon(t, state)
+	cmd := exec.Command(binary, "serve", "--state-dir", state, "--addr", "127.0.0.1:0")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("second daemon started: %s", out)
+	}
+	if msg := string(out); !strings.Contains(msg, "another troupe daemon") || !strings.Contains(msg, fmt.Sprint(d.cmd.Process.Pid)) {
+		t.Fatalf("second daemon said %q; want it to name the running daemon's pid", msg)
+	}
+	// The first one is unharmed.
+	mustTroupe(t, state, t.TempDir(), "status")
+	d.stop(syscall.SIGTERM)
+}
+
+func TestBinaryProjectAddErrors(t *testing.T) {
+	state, proj := t.TempDir(), t.TempDir()
+	startDaemon(t, state)
+	file := filepath.Join(proj, "file.txt")
+	os.WriteFile(file, []byte("x"), 0o644)
+	link := filepath.Join(t.TempDir(), "link")
+	os.Symlink(proj, link)
+	mustTroupe(t, state, proj, "project", "add", link) // registered by its real path
+	for _, c := range []struct {
+		path, want string
+	}{
+		{filepath.Join(proj, "nope"), "does not exist"},
+		{file, "is not a directory"},
+		{proj, "already registered"},
+	} {
+		_, errs, code := troupe(t, state, proj, "project", "add", c.path)
+		if code == 0 || !strings.Contains(errs, c.want) {
+			t.Errorf("project add %s: exit %d, stderr %q; want %q", c.path, code, errs, c.want)
+		}
+	}
+	out := mustTroupe(t, state, proj, "project", "list", "--json")
+	var ps []api.Project
+	json.Unmarshal([]byte(out), &ps)
+	if len(ps) != 1 || ps[0].Path != proj {
+		t.Fatalf("projects = %+v; want one, at the real path %s", ps, proj)
+	}
+	mustTroupe(t, state, proj, "project", "remove")
+	if out := mustTroupe(t, state, proj, "project", "list", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("after remove: %s", out)
+	}
+}
+
+// TestBinaryCopiedProjectIsAnotherProject: a cp -r of a project, same team
+// file, gets its own ProjectID (contract C1's premise).
+func TestBinaryCopiedProjectIsAnotherProject(t *testing.T) {
+	state, a := t.TempDir(), t.TempDir()
+	writeTeam(t, a, twoAgents)
+	b := filepath.Join(t.TempDir(), "copy")
+	if out, err := exec.Command("cp", "-r", a, b).CombinedOutput(); err != nil {
+		t.Fatalf("cp -r: %v %s", err, out)
+	}
+	startDaemon(t, state)
+	mustTroupe(t, state, a, "project", "add")
+	mustTroupe(t, state, b, "project", "add")
+	var ps []api.Project
+	json.Unmarshal([]byte(mustTroupe(t, state, a, "project", "list", "--json")), &ps)
+	if len(ps) != 2 || ps[0].ID == ps[1].ID {
+		t.Fatalf("projects = %+v; want two distinct ids", ps)
+	}
+	entries, _ := os.ReadDir(filepath.Join(b, ".troupe"))
+	if len(entries) != 1 {
+		t.Fatalf("troupe wrote into the project folder: %v", entries)
+	}
+}
+
+func TestBinaryTeamReloadKeepsLastGoodTeam(t *testing.T) {
+	state, proj := t.TempDir(), t.TempDir()
+	writeTeam(t, proj, twoAgents)
+	startDaemon(t, state)
+	mustTroupe(t, state, proj, "project", "add")
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, _ := cl.Status(ctx)
+	waitTeamChange := func(since uint64) (teamChange, uint64) {
+		var got teamChange
+		last, err := cl.Events(ctx, since, nil, func(ev events.Event) error {
+			if ev.Type != "team.changed" {
+				return nil
+			}
+			json.Unmarshal(ev.Data, &got)
+			return errStop
+		})
+		if !errors.Is(err, errStop) {
+			t.Fatalf("waiting for team.changed: %v", err)
+		}
+		return got, last
+	}
+
+	// A bad edit: the error names file, line and field; the old team stays.
+	writeTeam(t, proj, twoAgents+"\n[[agent]]\nname = \"x\"\nengine = \"fake\"\nturn_timout = \"1m\"\n")
+	ch, last := waitTeamChange(st.LastEvent)
+	if !strings.Contains(ch.Error, "team.toml:") || !strings.Contains(ch.Error, "turn_timout") {
+		t.Fatalf("bad edit reported %q; want file:line and the field", ch.Error)
+	}
+	out := mustTroupe(t, state, proj, "agents")
+	if !strings.Contains(out, "researcher") {
+		t.Fatalf("last good team lost: %s", out)
+	}
+	// A good edit: one agent changed, one added, one kept.
+	writeTeam(t, proj, strings.Replace(twoAgents, `"5m"`, `"7m"`, 1)+"\n[[agent]]\nname = \"critic\"\nengine = \"fake\"\n")
+	ch, _ = waitTeamChange(last)
+	if ch.Error != "" || !slices.Equal(ch.Added, []string{"critic"}) || !slices.Equal(ch.Changed, []string{"researcher"}) || len(ch.Removed) != 0 {
+		t.Fatalf("good edit reported %+v; want added [critic], changed [researcher]", ch)
+	}
+	names := []string{}
+	var agents []api.Agent
+	json.Unmarshal([]byte(mustTroupe(t, state, proj, "agents", "--json")), &agents)
+	for _, a := range agents {
+		names = append(names, string(a.Name))
+	}
+	sort.Strings(names)
+	if !slices.Equal(names, []string{"critic", "lead", "researcher"}) {
+		t.Fatalf("agents after reload = %v", names)
+	}
+}
+
+var errStop = errors.New("stop")
+
+type teamChange struct {
+	Added, Removed, Changed []string
+	Error                   string
+}

@@ -1,0 +1,81 @@
+// Package api is the daemon's HTTP API: JSON endpoints under /api/, the
+// numbered SSE event stream at /api/events, the one-time login that gives the
+// web UI its cookie, and the guards of contract C12 (bearer token, Host and
+// Origin checks against DNS rebinding).
+//
+// The wire types in this file are shared with internal/client, the only way
+// the CLI, the web UI's tests and other tools talk to the daemon. Handlers
+// hold no state of their own beyond the login sessions (guarded by a mutex);
+// every handler runs on the http.Server's goroutines and returns when its
+// request ends. Only cmd wiring (internal/daemon) and internal/client may
+// import api.
+package api
+
+import (
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// Status is the answer of GET /api/status.
+type Status struct {
+	Version   string    `json:"version"`
+	PID       int       `json:"pid"`
+	Addr      string    `json:"addr"`
+	StateDir  string    `json:"state_dir"`
+	StartedAt time.Time `json:"started_at"`
+	Projects  int       `json:"projects"`
+	Agents    int       `json:"agents"`
+	LastEvent uint64    `json:"last_event"`
+}
+
+// Project is a registered project as the API shows it.
+type Project struct {
+	ID        troupe.ProjectID `json:"id"`
+	Path      string           `json:"path"`
+	Name      string           `json:"name"`
+	AddedAt   time.Time        `json:"added_at"`
+	Agents    int              `json:"agents"`
+	TeamError string           `json:"team_error,omitempty"`
+}
+
+// AddProjectRequest is the body of POST /api/projects.
+type AddProjectRequest struct {
+	Path string `json:"path"`
+}
+
+// Agent is one team member with its runtime state.
+type Agent struct {
+	Project     troupe.ProjectID  `json:"project"`
+	Name        troupe.AgentID    `json:"name"`
+	Engine      troupe.Engine     `json:"engine"`
+	Model       string            `json:"model,omitempty"`
+	Mode        troupe.Mode       `json:"mode"`
+	TurnTimeout Duration          `json:"turn_timeout"`
+	State       troupe.AgentState `json:"state"`
+	Reason      string            `json:"reason,omitempty"`
+}
+
+// Duration is a time.Duration that travels as text ("10m0s").
+type Duration time.Duration
+
+// MarshalText renders d like time.Duration.String.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Error is the body of every non-2xx answer.
+type Error struct {
+	Error string `json:"error"`
+	// Code is one of "not_found", "already_exists", "invalid",
+	// "unauthorized", "forbidden", "internal".
+	Code string `json:"code"`
+}

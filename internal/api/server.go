@@ -1,0 +1,396 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/project"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// StateSource tells the runtime state of an agent. The runtime implements
+// it; until an agent has an actor it is stopped.
+type StateSource interface {
+	AgentState(k troupe.RuntimeKey) (troupe.AgentState, string)
+}
+
+// Options configures a Server. Registry, Hub and Token are required.
+type Options struct {
+	Registry *project.Registry
+	Hub      *events.Hub
+	States   StateSource // nil: every agent is stopped
+	Token    string      // the bearer token of <state>/token
+	Logger   *slog.Logger
+	Version  string
+	StateDir string
+	Web      http.Handler // the web UI, served at / for logged-in browsers
+	// Heartbeat is the SSE keep-alive comment interval; default 15s.
+	Heartbeat time.Duration
+}
+
+// Server serves the API. Create it with New, then call SetAddr once the
+// listener is bound, before serving.
+type Server struct {
+	o       Options
+	log     *slog.Logger
+	started time.Time
+	mux     *http.ServeMux
+
+	// mu guards the fields below.
+	mu       sync.Mutex
+	addr     string          // host:port bound
+	hosts    map[string]bool // Host header values accepted; nil accepts any
+	logins   map[string]bool // one-time login tokens not yet used
+	sessions map[string]bool // browser session cookies
+}
+
+// New builds a server.
+func New(o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 15 * time.Second
+	}
+	s := &Server{o: o, log: o.Logger, started: time.Now().UTC(), mux: http.NewServeMux(),
+		logins: map[string]bool{}, sessions: map[string]bool{}}
+	s.mux.HandleFunc("GET /api/status", s.status)
+	s.mux.HandleFunc("GET /api/projects", s.listProjects)
+	s.mux.HandleFunc("POST /api/projects", s.addProject)
+	s.mux.HandleFunc("GET /api/projects/resolve", s.resolveProject)
+	s.mux.HandleFunc("DELETE /api/projects/{id}", s.removeProject)
+	s.mux.HandleFunc("GET /api/projects/{id}/agents", s.listAgents)
+	s.mux.HandleFunc("GET /api/events", s.events)
+	s.mux.HandleFunc("GET /login", s.login)
+	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	s.mux.HandleFunc("/", s.root)
+	return s
+}
+
+// SetAddr records the bound address and derives the Host values accepted.
+// A loopback address accepts 127.0.0.1, localhost and [::1] with its port;
+// another address also accepts itself; an unspecified address (0.0.0.0)
+// accepts any Host, since it cannot know the names it is reached by.
+func (s *Server) SetAddr(addr string) {
+	host, port, _ := net.SplitHostPort(addr)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addr = addr
+	ip := net.ParseIP(host)
+	if ip != nil && ip.IsUnspecified() {
+		s.hosts = nil
+		return
+	}
+	s.hosts = map[string]bool{
+		net.JoinHostPort("127.0.0.1", port): true,
+		net.JoinHostPort("localhost", port): true,
+		net.JoinHostPort("::1", port):       true,
+		net.JoinHostPort(host, port):        true,
+	}
+}
+
+// LoginURL mints a one-time login token and returns the URL that exchanges
+// it for a browser session.
+func (s *Server) LoginURL() string {
+	t := randomToken()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.logins[t] = true
+	return "http://" + s.addr + "/login?token=" + t
+}
+
+// ServeHTTP applies the guards, then routes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.hostAllowed(r.Host) {
+		writeError(w, http.StatusForbidden, "forbidden", "host "+strconv.Quote(r.Host)+" is not allowed: reach the daemon at "+s.currentAddr())
+		return
+	}
+	if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o) {
+		writeError(w, http.StatusForbidden, "forbidden", "origin "+strconv.Quote(o)+" is not allowed")
+		return
+	}
+	if len(r.URL.Path) >= 5 && r.URL.Path[:5] == "/api/" && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="troupe"`)
+		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong token: the CLI reads it from <state-dir>/token; browsers use the login link printed by `troupe serve`")
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) currentAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+func (s *Server) hostAllowed(h string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hosts == nil || s.hosts[h]
+}
+
+func (s *Server) originAllowed(o string) bool {
+	u, err := url.Parse(o)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	return s.hostAllowed(u.Host)
+}
+
+const cookieName = "troupe_session"
+
+func (s *Server) authorized(r *http.Request) bool {
+	if h := r.Header.Get("Authorization"); len(h) > 7 && h[:7] == "Bearer " {
+		return subtle.ConstantTimeCompare([]byte(h[7:]), []byte(s.o.Token)) == 1
+	}
+	c, err := r.Cookie(cookieName)
+	if err != nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[c.Value]
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	t := r.URL.Query().Get("token")
+	s.mu.Lock()
+	ok := t != "" && s.logins[t]
+	delete(s.logins, t)
+	var sess string
+	if ok {
+		sess = randomToken()
+		s.sessions[sess] = true
+	}
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusUnauthorized, "unauthorized", "this login link is unknown or was already used: run `troupe status --login` for a new one")
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: sess, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (s *Server) root(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprintln(w, "troupe: open the login link printed by `troupe serve` (or run `troupe status --login`).")
+		return
+	}
+	if s.o.Web == nil {
+		http.NotFound(w, r)
+		return
+	}
+	s.o.Web.ServeHTTP(w, r)
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	ps := s.o.Registry.List()
+	n := 0
+	for _, p := range ps {
+		if p.Team != nil {
+			n += len(p.Team.Agents)
+		}
+	}
+	writeJSON(w, http.StatusOK, Status{Version: s.o.Version, PID: os.Getpid(), Addr: s.currentAddr(),
+		StateDir: s.o.StateDir, StartedAt: s.started, Projects: len(ps), Agents: n, LastEvent: s.o.Hub.Last()})
+}
+
+func toProject(p project.Info) Project {
+	out := Project{ID: p.ID, Path: p.Path, Name: p.Name, AddedAt: p.AddedAt, TeamError: p.TeamError}
+	if p.Team != nil {
+		out.Agents = len(p.Team.Agents)
+	}
+	return out
+}
+
+func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) {
+	out := []Project{}
+	for _, p := range s.o.Registry.List() {
+		out = append(out, toProject(p))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) addProject(w http.ResponseWriter, r *http.Request) {
+	var req AddProjectRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Path == "" {
+		writeError(w, http.StatusBadRequest, "invalid", "path: missing: give the project's folder")
+		return
+	}
+	info, err := s.o.Registry.Add(r.Context(), req.Path)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, toProject(info))
+}
+
+func (s *Server) resolveProject(w http.ResponseWriter, r *http.Request) {
+	info, err := s.o.Registry.Resolve(r.URL.Query().Get("ref"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toProject(info))
+}
+
+func (s *Server) removeProject(w http.ResponseWriter, r *http.Request) {
+	if err := s.o.Registry.Remove(r.Context(), troupe.ProjectID(r.PathValue("id"))); err != nil {
+		s.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
+	id := troupe.ProjectID(r.PathValue("id"))
+	info, ok := s.o.Registry.Get(id)
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", "project "+string(id)+" is not registered: see `troupe project list`")
+		return
+	}
+	out := []Agent{}
+	if info.Team != nil {
+		for _, a := range info.Team.Agents {
+			st, reason := troupe.StateStopped, ""
+			if s.o.States != nil {
+				st, reason = s.o.States.AgentState(troupe.RuntimeKey{Project: id, Agent: a.Name})
+			}
+			out = append(out, Agent{Project: id, Name: a.Name, Engine: a.Engine, Model: a.Model, Mode: a.Mode,
+				TurnTimeout: Duration(a.TurnTimeout), State: st, Reason: reason})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// events streams the feed as Server-Sent Events. A client resumes with
+// ?since=N or the Last-Event-ID header; when the daemon no longer has the
+// events after N it first sends an event of type "reset".
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	since, err := parseSince(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "internal", "streaming unsupported")
+		return
+	}
+	backlog, sub, resumed := s.o.Hub.Subscribe(since)
+	defer sub.Close()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if !resumed {
+		fmt.Fprintf(w, "event: reset\ndata: {\"last\":%d}\n\n", s.o.Hub.Last())
+	}
+	for _, ev := range backlog {
+		writeEvent(w, ev)
+	}
+	fl.Flush()
+	hb := time.NewTicker(s.o.Heartbeat)
+	defer hb.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-hb.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+			fl.Flush()
+		case ev, ok := <-sub.C():
+			if !ok {
+				return // fell behind: the client resumes with its last id
+			}
+			writeEvent(w, ev)
+			fl.Flush()
+		}
+	}
+}
+
+func parseSince(r *http.Request) (uint64, error) {
+	v := r.URL.Query().Get("since")
+	if v == "" {
+		v = r.Header.Get("Last-Event-ID")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("since: %q is not an event number: give the last id you received, or 0", v)
+	}
+	return n, nil
+}
+
+func writeEvent(w http.ResponseWriter, ev events.Event) {
+	b, _ := json.Marshal(ev)
+	fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, b)
+}
+
+// fail maps an error to its status code. Messages are ours and carry no
+// secrets; they are shown to the user as they are.
+func (s *Server) fail(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, troupe.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, troupe.ErrAlreadyExists):
+		writeError(w, http.StatusConflict, "already_exists", err.Error())
+	case errors.Is(err, troupe.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, context.Canceled):
+		writeError(w, http.StatusServiceUnavailable, "internal", "request canceled")
+	default:
+		s.log.Error("request failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", "bad request body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, kind, msg string) {
+	writeJSON(w, code, Error{Error: msg, Code: kind})
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,326 @@
+// Package cli is troupe's command line: `troupe serve` runs the daemon
+// (internal/daemon); every other command talks to a running daemon through
+// internal/client, found through the state dir.
+//
+// Conventions: every listing takes --json; errors are one line on stderr
+// with a non-zero exit (Main returns the code); --project defaults to the
+// registered project containing the current directory. Commands are built
+// fresh per call (no global flag variables), so tests run them in-process.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/daemon"
+	"github.com/troupe-dev/troupe/internal/statedir"
+)
+
+// Version is set at build time with -ldflags "-X .../cli.Version=...".
+var Version = "dev"
+
+func version() string {
+	if Version != "dev" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return Version
+}
+
+// Main runs the command line and returns the process exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
+		fmt.Fprintln(stderr, "troupe: "+msg)
+		return 1
+	}
+	return 0
+}
+
+type globals struct {
+	stateDir string
+	json     bool
+	project  string
+	out      io.Writer
+	errw     io.Writer
+}
+
+func (g *globals) dir() (string, error) {
+	if g.stateDir != "" {
+		return filepath.Abs(g.stateDir)
+	}
+	return statedir.Default()
+}
+
+func (g *globals) client() (*client.Client, error) {
+	dir, err := g.dir()
+	if err != nil {
+		return nil, err
+	}
+	return client.FromStateDir(dir)
+}
+
+// resolveProject finds --project, or the project containing the cwd.
+func (g *globals) resolveProject(ctx context.Context, c *client.Client) (api.Project, error) {
+	ref := g.project
+	if ref == "" {
+		ref = "."
+	}
+	if fileExists(ref) { // a path; otherwise try it as a project id
+		ref = abs(ref)
+	}
+	return c.ResolveProject(ctx, ref)
+}
+
+func abs(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	return a
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func (g *globals) printJSON(v any) error {
+	enc := json.NewEncoder(g.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{out: stdout, errw: stderr}
+	root := &cobra.Command{
+		Use:           "troupe",
+		Short:         "Run a team of AI coding agents on your projects",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
+	root.AddCommand(serveCmd(g), statusCmd(g), versionCmd(g), projectCmd(g), agentsCmd(g))
+	return root
+}
+
+func serveCmd(g *globals) *cobra.Command {
+	var addr, level string
+	var projects []string
+	c := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon in the foreground",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := g.dir()
+			if err != nil {
+				return err
+			}
+			var lv slog.Level
+			if err := lv.UnmarshalText([]byte(level)); err != nil {
+				return fmt.Errorf("--log-level: %q is not a level: use debug, info, warn or error", level)
+			}
+			log := slog.New(slog.NewTextHandler(g.errw, &slog.HandlerOptions{Level: lv}))
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return daemon.Run(ctx, daemon.Config{Addr: addr, StateDir: dir, Version: version(),
+				Logger: log, Out: g.out, Projects: projects})
+		},
+	}
+	c.Flags().StringVar(&addr, "addr", daemon.DefaultAddr, "address to listen on (loopback unless you mean otherwise)")
+	c.Flags().StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
+	c.Flags().StringArrayVar(&projects, "project", nil, "register this folder at start if it is not registered yet (repeatable)")
+	return c
+}
+
+func statusCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Show whether the daemon runs, and what it holds",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			st, err := cl.Status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(st)
+			}
+			fmt.Fprintf(g.out, "troupe daemon %s running (pid %d) on %s\nstate dir: %s\nprojects: %d, agents: %d\n",
+				st.Version, st.PID, st.Addr, st.StateDir, st.Projects, st.Agents)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&g.json, "json", false, "print JSON")
+	return c
+}
+
+func versionCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "version",
+		Short: "Print troupe's version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.json {
+				return g.printJSON(map[string]string{"version": version()})
+			}
+			fmt.Fprintln(g.out, "troupe", version())
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&g.json, "json", false, "print JSON")
+	return c
+}
+
+func projectCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{Use: "project", Short: "Register, list and remove projects"}
+	add := &cobra.Command{
+		Use:   "add [PATH]",
+		Short: "Register a folder as a project (default: the current directory)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := "."
+			if len(args) == 1 {
+				path = args[0]
+			}
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			p, err := cl.AddProject(cmd.Context(), abs(path))
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(p)
+			}
+			fmt.Fprintf(g.out, "registered %s as project %s (%d agents)\n", p.Path, p.ID, p.Agents)
+			if p.TeamError != "" {
+				fmt.Fprintf(g.errw, "warning: team not loaded: %s\n", p.TeamError)
+			}
+			return nil
+		},
+	}
+	add.Flags().BoolVar(&g.json, "json", false, "print JSON")
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List registered projects",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			ps, err := cl.Projects(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(ps)
+			}
+			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tAGENTS\tPATH\tTEAM")
+			for _, p := range ps {
+				team := "ok"
+				if p.TeamError != "" {
+					team = "error: " + p.TeamError
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", p.ID, p.Name, p.Agents, p.Path, team)
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&g.json, "json", false, "print JSON")
+	remove := &cobra.Command{
+		Use:   "remove [PATH|ID]",
+		Short: "Unregister a project (its folder is left untouched)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				g.project = args[0]
+			}
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			p, err := g.resolveProject(cmd.Context(), cl)
+			if err != nil {
+				return err
+			}
+			if err := cl.RemoveProject(cmd.Context(), p.ID); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.out, "removed project %s (%s)\n", p.ID, p.Path)
+			return nil
+		},
+	}
+	c.AddCommand(add, list, remove)
+	return c
+}
+
+func agentsCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "agents",
+		Short: "List a project's team with each agent's state",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := g.client()
+			if err != nil {
+				return err
+			}
+			p, err := g.resolveProject(cmd.Context(), cl)
+			if err != nil {
+				return err
+			}
+			as, err := cl.Agents(cmd.Context(), p.ID)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(as)
+			}
+			if p.TeamError != "" {
+				fmt.Fprintf(g.errw, "warning: team file not loaded, showing the last good team: %s\n", p.TeamError)
+			}
+			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "AGENT\tENGINE\tMODE\tSTATE\tTURN TIMEOUT")
+			for _, a := range as {
+				st := string(a.State)
+				if a.Reason != "" {
+					st += " (" + a.Reason + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Name, a.Engine, a.Mode, st, fmtDuration(a.TurnTimeout))
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().BoolVar(&g.json, "json", false, "print JSON")
+	c.Flags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
+	return c
+}
+
+func fmtDuration(d api.Duration) string {
+	b, _ := d.MarshalText()
+	return string(b)
+}

@@ -1,0 +1,235 @@
+// Package client is the Go client of the daemon's HTTP API. The CLI, the
+// tests and any tool use it; nothing else speaks the wire format.
+//
+// A Client is safe for concurrent use and holds no goroutines; an event
+// stream (Events) is owned by its caller and ends with the caller's context.
+// It imports internal/api for the wire types only.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/statedir"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// ErrNotRunning is returned when no daemon answers at the state dir.
+var ErrNotRunning = errors.New("troupe daemon is not running")
+
+// Error is an error answer of the API.
+type Error struct {
+	Status int
+	Code   string
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Is maps API codes to troupe's sentinel errors.
+func (e *Error) Is(target error) bool {
+	switch e.Code {
+	case "not_found":
+		return target == troupe.ErrNotFound
+	case "already_exists":
+		return target == troupe.ErrAlreadyExists
+	case "invalid":
+		return target == troupe.ErrInvalid
+	}
+	return false
+}
+
+// Client talks to one daemon.
+type Client struct {
+	base  string
+	token string
+	hc    *http.Client
+	dir   string // state dir, for error messages; may be empty
+}
+
+// New returns a client of the daemon at base ("http://127.0.0.1:7433").
+func New(base, token string) *Client {
+	return &Client{base: strings.TrimSuffix(base, "/"), token: token, hc: &http.Client{}}
+}
+
+// FromStateDir finds the daemon running on the state dir through its addr
+// and token files.
+func FromStateDir(dir string) (*Client, error) {
+	d := statedir.Dir(dir)
+	addr, err := os.ReadFile(d.AddrFile())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, notRunning(dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read daemon address: %w", err)
+	}
+	tok, err := d.ReadToken()
+	if err != nil {
+		return nil, err
+	}
+	c := New("http://"+strings.TrimSpace(string(addr)), tok)
+	c.dir = dir
+	return c, nil
+}
+
+func notRunning(dir string) error {
+	return fmt.Errorf("%w (state dir %s): start it with `troupe serve`", ErrNotRunning, dir)
+}
+
+// Base returns the daemon's base URL.
+func (c *Client) Base() string { return c.base }
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return notRunning(c.dir)
+		}
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e api.Error
+		if json.NewDecoder(resp.Body).Decode(&e) != nil || e.Error == "" {
+			e.Error = resp.Status
+		}
+		return &Error{Status: resp.StatusCode, Code: e.Code, Msg: e.Error}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode answer of %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// Status returns the daemon's status.
+func (c *Client) Status(ctx context.Context) (api.Status, error) {
+	var s api.Status
+	err := c.do(ctx, "GET", "/api/status", nil, &s)
+	return s, err
+}
+
+// Projects lists registered projects.
+func (c *Client) Projects(ctx context.Context) ([]api.Project, error) {
+	var ps []api.Project
+	err := c.do(ctx, "GET", "/api/projects", nil, &ps)
+	return ps, err
+}
+
+// AddProject registers the folder at path (made absolute by the caller).
+func (c *Client) AddProject(ctx context.Context, path string) (api.Project, error) {
+	var p api.Project
+	err := c.do(ctx, "POST", "/api/projects", api.AddProjectRequest{Path: path}, &p)
+	return p, err
+}
+
+// ResolveProject finds a project by id or by a path inside it.
+func (c *Client) ResolveProject(ctx context.Context, ref string) (api.Project, error) {
+	var p api.Project
+	err := c.do(ctx, "GET", "/api/projects/resolve?ref="+url.QueryEscape(ref), nil, &p)
+	return p, err
+}
+
+// RemoveProject unregisters a project.
+func (c *Client) RemoveProject(ctx context.Context, id troupe.ProjectID) error {
+	return c.do(ctx, "DELETE", "/api/projects/"+url.PathEscape(string(id)), nil, nil)
+}
+
+// Agents lists a project's team with each agent's state.
+func (c *Client) Agents(ctx context.Context, id troupe.ProjectID) ([]api.Agent, error) {
+	var as []api.Agent
+	err := c.do(ctx, "GET", "/api/projects/"+url.PathEscape(string(id))+"/agents", nil, &as)
+	return as, err
+}
+
+// Events streams events after since, calling fn for each, until ctx ends,
+// the stream breaks or fn returns an error. reset is called (when not nil)
+// if the daemon no longer has the events after since; the caller should
+// re-read state. It returns the last sequence number seen, so the caller can
+// resume with it.
+func (c *Client) Events(ctx context.Context, since uint64, reset func(), fn func(events.Event) error) (uint64, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", c.base+"/api/events?since="+strconv.FormatUint(since, 10), nil)
+	if err != nil {
+		return since, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return since, notRunning(c.dir)
+		}
+		return since, fmt.Errorf("open event stream: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e api.Error
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return since, &Error{Status: resp.StatusCode, Code: e.Code, Msg: e.Error}
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var typ, data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if typ == "reset" && reset != nil {
+				reset()
+			} else if data != "" && typ != "reset" {
+				var ev events.Event
+				if err := json.Unmarshal([]byte(data), &ev); err != nil {
+					return since, fmt.Errorf("decode event: %w", err)
+				}
+				since = ev.Seq
+				if err := fn(ev); err != nil {
+					return since, err
+				}
+			}
+			typ, data = "", ""
+		case strings.HasPrefix(line, "event: "):
+			typ = line[len("event: "):]
+		case strings.HasPrefix(line, "data: "):
+			data = line[len("data: "):]
+		}
+	}
+	if ctx.Err() != nil {
+		return since, ctx.Err()
+	}
+	if err := sc.Err(); err != nil {
+		return since, fmt.Errorf("read event stream: %w", err)
+	}
+	return since, io.ErrUnexpectedEOF
+}

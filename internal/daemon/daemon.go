@@ -1,0 +1,178 @@
+// Package daemon wires troupe together: it takes the state directory's lock,
+// opens the store, loads the project registry, and serves the API and web UI
+// until its context ends, then stops everything it started, in order.
+//
+// Run is the single owner of every goroutine the daemon starts; it returns
+// only when all of them have stopped. Only cmd/troupe (through internal/cli)
+// imports daemon.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/project"
+	"github.com/troupe-dev/troupe/internal/statedir"
+	"github.com/troupe-dev/troupe/internal/store/sqlite"
+	"github.com/troupe-dev/troupe/internal/troupe"
+	"github.com/troupe-dev/troupe/internal/web"
+)
+
+// DefaultAddr is where the daemon listens unless told otherwise.
+const DefaultAddr = "127.0.0.1:7433"
+
+// Config configures a daemon run.
+type Config struct {
+	Addr     string // default DefaultAddr
+	StateDir string // required
+	Version  string
+	Logger   *slog.Logger // default: discard
+	// Out receives the ready line with the login URL; default os.Stdout.
+	Out io.Writer
+	// Projects are registered at start when not already registered.
+	Projects []string
+}
+
+// Run runs the daemon until ctx ends. It returns nil after a clean stop.
+func Run(ctx context.Context, cfg Config) error {
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Out == nil {
+		cfg.Out = os.Stdout
+	}
+	log := cfg.Logger
+	dir := statedir.Dir(cfg.StateDir)
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("create state dir: %w", err)
+	}
+	unlock, err := lock(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	token, err := dir.EnsureToken()
+	if err != nil {
+		return err
+	}
+	db, err := sqlite.Open(ctx, dir.DB(), sqlite.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	hub := events.New(events.Options{})
+	reg, err := project.Open(ctx, project.Options{
+		Store:  db,
+		Logger: log,
+		OnTeamChange: func(c project.TeamChange) {
+			hub.Publish("team.changed", troupe.RuntimeKey{Project: c.Project}, c)
+		},
+		OnRemove: func(id troupe.ProjectID) {
+			hub.Publish("project.removed", troupe.RuntimeKey{Project: id}, nil)
+		},
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w: pass another --addr", cfg.Addr, err)
+	}
+	addr := ln.Addr().String()
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+		log.Warn("listening beyond loopback: anyone who can reach this address and holds the token can drive your agents", "addr", addr)
+	}
+	srv := api.New(api.Options{Registry: reg, Hub: hub, Token: token, Logger: log,
+		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler()})
+	srv.SetAddr(addr)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return runCtx },
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := reg.Run(runCtx); err != nil {
+			log.Error("project watcher stopped", "err", err)
+		}
+	})
+	serveErr := make(chan error, 1)
+	wg.Go(func() { serveErr <- hs.Serve(ln) })
+
+	for _, p := range cfg.Projects {
+		if _, err := reg.Add(ctx, p); err != nil && !errors.Is(err, troupe.ErrAlreadyExists) {
+			log.Error("register project", "path", p, "err", err)
+		}
+	}
+	if err := statedir.WriteFileAtomic(dir.AddrFile(), []byte(addr+"\n"), 0o600); err != nil {
+		cancel()
+		hs.Close()
+		wg.Wait()
+		return fmt.Errorf("write address file: %w", err)
+	}
+	defer os.Remove(dir.AddrFile())
+	hub.Publish("daemon.started", troupe.RuntimeKey{}, map[string]string{"addr": addr})
+	fmt.Fprintf(cfg.Out, "troupe %s ready on %s\nweb UI: %s\n", cfg.Version, addr, srv.LoginURL())
+	log.Info("daemon ready", "addr", addr, "state_dir", cfg.StateDir)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		runErr = fmt.Errorf("serve api: %w", err)
+	}
+	log.Info("daemon stopping")
+	cancel() // ends event streams and the watcher
+	shutCtx, done := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer done()
+	if err := hs.Shutdown(shutCtx); err != nil {
+		hs.Close()
+	}
+	wg.Wait()
+	log.Info("daemon stopped")
+	return runErr
+}
+
+// lock takes the state dir's exclusive lock, or explains who holds it.
+func lock(dir statedir.Dir) (unlock func(), err error) {
+	f, err := os.OpenFile(dir.LockFile(), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(dir.LockFile())
+		f.Close()
+		pid := strings.TrimSpace(string(b))
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another troupe daemon (pid %s) is running on state dir %s: stop it first, or pass another --state-dir", pid, string(dir))
+		}
+		return nil, fmt.Errorf("lock state dir %s: %w", string(dir), err)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() {
+		_ = f.Truncate(0)
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}

@@ -1,0 +1,80 @@
+package events
+
+import (
+	"testing"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+func seqs(evs []Event) []uint64 {
+	var out []uint64
+	for _, e := range evs {
+		out = append(out, e.Seq)
+	}
+	return out
+}
+
+func TestSubscribeResumesWithoutGapOrDuplicate(t *testing.T) {
+	h := New(Options{})
+	k := troupe.RuntimeKey{Project: "p1", Agent: "a"}
+	for range 5 {
+		h.Publish("x", k, nil)
+	}
+	back, sub, ok := h.Subscribe(3)
+	defer sub.Close()
+	if !ok {
+		t.Fatal("resume from 3 should be ok")
+	}
+	if got := seqs(back); len(got) != 2 || got[0] != 4 || got[1] != 5 {
+		t.Fatalf("backlog = %v, want [4 5]", got)
+	}
+	h.Publish("y", k, map[string]int{"n": 1})
+	ev := <-sub.C()
+	if ev.Seq != 6 || ev.Type != "y" || string(ev.Data) != `{"n":1}` || ev.Project != "p1" {
+		t.Fatalf("live event = %+v", ev)
+	}
+}
+
+func TestSubscribeTooOldOrFromAnotherRunResets(t *testing.T) {
+	h := New(Options{Backlog: 4})
+	for range 20 {
+		h.Publish("x", troupe.RuntimeKey{}, nil)
+	}
+	back, sub, ok := h.Subscribe(2)
+	sub.Close()
+	if ok {
+		t.Fatal("since=2 is older than the backlog: want reset")
+	}
+	if got := seqs(back); got[len(got)-1] != 20 || len(got) < 4 {
+		t.Fatalf("reset backlog = %v, want the kept events ending at 20", got)
+	}
+	_, sub, ok = h.Subscribe(99)
+	sub.Close()
+	if ok {
+		t.Fatal("since ahead of the hub (daemon restarted): want reset")
+	}
+	_, sub, ok = h.Subscribe(0)
+	sub.Close()
+	if !ok {
+		t.Fatal("since=0 is a fresh client: no reset")
+	}
+}
+
+func TestSlowSubscriberIsDroppedNotBlocking(t *testing.T) {
+	h := New(Options{Buffer: 2})
+	_, sub, _ := h.Subscribe(0)
+	for range 10 { // must not block
+		h.Publish("x", troupe.RuntimeKey{}, nil)
+	}
+	n := 0
+	for range sub.C() {
+		n++
+	}
+	if n != 2 {
+		t.Fatalf("received %d before drop, want 2 (the buffer)", n)
+	}
+	sub.Close() // closing a dropped subscription is harmless
+	if h.Last() != 10 {
+		t.Fatalf("Last = %d", h.Last())
+	}
+}

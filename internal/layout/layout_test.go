@@ -1,0 +1,105 @@
+package layout
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/troupe-dev/troupe/"
+
+type pkg struct {
+	ImportPath string
+	Name       string
+	Doc        string
+	Imports    []string
+	Deps       []string
+	Standard   bool
+}
+
+func load(t *testing.T) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", mod+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var ps []pkg
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if len(ps) < 5 {
+		t.Fatalf("go list found only %d packages", len(ps))
+	}
+	return ps
+}
+
+// only: an outside library (prefix) and the packages allowed to import it directly.
+var only = map[string][]string{
+	"modernc.org/sqlite":                     {"internal/store/sqlite"},
+	"github.com/modelcontextprotocol/go-sdk": {"internal/mcp"},
+	"github.com/creack/pty":                  {"internal/term"},
+	"github.com/charmbracelet/x/vt":          {"internal/term"},
+	"github.com/spf13/cobra":                 {"internal/cli"},
+	"github.com/BurntSushi/toml":             {"internal/project"},
+	"github.com/fsnotify/fsnotify":           {"internal/project"},
+	mod + "internal/daemon":                  {"internal/cli"},
+	mod + "internal/store/sqlite":            {"internal/daemon"},
+	mod + "internal/web":                     {"internal/daemon"},
+}
+
+// never: a package and what it must not depend on, even indirectly.
+var never = map[string][]string{
+	"internal/client": {mod + "internal/daemon", mod + "internal/store/sqlite", "modernc.org/sqlite"},
+	"internal/api":    {mod + "internal/daemon", mod + "internal/store/sqlite", "modernc.org/sqlite"},
+	"internal/events": {mod + "internal/project", mod + "internal/api"},
+	"internal/troupe": {}, // checked separately: standard library only
+}
+
+func TestImportRules(t *testing.T) {
+	for _, p := range load(t) {
+		rel := strings.TrimPrefix(p.ImportPath, mod)
+		for _, imp := range p.Imports {
+			for lib, allowed := range only {
+				if (imp == lib || strings.HasPrefix(imp, lib+"/")) && !slices.Contains(allowed, rel) {
+					t.Errorf("%s imports %s; only %v may (see ARCHITECTURE.md)", rel, imp, allowed)
+				}
+			}
+		}
+		for _, d := range p.Deps {
+			for _, bad := range never[rel] {
+				if d == bad || strings.HasPrefix(d, bad+"/") {
+					t.Errorf("%s depends on %s, which ARCHITECTURE.md forbids", rel, d)
+				}
+			}
+		}
+		if rel == "internal/troupe" {
+			for _, imp := range p.Imports {
+				if strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
+					t.Errorf("internal/troupe imports %s: the vocabulary package uses the standard library only", imp)
+				}
+			}
+		}
+	}
+}
+
+func TestEveryPackageHasADocAndAGoodName(t *testing.T) {
+	for _, p := range load(t) {
+		if p.Doc == "" {
+			t.Errorf("%s has no package doc: say its job, its concurrency model, who may import it", p.ImportPath)
+		}
+		switch p.Name {
+		case "util", "utils", "common", "helpers", "misc":
+			t.Errorf("%s is a grab-bag package: name it after what it provides", p.ImportPath)
+		}
+	}
+}

@@ -1,0 +1,77 @@
+// Package project keeps the registry of projects and parses their teams.
+//
+// A project is a folder identified by its canonical real path; its ProjectID
+// is minted here and persisted through a Store, never written into the folder.
+// A project's team lives in .troupe/team.toml (see ParseTeam); the Registry
+// watches that file and reloads it on change, keeping the last good team when
+// an edit is invalid.
+//
+// Registry is safe for concurrent use: one mutex guards its project table.
+// It owns one watcher goroutine, started by Run and stopped when Run's context
+// ends. It may import internal/troupe and the TOML and fsnotify libraries; it
+// must not import the store driver or any runtime package.
+package project
+
+import (
+	"context"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// TeamFile is the path of a project's team file, relative to the project root.
+const TeamFile = ".troupe/team.toml"
+
+// Store persists the project registry. Implementations must be safe for
+// concurrent use.
+type Store interface {
+	// AddProject records p. It fails with troupe.ErrAlreadyExists when p.ID
+	// or p.Path is already registered.
+	AddProject(ctx context.Context, p troupe.Project) error
+	// Projects lists registered projects ordered by AddedAt, then ID.
+	Projects(ctx context.Context) ([]troupe.Project, error)
+	// RemoveProject deletes the project and its saved team. It fails with
+	// troupe.ErrNotFound when id is not registered.
+	RemoveProject(ctx context.Context, id troupe.ProjectID) error
+	// SaveTeam records the source of the project's last good team file.
+	// It fails with troupe.ErrNotFound when id is not registered.
+	SaveTeam(ctx context.Context, id troupe.ProjectID, source []byte) error
+	// LastTeam returns the source saved by SaveTeam, or nil when none was.
+	LastTeam(ctx context.Context, id troupe.ProjectID) ([]byte, error)
+}
+
+// Team is a parsed, validated team file.
+type Team struct {
+	Agents []AgentSpec
+}
+
+// Agent returns the agent named name, or false.
+func (t *Team) Agent(name troupe.AgentID) (AgentSpec, bool) {
+	if t == nil {
+		return AgentSpec{}, false
+	}
+	for _, a := range t.Agents {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return AgentSpec{}, false
+}
+
+// AgentSpec is one [[agent]] table of a team file, with defaults applied.
+type AgentSpec struct {
+	Name         troupe.AgentID    `json:"name"`
+	Engine       troupe.Engine     `json:"engine"`
+	Model        string            `json:"model,omitempty"`
+	Mode         troupe.Mode       `json:"mode"`
+	TurnTimeout  time.Duration     `json:"turn_timeout"`
+	Prompt       string            `json:"prompt,omitempty"`
+	PromptFile   string            `json:"prompt_file,omitempty"`
+	AllowedTools []string          `json:"allowed_tools,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	// Options holds the engine-specific table ([agent.<engine>]), checked by
+	// the engine when it starts the agent.
+	Options map[string]any `json:"options,omitempty"`
+	// Line is the line of the [[agent]] header in the file, for errors.
+	Line int `json:"-"`
+}

@@ -1,0 +1,449 @@
+package project
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// TeamChange describes what a reload of a team file changed. Agents whose
+// definition did not change are in none of the lists and keep running.
+type TeamChange struct {
+	Project troupe.ProjectID `json:"project"`
+	Added   []troupe.AgentID `json:"added,omitempty"`
+	Removed []troupe.AgentID `json:"removed,omitempty"`
+	Changed []troupe.AgentID `json:"changed,omitempty"`
+	// Error is the current load error, empty when the file is good. When it
+	// is set the lists are empty: the last good team stays in force.
+	Error string `json:"error,omitempty"`
+}
+
+// Empty reports whether the change changes nothing.
+func (c TeamChange) Empty() bool {
+	return len(c.Added)+len(c.Removed)+len(c.Changed) == 0 && c.Error == ""
+}
+
+// Info is a registered project with its team state.
+type Info struct {
+	troupe.Project
+	Team *Team `json:"-"`
+	// TeamError is why the team file on disk was not loaded, if it was not;
+	// Team then holds the last good team, or nil.
+	TeamError string `json:"team_error,omitempty"`
+}
+
+// Options configures a Registry. Store is required.
+type Options struct {
+	Store  Store
+	Logger *slog.Logger
+	// OnTeamChange, if set, is called after a team changes, and with the
+	// initial team of a project when it is added or loaded at start.
+	// It must not block for long and must not call back into the Registry
+	// while holding its own locks.
+	OnTeamChange func(TeamChange)
+	// OnRemove, if set, is called after a project is removed.
+	OnRemove func(troupe.ProjectID)
+	// Debounce is how long the watcher waits for a burst of file events to
+	// settle before reloading; default 50ms.
+	Debounce time.Duration
+}
+
+type entry struct {
+	info   Info
+	source []byte // the team source in force; nil for no team
+}
+
+// Registry is the set of registered projects and their teams.
+type Registry struct {
+	store    Store
+	log      *slog.Logger
+	onChange func(TeamChange)
+	onRemove func(troupe.ProjectID)
+	debounce time.Duration
+	watcher  *fsnotify.Watcher
+
+	// mu guards projects.
+	mu       sync.Mutex
+	projects map[troupe.ProjectID]*entry
+}
+
+// Open loads the registered projects from the store and their teams from
+// disk. A team file that does not parse leaves the last good team saved in
+// the store in force. Call Run to watch team files.
+func Open(ctx context.Context, o Options) (*Registry, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Debounce <= 0 {
+		o.Debounce = 50 * time.Millisecond
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("open file watcher: %w", err)
+	}
+	r := &Registry{store: o.Store, log: o.Logger, onChange: o.OnTeamChange, onRemove: o.OnRemove,
+		debounce: o.Debounce, watcher: w, projects: map[troupe.ProjectID]*entry{}}
+	ps, err := o.Store.Projects(ctx)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("load projects: %w", err)
+	}
+	for _, p := range ps {
+		e := &entry{info: Info{Project: p}}
+		if last, err := o.Store.LastTeam(ctx, p.ID); err == nil && last != nil {
+			if t, err := ParseTeam(filepath.Join(p.Path, TeamFile), last); err == nil {
+				e.info.Team, e.source = t, last
+			}
+		}
+		r.mu.Lock()
+		r.projects[p.ID] = e
+		r.mu.Unlock()
+		r.watch(p.Path)
+		r.reload(ctx, p.ID, true)
+	}
+	return r, nil
+}
+
+// Run watches the team files of registered projects until ctx ends, then
+// releases the watcher. It returns nil on cancellation.
+func (r *Registry) Run(ctx context.Context) error {
+	defer r.watcher.Close()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	pending := map[troupe.ProjectID]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-r.watcher.Events:
+			if !ok {
+				return nil
+			}
+			if id, ok := r.projectOfEvent(ev.Name); ok {
+				if filepath.Base(ev.Name) == ".troupe" && ev.Has(fsnotify.Create) {
+					r.watch(filepath.Dir(ev.Name))
+				}
+				pending[id] = true
+				timer.Reset(r.debounce)
+			}
+		case err, ok := <-r.watcher.Errors:
+			if !ok {
+				return nil
+			}
+			r.log.Warn("file watcher", "err", err)
+		case <-timer.C:
+			for id := range pending {
+				r.reload(ctx, id, false)
+			}
+			clear(pending)
+		}
+	}
+}
+
+// watch adds watches on a project's root (to see .troupe appear) and on its
+// .troupe folder when it exists. Missing folders are not an error.
+func (r *Registry) watch(root string) {
+	for _, dir := range []string{root, filepath.Join(root, ".troupe")} {
+		if err := r.watcher.Add(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			r.log.Warn("watch folder", "path", dir, "err", err)
+		}
+	}
+}
+
+func (r *Registry) unwatch(root string) {
+	_ = r.watcher.Remove(filepath.Join(root, ".troupe"))
+	_ = r.watcher.Remove(root)
+}
+
+// projectOfEvent maps a file event to the project whose team it may touch.
+func (r *Registry) projectOfEvent(name string) (troupe.ProjectID, bool) {
+	var dir string
+	switch {
+	case filepath.Base(name) == ".troupe":
+		dir = filepath.Dir(name)
+	case filepath.Base(filepath.Dir(name)) == ".troupe" && filepath.Base(name) == "team.toml":
+		dir = filepath.Dir(filepath.Dir(name))
+	default:
+		return "", false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, e := range r.projects {
+		if e.info.Path == dir {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+// Reload reads the project's team file again now. The watcher calls it on
+// changes; it is exported for callers that know a file changed.
+func (r *Registry) Reload(ctx context.Context, id troupe.ProjectID) (TeamChange, error) {
+	r.mu.Lock()
+	_, ok := r.projects[id]
+	r.mu.Unlock()
+	if !ok {
+		return TeamChange{}, fmt.Errorf("reload team of project %s: %w", id, troupe.ErrNotFound)
+	}
+	return r.reload(ctx, id, false), nil
+}
+
+// reload loads the team file of project id. initial forces a notification of
+// the whole team (as added) for a project just loaded or added.
+func (r *Registry) reload(ctx context.Context, id troupe.ProjectID, initial bool) TeamChange {
+	r.mu.Lock()
+	e, ok := r.projects[id]
+	if !ok {
+		r.mu.Unlock()
+		return TeamChange{}
+	}
+	path := filepath.Join(e.info.Path, TeamFile)
+	r.mu.Unlock()
+
+	src, readErr := os.ReadFile(path)
+	var team *Team
+	var loadErr error
+	switch {
+	case errors.Is(readErr, fs.ErrNotExist):
+		src, team = nil, nil // no team file: an empty team
+	case readErr != nil:
+		loadErr = fmt.Errorf("read team file: %w", readErr)
+	default:
+		team, loadErr = ParseTeam(path, src)
+	}
+
+	r.mu.Lock()
+	e, ok = r.projects[id]
+	if !ok {
+		r.mu.Unlock()
+		return TeamChange{}
+	}
+	change := TeamChange{Project: id}
+	oldTeam := e.info.Team
+	if initial {
+		oldTeam = nil
+	}
+	if loadErr != nil {
+		change.Error = loadErr.Error()
+		sameErr := e.info.TeamError == change.Error
+		e.info.TeamError = change.Error
+		r.mu.Unlock()
+		if !sameErr {
+			r.log.Warn("team file not loaded; keeping the last good team", "project", id, "err", loadErr)
+			r.notify(change)
+		}
+		return change
+	}
+	hadErr := e.info.TeamError != ""
+	unchanged := bytes.Equal(e.source, src) && !initial
+	e.info.TeamError = ""
+	e.info.Team, e.source = team, src
+	r.mu.Unlock()
+
+	if unchanged && !hadErr {
+		return change
+	}
+	change.Added, change.Removed, change.Changed = diffTeams(oldTeam, team)
+	if !unchanged && src != nil {
+		if err := r.store.SaveTeam(ctx, id, src); err != nil && !errors.Is(err, troupe.ErrNotFound) {
+			r.log.Error("save last good team", "project", id, "err", err)
+		}
+	}
+	if initial || !change.Empty() || hadErr {
+		r.notify(change)
+	}
+	return change
+}
+
+func (r *Registry) notify(c TeamChange) {
+	if r.onChange != nil {
+		r.onChange(c)
+	}
+}
+
+// diffTeams lists agents added, removed and changed from a to b.
+func diffTeams(a, b *Team) (added, removed, changed []troupe.AgentID) {
+	var as, bs []AgentSpec
+	if a != nil {
+		as = a.Agents
+	}
+	if b != nil {
+		bs = b.Agents
+	}
+	for _, nb := range bs {
+		i := slices.IndexFunc(as, func(x AgentSpec) bool { return x.Name == nb.Name })
+		switch {
+		case i < 0:
+			added = append(added, nb.Name)
+		case !sameSpec(as[i], nb):
+			changed = append(changed, nb.Name)
+		}
+	}
+	for _, na := range as {
+		if !slices.ContainsFunc(bs, func(x AgentSpec) bool { return x.Name == na.Name }) {
+			removed = append(removed, na.Name)
+		}
+	}
+	return added, removed, changed
+}
+
+// sameSpec compares two definitions, ignoring where they sit in the file.
+func sameSpec(a, b AgentSpec) bool {
+	a.Line, b.Line = 0, 0
+	return fmt.Sprintf("%#v", a) == fmt.Sprintf("%#v", b)
+}
+
+// Add registers the folder at path. path is made absolute and its symlinks
+// resolved; it must be an existing directory not yet registered.
+func (r *Registry) Add(ctx context.Context, path string) (Info, error) {
+	canon, err := Canonical(path)
+	if err != nil {
+		return Info{}, err
+	}
+	st, err := os.Stat(canon)
+	if err != nil {
+		return Info{}, fmt.Errorf("add project %s: %w", path, err)
+	}
+	if !st.IsDir() {
+		return Info{}, fmt.Errorf("add project %s: %w", path, &troupe.FieldError{Field: "path", Msg: canon + " is not a directory: give the project's folder"})
+	}
+	r.mu.Lock()
+	for _, e := range r.projects {
+		if e.info.Path == canon {
+			r.mu.Unlock()
+			return Info{}, fmt.Errorf("add project %s: %s is already registered as project %s: %w", path, canon, e.info.ID, troupe.ErrAlreadyExists)
+		}
+	}
+	r.mu.Unlock()
+	p := troupe.Project{ID: NewProjectID(), Path: canon, Name: filepath.Base(canon), AddedAt: time.Now().UTC()}
+	if err := r.store.AddProject(ctx, p); err != nil {
+		return Info{}, fmt.Errorf("add project %s: %w", path, err)
+	}
+	r.mu.Lock()
+	r.projects[p.ID] = &entry{info: Info{Project: p}}
+	r.mu.Unlock()
+	r.watch(canon)
+	r.reload(ctx, p.ID, true)
+	info, _ := r.Get(p.ID)
+	r.log.Info("project added", "project", p.ID, "path", canon)
+	return info, nil
+}
+
+// Remove unregisters the project.
+func (r *Registry) Remove(ctx context.Context, id troupe.ProjectID) error {
+	if err := r.store.RemoveProject(ctx, id); err != nil {
+		return fmt.Errorf("remove project %s: %w", id, err)
+	}
+	r.mu.Lock()
+	e, ok := r.projects[id]
+	delete(r.projects, id)
+	r.mu.Unlock()
+	if ok {
+		r.unwatch(e.info.Path)
+	}
+	if r.onRemove != nil {
+		r.onRemove(id)
+	}
+	r.log.Info("project removed", "project", id)
+	return nil
+}
+
+// List returns every registered project, ordered by registration.
+func (r *Registry) List() []Info {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Info, 0, len(r.projects))
+	for _, e := range r.projects {
+		out = append(out, e.info)
+	}
+	slices.SortFunc(out, func(a, b Info) int {
+		if c := a.AddedAt.Compare(b.AddedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.ID), string(b.ID))
+	})
+	return out
+}
+
+// Get returns the project with this id.
+func (r *Registry) Get(id troupe.ProjectID) (Info, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.projects[id]
+	if !ok {
+		return Info{}, false
+	}
+	return e.info, true
+}
+
+// Resolve finds a project by id, or by a path inside it (the deepest
+// registered project containing the path wins).
+func (r *Registry) Resolve(ref string) (Info, error) {
+	if info, ok := r.Get(troupe.ProjectID(ref)); ok {
+		return info, nil
+	}
+	canon, err := Canonical(ref)
+	if err != nil {
+		return Info{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var best *entry
+	for _, e := range r.projects {
+		if within(canon, e.info.Path) && (best == nil || len(e.info.Path) > len(best.info.Path)) {
+			best = e
+		}
+	}
+	if best == nil {
+		return Info{}, fmt.Errorf("find project of %s: no registered project contains it (register it with `troupe project add %s`): %w", canon, canon, troupe.ErrNotFound)
+	}
+	return best.info, nil
+}
+
+// within reports whether path is root or inside it.
+func within(path, root string) bool {
+	if path == root {
+		return true
+	}
+	return strings.HasPrefix(path, strings.TrimSuffix(root, "/")+"/")
+}
+
+// Canonical returns the absolute path with every symlink resolved.
+func Canonical(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("resolve path %s: %w", path, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("resolve path %s: %w", path, &troupe.FieldError{Field: "path", Msg: abs + " does not exist: create the folder or fix the path"})
+	}
+	if err != nil {
+		return "", fmt.Errorf("resolve path %s: %w", path, err)
+	}
+	return real, nil
+}
+
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// NewProjectID mints a fresh random project id ("p" + 16 base32 letters).
+func NewProjectID() troupe.ProjectID {
+	b := make([]byte, 10)
+	rand.Read(b)
+	return troupe.ProjectID("p" + idEncoding.EncodeToString(b))
+}

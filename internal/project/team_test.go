@@ -1,0 +1,453 @@
+package project
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+const testTeamFile = ".troupe/team.toml"
+
+// teamAgent returns an AgentSpec with the defaults ParseTeam applies.
+func teamAgent(name string, engine troupe.Engine, line int) AgentSpec {
+	return AgentSpec{
+		Name:        troupe.AgentID(name),
+		Engine:      engine,
+		Mode:        troupe.ModeStructured,
+		TurnTimeout: troupe.DefaultTurnTimeout,
+		Line:        line,
+	}
+}
+
+// withSpec returns a after applying f, for table literals.
+func withSpec(a AgentSpec, f func(*AgentSpec)) AgentSpec {
+	f(&a)
+	return a
+}
+
+var goodTeams = []struct {
+	name string
+	src  string
+	want []AgentSpec
+}{
+	{"empty file", "", nil},
+	{"only comments and blank lines", "# the team\n\n   \n# nobody yet\n", nil},
+	{
+		"minimal agent gets defaults",
+		"[[agent]]\nname = \"lead\"\nengine = \"claude\"\n",
+		[]AgentSpec{teamAgent("lead", troupe.EngineClaude, 1)},
+	},
+	{
+		"every key",
+		`# A team of two.
+
+[[agent]]
+name = "lead"
+engine = "claude"
+model = "opus"
+mode = "terminal"
+turn_timeout = "1h30m"
+prompt = "You lead."
+allowed_tools = ["Read", "Edit"]
+env = { GOFLAGS = "-count=1", _X1 = "" }
+
+[agent.claude]
+permission_mode = "plan"
+max_turns = 3
+nested = { a = [1, 2] }
+
+[[agent]]
+name = "reviewer-2"
+engine = "fake"
+prompt_file = "prompts/review.md"
+
+[agent.env]
+HOME = "/tmp/home"
+`,
+		[]AgentSpec{
+			withSpec(teamAgent("lead", troupe.EngineClaude, 3), func(a *AgentSpec) {
+				a.Model = "opus"
+				a.Mode = troupe.ModeTerminal
+				a.TurnTimeout = 90 * time.Minute
+				a.Prompt = "You lead."
+				a.AllowedTools = []string{"Read", "Edit"}
+				a.Env = map[string]string{"GOFLAGS": "-count=1", "_X1": ""}
+				a.Options = map[string]any{
+					"permission_mode": "plan",
+					"max_turns":       int64(3),
+					"nested":          map[string]any{"a": []any{int64(1), int64(2)}},
+				}
+			}),
+			withSpec(teamAgent("reviewer-2", troupe.EngineFake, 18), func(a *AgentSpec) {
+				a.PromptFile = "prompts/review.md"
+				a.Env = map[string]string{"HOME": "/tmp/home"}
+			}),
+		},
+	},
+	{
+		"explicit structured mode and 24h limit",
+		"[[agent]]\nname = \"a\"\nengine = \"codex\"\nmode = \"structured\"\nturn_timeout = \"24h\"\n",
+		[]AgentSpec{withSpec(teamAgent("a", troupe.EngineCodex, 1), func(a *AgentSpec) { a.TurnTimeout = 24 * time.Hour })},
+	},
+	{
+		"empty tools and env are kept, not dropped",
+		"[[agent]]\nname = \"a\"\nengine = \"acp\"\nallowed_tools = []\nenv = {}\n",
+		[]AgentSpec{withSpec(teamAgent("a", troupe.EngineACP, 1), func(a *AgentSpec) {
+			a.AllowedTools = []string{}
+			a.Env = map[string]string{}
+		})},
+	},
+	{
+		"dotted keys for env and engine options",
+		"[[agent]]\nname = \"a\"\nengine = \"openai\"\nenv.A = \"1\"\nenv.B = \"2\"\nopenai.base_url = \"http://localhost\"\n",
+		[]AgentSpec{withSpec(teamAgent("a", troupe.EngineOpenAI, 1), func(a *AgentSpec) {
+			a.Env = map[string]string{"A": "1", "B": "2"}
+			a.Options = map[string]any{"base_url": "http://localhost"}
+		})},
+	},
+	{
+		"inline engine options",
+		"[[agent]]\nname = \"a\"\nengine = \"opencode\"\nopencode = { agent = \"build\" }\n",
+		[]AgentSpec{withSpec(teamAgent("a", troupe.EngineOpenCode, 1), func(a *AgentSpec) {
+			a.Options = map[string]any{"agent": "build"}
+		})},
+	},
+	{
+		"engine table before the engine key",
+		"[[agent]]\nname = \"a\"\nfake.script = \"echo\"\nengine = \"fake\"\n",
+		[]AgentSpec{withSpec(teamAgent("a", troupe.EngineFake, 1), func(a *AgentSpec) {
+			a.Options = map[string]any{"script": "echo"}
+		})},
+	},
+	{
+		"longest and shortest names",
+		"[[agent]]\nname = \"" + strings.Repeat("a", 63) + "\"\nengine = \"fake\"\n[[agent]]\nname = \"0\"\nengine = \"fake\"\n[[agent]]\nname = \"9a_b-c\"\nengine = \"fake\"\n",
+		[]AgentSpec{
+			teamAgent(strings.Repeat("a", 63), troupe.EngineFake, 1),
+			teamAgent("0", troupe.EngineFake, 4),
+			teamAgent("9a_b-c", troupe.EngineFake, 7),
+		},
+	},
+	{
+		"byte order mark and CRLF line ends",
+		"\xef\xbb\xbf# team\r\n\r\n[[agent]]\r\nname = \"a\"\r\nengine = \"fake\"\r\n",
+		[]AgentSpec{teamAgent("a", troupe.EngineFake, 3)},
+	},
+	{
+		"multi-line prompt that looks like TOML",
+		"[[agent]]\nname = \"a\"\nengine = \"fake\"\nprompt = \"\"\"\n[[agent]]\nname = \"b\"\n\"\"\"\n\n[[agent]]\nname = \"c\"\nengine = \"fake\"\n",
+		[]AgentSpec{
+			withSpec(teamAgent("a", troupe.EngineFake, 1), func(a *AgentSpec) { a.Prompt = "[[agent]]\nname = \"b\"\n" }),
+			teamAgent("c", troupe.EngineFake, 9),
+		},
+	},
+}
+
+func TestParseTeamGood(t *testing.T) {
+	for _, tt := range goodTeams {
+		t.Run(tt.name, func(t *testing.T) {
+			team, err := ParseTeam(testTeamFile, []byte(tt.src))
+			if err != nil {
+				t.Fatalf("ParseTeam: %v", err)
+			}
+			if !reflect.DeepEqual(team.Agents, tt.want) {
+				t.Errorf("agents:\ngot  %#v\nwant %#v", team.Agents, tt.want)
+			}
+		})
+	}
+}
+
+// leadHead is a valid start of an agent, for bad files that break a later key.
+const leadHead = "[[agent]]\nname = \"lead\"\nengine = \"fake\"\n"
+
+var badTeams = []struct {
+	name string
+	src  string
+	want string
+}{
+	// TOML syntax.
+	{"unterminated string", "[[agent]]\nname = \"lead\nengine = \"fake\"\n",
+		`.troupe/team.toml:2: syntax error: strings cannot contain newlines`},
+	{"unclosed array table header", "[[agent]\nname = \"lead\"\n",
+		`.troupe/team.toml:1: syntax error: expected end of table array name delimiter ']', but got '\n' instead`},
+	{"key without value", leadHead + "model\n",
+		`.troupe/team.toml:4: syntax error: expected '.' or '=', but got '\n' instead`},
+	{"duplicate key in one agent", leadHead + "name = \"other\"\n",
+		`.troupe/team.toml:4: syntax error: Key 'agent.name' has already been defined.`},
+	{"two values on a line", leadHead + "model = \"a\" \"b\"\n",
+		`.troupe/team.toml:4: syntax error: expected a top-level item to end with a newline, comment, or EOF, but got '"' instead`},
+	{"NUL bytes", "\x00\x00",
+		`.troupe/team.toml:1: syntax error: files cannot contain NULL bytes; probably using UTF-16; TOML files must be UTF-8`},
+
+	// Top level.
+	{"unknown top-level key", "version = 1\n" + leadHead,
+		`.troupe/team.toml:1: version: unknown top-level key: a team file holds only [[agent]] tables`},
+	{"unknown top-level table", leadHead + "[team]\nname = \"x\"\n",
+		`.troupe/team.toml:4: team: unknown top-level key: a team file holds only [[agent]] tables`},
+	{"quoted top-level key", "\"my team\" = 1\n",
+		`.troupe/team.toml:1: "my team": unknown top-level key: a team file holds only [[agent]] tables`},
+	{"single [agent] table", "# one\n[agent]\nname = \"lead\"\nengine = \"fake\"\n",
+		`.troupe/team.toml:2: agent: write each agent as an [[agent]] table, with double brackets`},
+	{"inline array of agents", "agent = [{ name = \"lead\", engine = \"fake\" }]\n",
+		`.troupe/team.toml:1: agent: write each agent as an [[agent]] table, with double brackets`},
+	{"agent as a string", "agent = \"lead\"\n",
+		`.troupe/team.toml:1: agent: write each agent as an [[agent]] table, with double brackets`},
+
+	// name.
+	{"missing name", "[[agent]]\nengine = \"fake\"\n",
+		`.troupe/team.toml:1: agent #1: name: missing: every agent needs one, like name = "lead"`},
+	{"missing name in second agent", leadHead + "\n[[agent]]\nengine = \"fake\"\nmodel = 1\n",
+		`.troupe/team.toml:5: agent #2: name: missing: every agent needs one, like name = "lead"`},
+	{"empty name", "[[agent]]\nname = \"\"\nengine = \"fake\"\n",
+		`.troupe/team.toml:2: agent #1: name: must not be empty: use 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit`},
+	{"name not a string", "[[agent]]\nname = 7\nengine = \"fake\"\n",
+		`.troupe/team.toml:2: agent #1: name: must be a string, not an integer: write it like name = "lead"`},
+	{"upper-case name", "[[agent]]\nname = \"Lead\"\nengine = \"fake\"\n",
+		`.troupe/team.toml:2: agent #1: name: bad name "Lead": use 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit`},
+	{"name starting with a dash", "[[agent]]\nname = \"-x\"\nengine = \"fake\"\n",
+		`.troupe/team.toml:2: agent #1: name: bad name "-x": use 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit`},
+	{"name too long", "[[agent]]\nname = \"" + strings.Repeat("a", 64) + "\"\nengine = \"fake\"\n",
+		`.troupe/team.toml:2: agent #1: name: bad name "` + strings.Repeat("a", 64) + `": use 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit`},
+	{"name with a space", "[[agent]]\nname = \"lead dev\"\nengine = \"fake\"\n",
+		`.troupe/team.toml:2: agent #1: name: bad name "lead dev": use 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit`},
+	{"duplicate name", leadHead + "\n[[agent]]\nname = \"lead\"\nengine = \"claude\"\n",
+		`.troupe/team.toml:6: agent "lead": name: duplicate name "lead": the agent on line 1 has it too; give each agent a unique name`},
+
+	// engine.
+	{"missing engine", "[[agent]]\nname = \"lead\"\n",
+		`.troupe/team.toml:1: agent "lead": engine: missing: set it to one of claude, codex, opencode, acp, openai, fake`},
+	{"unknown engine", "[[agent]]\nname = \"lead\"\nengine = \"gpt\"\n",
+		`.troupe/team.toml:3: agent "lead": engine: unknown engine "gpt": use one of claude, codex, opencode, acp, openai, fake`},
+	{"engine in the wrong case", "[[agent]]\nname = \"lead\"\nengine = \"Claude\"\n",
+		`.troupe/team.toml:3: agent "lead": engine: unknown engine "Claude": use one of claude, codex, opencode, acp, openai, fake`},
+	{"engine not a string", "[[agent]]\nname = \"lead\"\nengine = [\"fake\"]\n",
+		`.troupe/team.toml:3: agent "lead": engine: must be a string, not an array: write it like engine = "claude"`},
+
+	// model and mode.
+	{"model not a string", leadHead + "model = 4.5\n",
+		`.troupe/team.toml:4: agent "lead": model: must be a string, not a float: write it like model = "sonnet"`},
+	{"unknown mode", leadHead + "mode = \"tui\"\n",
+		`.troupe/team.toml:4: agent "lead": mode: unknown mode "tui": use "structured" (the default) or "terminal"`},
+	{"mode not a string", leadHead + "mode = true\n",
+		`.troupe/team.toml:4: agent "lead": mode: must be a string, not a boolean: write it like mode = "terminal"`},
+
+	// turn_timeout.
+	{"duration in words", leadHead + "turn_timeout = \"10 minutes\"\n",
+		`.troupe/team.toml:4: agent "lead": turn_timeout: bad duration "10 minutes": write it like "10m" or "1h30m"`},
+	{"duration in days", leadHead + "turn_timeout = \"1d\"\n",
+		`.troupe/team.toml:4: agent "lead": turn_timeout: bad duration "1d": write it like "10m" or "1h30m"`},
+	{"empty duration", leadHead + "turn_timeout = \"\"\n",
+		`.troupe/team.toml:4: agent "lead": turn_timeout: bad duration "": write it like "10m" or "1h30m"`},
+	{"zero duration", leadHead + "turn_timeout = \"0s\"\n",
+		`.troupe/team.toml:4: agent "lead": turn_timeout: duration "0s" is not positive: write it like "10m" or "1h30m"`},
+	{"negative duration", leadHead + "turn_timeout = \"-5m\"\n",
+		`.troupe/team.toml:4: agent "lead": turn_timeout: duration "-5m" is not positive: write it like "10m" or "1h30m"`},
+	{"duration over a day", leadHead + "turn_timeout = \"24h0m1s\"\n",
+		`.troupe/team.toml:4: agent "lead": turn_timeout: duration "24h0m1s" is longer than 24h: use at most "24h"`},
+	{"duration as a number", leadHead + "turn_timeout = 600\n",
+		`.troupe/team.toml:4: agent "lead": turn_timeout: must be a string, not an integer: write it like turn_timeout = "10m"`},
+
+	// prompt and prompt_file.
+	{"prompt and prompt_file", leadHead + "prompt = \"hi\"\nprompt_file = \"p.md\"\n",
+		`.troupe/team.toml:5: agent "lead": prompt_file: cannot be used with prompt: keep one of them`},
+	{"prompt_file and prompt", leadHead + "prompt_file = \"p.md\"\nmodel = \"m\"\nprompt = \"hi\"\n",
+		`.troupe/team.toml:6: agent "lead": prompt: cannot be used with prompt_file: keep one of them`},
+	{"prompt not a string", leadHead + "prompt = [\"a\", \"b\"]\n",
+		`.troupe/team.toml:4: agent "lead": prompt: must be a string, not an array: write it like prompt = "You review code."`},
+	{"prompt_file not a string", leadHead + "prompt_file = { path = \"p.md\" }\n",
+		`.troupe/team.toml:4: agent "lead": prompt_file: must be a string, not a table: write it like prompt_file = "prompts/lead.md"`},
+
+	// allowed_tools.
+	{"tools as a string", leadHead + "allowed_tools = \"Read\"\n",
+		`.troupe/team.toml:4: agent "lead": allowed_tools: must be an array of strings, not a string: write it like allowed_tools = ["Read", "Edit"]`},
+	{"tools with a number", leadHead + "allowed_tools = [\n  \"Read\",\n  2,\n]\n",
+		`.troupe/team.toml:4: agent "lead": allowed_tools: must be an array of strings, but item 2 is an integer: write it like allowed_tools = ["Read", "Edit"]`},
+	{"tools as tables", leadHead + "[[agent.allowed_tools]]\nname = \"Read\"\n",
+		`.troupe/team.toml:4: agent "lead": allowed_tools: must be an array of strings, not an array of tables: write it like allowed_tools = ["Read", "Edit"]`},
+
+	// env.
+	{"env as a string", leadHead + "env = \"A=1\"\n",
+		`.troupe/team.toml:4: agent "lead": env: must be a table of strings, not a string: write it like env = { NAME = "value" }`},
+	{"env variable starting with a digit", leadHead + "env = { OK = \"1\", 2FA = \"x\" }\n",
+		`.troupe/team.toml:4: agent "lead": env: bad variable name "2FA": use letters, digits and '_', not starting with a digit`},
+	{"env variable with a dash", leadHead + "[agent.env]\nOK = \"1\"\nMY-VAR = \"x\"\n",
+		`.troupe/team.toml:6: agent "lead": env: bad variable name "MY-VAR": use letters, digits and '_', not starting with a digit`},
+	{"env variable quoted with a space", leadHead + "env.\"A B\" = \"x\"\n",
+		`.troupe/team.toml:4: agent "lead": env: bad variable name "A B": use letters, digits and '_', not starting with a digit`},
+	{"env value a number", leadHead + "[agent.env]\nPORT = 8080\n",
+		`.troupe/team.toml:5: agent "lead": env: variable PORT must be a string, not an integer: write it like PORT = "value"`},
+	{"env value a table", leadHead + "[agent.env.SUB]\nX = \"1\"\n",
+		`.troupe/team.toml:4: agent "lead": env: variable SUB must be a string, not a table: write it like SUB = "value"`},
+
+	// Unknown keys and engine tables.
+	{"unknown key", leadHead + "temperature = 0.2\n",
+		`.troupe/team.toml:4: agent "lead": temperature: unknown key: an agent may set name, engine, model, mode, turn_timeout, prompt, prompt_file, allowed_tools, env and an [agent.<engine>] table of engine options`},
+	{"key in the wrong case", leadHead + "Model = \"x\"\n",
+		`.troupe/team.toml:4: agent "lead": Model: unknown key: did you mean model?`},
+	{"key with a dash", leadHead + "turn-timeout = \"5m\"\n",
+		`.troupe/team.toml:4: agent "lead": turn-timeout: unknown key: did you mean turn_timeout?`},
+	{"quoted unknown key", leadHead + "\"allowed tools\" = []\n",
+		`.troupe/team.toml:4: agent "lead": "allowed tools": unknown key: an agent may set name, engine, model, mode, turn_timeout, prompt, prompt_file, allowed_tools, env and an [agent.<engine>] table of engine options`},
+	{"unknown sub-table", leadHead + "\n[agent.settings]\nx = 1\n",
+		`.troupe/team.toml:5: agent "lead": settings: unknown key: an agent may set name, engine, model, mode, turn_timeout, prompt, prompt_file, allowed_tools, env and an [agent.<engine>] table of engine options`},
+	{"engine table in the wrong case", leadHead + "[agent.Fake]\nx = 1\n",
+		`.troupe/team.toml:4: agent "lead": Fake: unknown key: did you mean fake?`},
+	{"table for another engine", leadHead + "\n[agent.claude]\nmodel = \"opus\"\n",
+		`.troupe/team.toml:5: agent "lead": claude: options for engine "claude", but this agent's engine is "fake": rename the table to [agent.fake] or remove it`},
+	{"dotted options for another engine", "[[agent]]\nname = \"lead\"\ncodex.profile = \"x\"\nengine = \"fake\"\n",
+		`.troupe/team.toml:3: agent "lead": codex: options for engine "codex", but this agent's engine is "fake": rename the table to [agent.fake] or remove it`},
+	{"engine options not a table", leadHead + "fake = \"fast\"\n",
+		`.troupe/team.toml:4: agent "lead": fake: must be a table of options for engine "fake", not a string: write it as an [agent.fake] table`},
+	{"engine options as an array of tables", leadHead + "[[agent.fake]]\nx = 1\n",
+		`.troupe/team.toml:4: agent "lead": fake: must be a table of options for engine "fake", not an array of tables: write it as an [agent.fake] table`},
+
+	// The first problem in file order wins.
+	{"missing name before a later bad key", "[[agent]]\nfoo = 1\nengine = \"fake\"\n",
+		`.troupe/team.toml:1: agent #1: name: missing: every agent needs one, like name = "lead"`},
+	{"first of two bad keys", leadHead + "mode = \"x\"\nturn_timeout = \"x\"\n",
+		`.troupe/team.toml:4: agent "lead": mode: unknown mode "x": use "structured" (the default) or "terminal"`},
+	{"bad key before a bad name", "[[agent]]\nengine = \"fake\"\nmode = \"x\"\nname = \"Bad\"\n",
+		`.troupe/team.toml:3: agent #1: mode: unknown mode "x": use "structured" (the default) or "terminal"`},
+	{"unknown engine after an engine table", "[[agent]]\nname = \"lead\"\nclaude.x = 1\nengine = \"bogus\"\n",
+		`.troupe/team.toml:4: agent "lead": engine: unknown engine "bogus": use one of claude, codex, opencode, acp, openai, fake`},
+	{"first bad env entry", leadHead + "env = { 1A = \"x\", 2B = \"y\" }\n",
+		`.troupe/team.toml:4: agent "lead": env: bad variable name "1A": use letters, digits and '_', not starting with a digit`},
+	{"error after a multi-line string", leadHead + "prompt = '''\n[[agent]]\nname = 1\n'''\nmode = 'x'\n",
+		`.troupe/team.toml:8: agent "lead": mode: unknown mode "x": use "structured" (the default) or "terminal"`},
+	{"error after a multi-line array", leadHead + "allowed_tools = [\n  \"a\", # first\n  \"b\",\n]\nmodel = 1\n",
+		`.troupe/team.toml:8: agent "lead": model: must be a string, not an integer: write it like model = "sonnet"`},
+}
+
+func TestParseTeamBad(t *testing.T) {
+	for _, tt := range badTeams {
+		t.Run(tt.name, func(t *testing.T) {
+			team, err := ParseTeam(testTeamFile, []byte(tt.src))
+			if err == nil {
+				t.Fatalf("ParseTeam succeeded with %d agents; want error %q", len(team.Agents), tt.want)
+			}
+			if team != nil {
+				t.Errorf("ParseTeam returned a team with its error")
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("error:\ngot  %s\nwant %s", got, tt.want)
+			}
+			var fe *troupe.FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("error is %T, want *troupe.FieldError", err)
+			}
+			if fe.File != testTeamFile || fe.Line <= 0 {
+				t.Errorf("File, Line = %q, %d; want %q and a line", fe.File, fe.Line, testTeamFile)
+			}
+			if !errors.Is(err, troupe.ErrInvalid) {
+				t.Errorf("error does not match troupe.ErrInvalid")
+			}
+		})
+	}
+}
+
+func TestParseTeamErrorFields(t *testing.T) {
+	_, err := ParseTeam("team.toml", []byte(leadHead+"\n\nturn_timeout = \"soon\"\n"))
+	want := &troupe.FieldError{
+		File:  "team.toml",
+		Line:  6,
+		Field: `agent "lead": turn_timeout`,
+		Msg:   `bad duration "soon": write it like "10m" or "1h30m"`,
+	}
+	var fe *troupe.FieldError
+	if !errors.As(err, &fe) || *fe != *want {
+		t.Errorf("ParseTeam error = %#v, want %#v", err, want)
+	}
+}
+
+// trickyTOML holds valid TOML whose keys are hard to find by scanning.
+var trickyTOML = []string{
+	"a = \"\"\"\nb = 1\n\\\"\"\"\nc = 2\"\"\"\nd = 1\n",
+	"a = '''\n[x]\n''''\nb = \"\"\"\"\"\"\nc = ''''''\n",
+	"a = \"q\\\"[x]\" # [y]\nb = 'c:\\'\n",
+	"\"a.b\" = 1\n'c\"d' = 2\n\"\\u00e9\\x41\\t\" = 3\n\"\" = 4\n",
+	"a . b . c = 1\n[ x . \"y z\" ]\nk = 2\n[[ t ]]\n[[t]]\nk = 3\n",
+	"a = [ { b = 1 }, [ { c = { d = 2 } } ], # {e = 3}\n\"x\" ]\n",
+	"a = { b.c = 1, d = { e = [ { f = 2 } ] } }\n",
+	"a = {\n  b = 1, # comment\n  c = 2,\n}\n",
+	"d1 = 1979-05-27 07:32:00Z\nd2 = [1979-05-27 07:32:00, 1979-05-27]\nt = { x = 1979-05-27 07:32:00Z, y = 1 }\n",
+	"n = [1, 2.5, -inf, nan, 0x1F, true, 07:32:00]\n",
+	"\xef\xbb\xbfa = 1\r\n[b]\r\nc = 2\r\n",
+	"[a.b.c]\n[a]\nd = 1\n",
+}
+
+// TestScanKeys checks that the key scanner finds the decoder's keys, so that
+// errors carry lines.
+func TestScanKeys(t *testing.T) {
+	for _, src := range trickyTOML {
+		var raw map[string]any
+		md, err := toml.Decode(src, &raw)
+		if err != nil {
+			t.Errorf("%q is not valid TOML: %v", src, err)
+			continue
+		}
+		if keyLines(src, md.Keys()) == nil {
+			var got []toml.Key
+			for _, k := range scanKeys(src) {
+				got = append(got, k.key)
+			}
+			t.Errorf("%q:\nscanned %q\ndecoded %q", src, got, md.Keys())
+		}
+	}
+	src := "a = \"\"\"\nb = 1\n\"\"\"\n\n[x]\ny = { z = 1 }\n"
+	var raw map[string]any
+	md, _ := toml.Decode(src, &raw)
+	lines := keyLines(src, md.Keys())
+	if want := []int{1, 5, 6, 6}; !reflect.DeepEqual(lines, want) {
+		t.Errorf("lines of %q = %v, want %v", src, lines, want)
+	}
+}
+
+func FuzzParseTeam(f *testing.F) {
+	for _, tt := range goodTeams {
+		f.Add([]byte(tt.src))
+	}
+	for _, tt := range badTeams {
+		f.Add([]byte(tt.src))
+	}
+	for _, src := range trickyTOML {
+		f.Add([]byte(src))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		team, err := ParseTeam(testTeamFile, data)
+		if err != nil {
+			if team != nil {
+				t.Fatalf("ParseTeam returned a team with error %v", err)
+			}
+			var fe *troupe.FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("error is %T, want *troupe.FieldError: %v", err, err)
+			}
+			if !strings.HasPrefix(err.Error(), testTeamFile) {
+				t.Fatalf("error does not start with the file name: %v", err)
+			}
+		} else {
+			for _, a := range team.Agents {
+				if !namePattern.MatchString(string(a.Name)) || a.Line <= 0 ||
+					a.TurnTimeout <= 0 || a.TurnTimeout > maxTurnTimeout {
+					t.Fatalf("invalid agent accepted: %+v", a)
+				}
+			}
+		}
+		// Whenever the TOML is valid, the scanner must find its keys, or
+		// errors lose their lines.
+		var raw map[string]any
+		if md, err := toml.Decode(string(data), &raw); err == nil && len(md.Keys()) > 0 && keyLines(string(data), md.Keys()) == nil {
+			var got []toml.Key
+			for _, k := range scanKeys(string(data)) {
+				got = append(got, k.key)
+			}
+			t.Fatalf("scanned keys %q, decoded %q", got, md.Keys())
+		}
+	})
+}

@@ -1,0 +1,368 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/project"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// actor owns one agent: its session, its turns and its inbox delivery. Its
+// loop is the only goroutine that starts turns or changes the session, so at
+// most one turn is in flight (C5's wake budget).
+type actor struct {
+	rt    *Runtime
+	key   troupe.RuntimeKey
+	log   *slog.Logger
+	pokeC chan struct{} // wake-ups, coalesced (capacity 1)
+	quit  chan struct{} // closed by stop
+	once  sync.Once
+
+	// mu guards the fields below; the loop writes them, others read.
+	mu         sync.Mutex
+	state      troupe.AgentState
+	reason     string
+	quitReason string
+	sess       engine.Session
+	turn       *turn
+	actAt      time.Time // last activity seen by the actor itself (turn starts)
+	restart    bool      // the definition changed: new session at the next boundary
+}
+
+// turn is a turn in flight.
+type turn struct {
+	id   troupe.TurnID
+	msgs []troupe.Message
+}
+
+func newActor(r *Runtime, k troupe.RuntimeKey) *actor {
+	return &actor{rt: r, key: k, log: r.log.With("project", k.Project, "agent", k.Agent),
+		pokeC: make(chan struct{}, 1), quit: make(chan struct{}), state: troupe.StateStopped}
+}
+
+func (a *actor) poke() {
+	select {
+	case a.pokeC <- struct{}{}:
+	default:
+	}
+}
+
+func (a *actor) stop(reason string) {
+	a.once.Do(func() {
+		a.mu.Lock()
+		a.quitReason = reason
+		a.mu.Unlock()
+		close(a.quit)
+	})
+}
+
+func (a *actor) restartAtBoundary() {
+	a.mu.Lock()
+	a.restart = true
+	a.mu.Unlock()
+	a.poke()
+}
+
+func (a *actor) status() (troupe.AgentState, string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.state, a.reason
+}
+
+func (a *actor) activity() engine.Activity {
+	a.mu.Lock()
+	act := engine.Activity{At: a.actAt}
+	s := a.sess
+	a.mu.Unlock()
+	if s != nil {
+		sa := s.Activity()
+		act.Count = sa.Count
+		if sa.At.After(act.At) {
+			act.At = sa.At
+		}
+	}
+	return act
+}
+
+func (a *actor) currentTurn() *turn {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.turn
+}
+
+func (a *actor) setState(s troupe.AgentState, reason string) {
+	a.mu.Lock()
+	changed := a.state != s || a.reason != reason
+	a.state, a.reason = s, reason
+	a.mu.Unlock()
+	if changed {
+		a.rt.publish("agent.state", a.key, map[string]string{"state": string(s), "reason": reason})
+	}
+}
+
+func (a *actor) session() engine.Session {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sess
+}
+
+// run is the actor's loop. When ctx ends (the daemon stops) a turn in
+// flight is left in the store as in_turn, so the next daemon redelivers it.
+func (a *actor) run(ctx context.Context) {
+	defer a.closeSession()
+	for {
+		var evs <-chan engine.Event
+		if s := a.session(); s != nil {
+			evs = s.Events()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.quit:
+			a.mu.Lock()
+			reason := a.quitReason
+			a.mu.Unlock()
+			if a.currentTurn() != nil {
+				a.endTurn(ctx, "", "agent stopped: "+reason)
+			}
+			a.setState(troupe.StateStopped, reason)
+			return
+		case <-a.pokeC:
+		case ev, ok := <-evs:
+			if !ok {
+				a.sessionEnded(ctx)
+			} else {
+				a.handle(ctx, ev)
+			}
+		}
+		a.next(ctx)
+	}
+}
+
+func (a *actor) closeSession() {
+	a.mu.Lock()
+	s := a.sess
+	a.sess = nil
+	a.mu.Unlock()
+	if s == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), a.rt.o.StopTimeout)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		a.log.Warn("close session", "err", err)
+	}
+}
+
+// sessionEnded handles a session that ended on its own (its process died).
+func (a *actor) sessionEnded(ctx context.Context) {
+	s := a.session()
+	reason := "the agent's session ended"
+	if err := s.Err(); err != nil {
+		reason = "the agent's process died: " + err.Error()
+	}
+	a.mu.Lock()
+	a.sess = nil
+	a.mu.Unlock()
+	_ = s.Close(ctx)
+	if a.currentTurn() != nil {
+		a.endTurn(ctx, "", reason)
+	}
+	a.log.Warn("session ended", "reason", reason)
+	a.setState(troupe.StateFailed, reason)
+}
+
+func (a *actor) handle(ctx context.Context, ev engine.Event) {
+	t := a.currentTurn()
+	switch ev.Kind {
+	case engine.EventOutput:
+		a.rt.publish("agent.output", a.key, map[string]string{"turn": string(ev.Turn), "text": ev.Text})
+	case engine.EventTurnEnd:
+		if t == nil || ev.Turn != t.id {
+			a.log.Warn("end of a turn not in flight", "turn", ev.Turn)
+			return
+		}
+		a.endTurn(ctx, ev.Text, ev.Error)
+		a.setState(troupe.StateIdle, "")
+	}
+}
+
+// endTurn records the end of the turn in flight and the outcome of the
+// requests it handled: the final text answers its asks and delegations
+// (unless the agent already answered with reply).
+func (a *actor) endTurn(ctx context.Context, text, errText string) {
+	ctx = context.WithoutCancel(ctx)
+	a.mu.Lock()
+	t := a.turn
+	a.turn = nil
+	a.mu.Unlock()
+	state := troupe.MsgDelivered
+	if errText != "" {
+		state = troupe.MsgFailed
+	}
+	if err := a.rt.o.Store.FinishTurn(ctx, a.key, t.id, state, errText); err != nil {
+		a.log.Error("finish turn", "turn", t.id, "err", err)
+	}
+	for _, m := range t.msgs {
+		if m.Request == "" || (m.Kind != troupe.KindAsk && m.Kind != troupe.KindDelegate) {
+			continue
+		}
+		if errText == "" {
+			a.rt.finish(ctx, m.Request, troupe.ReqAnswered, text, "")
+		} else {
+			a.rt.finish(ctx, m.Request, troupe.ReqFailed, "", fmt.Sprintf("%s could not answer: %s", a.key.Agent, errText))
+		}
+	}
+	a.rt.publish("turn.ended", a.key, map[string]string{"turn": string(t.id), "error": errText})
+}
+
+// next starts a turn when none is in flight and the inbox has mail.
+func (a *actor) next(ctx context.Context) {
+	if ctx.Err() != nil || a.currentTurn() != nil {
+		return
+	}
+	a.mu.Lock()
+	restart := a.restart && a.sess != nil
+	a.restart = false
+	a.mu.Unlock()
+	if restart {
+		a.closeSession()
+		a.setState(troupe.StateStopped, "definition changed")
+	}
+	pending, err := a.rt.o.Store.Pending(ctx, a.key)
+	if err != nil {
+		a.log.Error("read inbox", "err", err)
+		return
+	}
+	if len(pending) == 0 {
+		return
+	}
+	spec, dir, ok := a.rt.o.Teams.Agent(a.key)
+	if !ok {
+		if _, err := a.rt.o.Store.Expire(ctx, a.key, "no such agent in the project's team"); err != nil {
+			a.log.Error("expire inbox", "err", err)
+		}
+		return
+	}
+	batch := pickBatch(pending)
+	s := a.session()
+	if s == nil {
+		a.setState(troupe.StateStarting, "")
+		s, err = a.start(ctx, spec, dir)
+		if err != nil {
+			reason := err.Error()
+			a.failBatch(ctx, batch, reason)
+			a.setState(troupe.StateFailed, reason)
+			a.poke() // the rest of the inbox gets its own answer
+			return
+		}
+	}
+	id := troupe.TurnID(newID("t"))
+	ids := make([]int64, len(batch))
+	for i, m := range batch {
+		ids[i] = m.ID
+	}
+	if err := a.rt.o.Store.StartTurn(ctx, a.key, ids, id); err != nil {
+		a.log.Error("start turn", "err", err)
+		return
+	}
+	a.mu.Lock()
+	a.turn = &turn{id: id, msgs: batch}
+	a.actAt = time.Now()
+	a.mu.Unlock()
+	a.setState(troupe.StateBusy, "")
+	a.rt.publish("turn.started", a.key, map[string]any{"turn": id, "messages": ids})
+	if err := s.Send(ctx, engine.Input{Turn: id, Messages: batch}); err != nil {
+		a.endTurn(ctx, "", "give the turn to the agent: "+err.Error())
+		a.setState(troupe.StateIdle, "")
+		a.poke()
+	}
+}
+
+// pickBatch chooses what the next turn gets: an ask alone (it gets a turn
+// of its own, so its answer is that turn's output), or every message up to
+// the next ask.
+func pickBatch(pending []troupe.Message) []troupe.Message {
+	if pending[0].Kind == troupe.KindAsk {
+		return pending[:1]
+	}
+	for i, m := range pending {
+		if m.Kind == troupe.KindAsk {
+			return pending[:i]
+		}
+	}
+	return pending
+}
+
+// failBatch ends messages that could not be given to a turn.
+func (a *actor) failBatch(ctx context.Context, batch []troupe.Message, reason string) {
+	id := troupe.TurnID(newID("t"))
+	ids := make([]int64, len(batch))
+	for i, m := range batch {
+		ids[i] = m.ID
+	}
+	if err := a.rt.o.Store.StartTurn(ctx, a.key, ids, id); err != nil {
+		a.log.Error("fail batch", "err", err)
+		return
+	}
+	a.mu.Lock()
+	a.turn = &turn{id: id, msgs: batch}
+	a.mu.Unlock()
+	a.endTurn(ctx, "", reason)
+}
+
+func (a *actor) start(ctx context.Context, spec project.AgentSpec, dir string) (engine.Session, error) {
+	eng, ok := a.rt.o.Engines[spec.Engine]
+	if !ok {
+		return nil, fmt.Errorf("engine %q is not available in this daemon", spec.Engine)
+	}
+	instr, err := a.instructions(spec, dir)
+	if err != nil {
+		return nil, err
+	}
+	s, err := eng.Start(ctx, engine.StartSpec{Key: a.key, Agent: spec, Dir: dir, Instructions: instr,
+		Tools: a.rt.Tools(a.key), Logger: a.log})
+	if err != nil {
+		return nil, fmt.Errorf("start %s session: %w", spec.Engine, err)
+	}
+	a.mu.Lock()
+	a.sess = s
+	a.mu.Unlock()
+	a.log.Info("session started", "engine", spec.Engine)
+	return s, nil
+}
+
+// instructions is the agent's prompt plus what troupe tells every agent.
+func (a *actor) instructions(spec project.AgentSpec, dir string) (string, error) {
+	prompt := spec.Prompt
+	if spec.PromptFile != "" {
+		p := spec.PromptFile
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "", fmt.Errorf("read prompt_file of %s: %w", spec.Name, err)
+		}
+		prompt = string(b)
+	}
+	var team []string
+	for _, o := range a.rt.o.Teams.Agents(a.key.Project) {
+		if o.Name != spec.Name {
+			team = append(team, string(o.Name))
+		}
+	}
+	var b strings.Builder
+	b.WriteString(strings.TrimSpace(prompt))
+	fmt.Fprintf(&b, "\n\nYou are %q, one agent of a team run by troupe. Your teammates: %s.\n", spec.Name, strings.Join(team, ", "))
+	b.WriteString("Use troupe's tools to work with them: ask_agent (ask and wait for the answer), send_message, delegate (the result comes back to you), reply (answer the question you were asked), list_agents.\n")
+	return b.String(), nil
+}

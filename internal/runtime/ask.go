@@ -1,0 +1,187 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// waiter is closed when its request ends.
+type waiter struct {
+	project troupe.ProjectID
+	done    chan struct{}
+}
+
+func (r *Runtime) waiterFor(p troupe.ProjectID, id troupe.RequestID) chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.waiters[id]
+	if !ok {
+		w = waiter{project: p, done: make(chan struct{})}
+		r.waiters[id] = w
+	}
+	return w.done
+}
+
+func (r *Runtime) releaseWaiter(id troupe.RequestID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w, ok := r.waiters[id]; ok {
+		close(w.done)
+		delete(r.waiters, id)
+	}
+}
+
+// Ask asks to a question from the agent from (or troupe.Person) and waits
+// for the answer (contract C4). The wait ends when the target answers, when
+// the watchdog gives up (a full inactivity window of silence, or the
+// ceiling), or — when wait > 0 — after wait: the request is then detached
+// and returned pending; its outcome will come to the asker's inbox and wake
+// it. If ctx ends first the request is detached too and ctx's error returned.
+func (r *Runtime) Ask(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, question string, wait time.Duration) (troupe.Request, error) {
+	req, err := r.request(ctx, to, from, troupe.KindAsk, question)
+	if err != nil {
+		return troupe.Request{}, err
+	}
+	return r.await(ctx, req, wait)
+}
+
+// Delegate gives to a task from the agent from and returns at once; the
+// result comes back to from's inbox as a message of kind result.
+func (r *Runtime) Delegate(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, task string) (troupe.Request, error) {
+	return r.request(ctx, to, from, troupe.KindDelegate, task)
+}
+
+func (r *Runtime) request(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, kind troupe.MessageKind, text string) (troupe.Request, error) {
+	if err := r.checkTarget(to, from); err != nil {
+		return troupe.Request{}, err
+	}
+	field := "question"
+	if kind == troupe.KindDelegate {
+		field = "task"
+	}
+	if strings.TrimSpace(text) == "" {
+		return troupe.Request{}, fmt.Errorf("%s %s: %w", kind, to.Agent, &troupe.FieldError{Field: field, Msg: "empty: write what you need"})
+	}
+	req := troupe.Request{ID: troupe.RequestID(newID("r")), Project: to.Project, From: from, To: to.Agent,
+		Kind: kind, Question: text, State: troupe.ReqPending, Detached: kind == troupe.KindDelegate,
+		CreatedAt: time.Now().UTC()}
+	r.waiterFor(req.Project, req.ID)
+	m, err := r.o.Store.Ask(ctx, req, troupe.Message{Project: to.Project, To: to.Agent, From: from,
+		Kind: kind, Text: text, Request: req.ID})
+	if err != nil {
+		r.releaseWaiter(req.ID)
+		return troupe.Request{}, fmt.Errorf("%s %s: %w", kind, to.Agent, err)
+	}
+	r.publish("message.queued", to, m)
+	r.watch(req)
+	r.wake(to)
+	return req, nil
+}
+
+func (r *Runtime) await(ctx context.Context, req troupe.Request, wait time.Duration) (troupe.Request, error) {
+	done := r.waiterFor(req.Project, req.ID)
+	var timeout <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-done:
+		return r.o.Store.Request(context.WithoutCancel(ctx), req.Project, req.ID)
+	case <-timeout:
+		return r.o.Store.Detach(ctx, req.ID)
+	case <-ctx.Done():
+		if _, err := r.o.Store.Detach(context.WithoutCancel(ctx), req.ID); err != nil {
+			r.log.Error("detach request", "request", req.ID, "err", err)
+		}
+		return troupe.Request{}, ctx.Err()
+	}
+}
+
+// Await waits again for a request the caller made earlier (see Ask).
+func (r *Runtime) Await(ctx context.Context, p troupe.ProjectID, id troupe.RequestID, wait time.Duration) (troupe.Request, error) {
+	req, err := r.o.Store.Request(ctx, p, id)
+	if err != nil || req.State != troupe.ReqPending {
+		return req, err
+	}
+	return r.await(ctx, req, wait)
+}
+
+// watch starts the request's watchdog.
+func (r *Runtime) watch(req troupe.Request) {
+	r.spawn(func(ctx context.Context) { r.watchdog(ctx, req) })
+}
+
+// watchdog ends req with no_reply after a full inactivity window of the
+// target (its turn_timeout), re-armed whenever the target's activity
+// advances, or at the absolute ceiling counted from the request's creation.
+// After a daemon restart the window starts again from the restart.
+func (r *Runtime) watchdog(ctx context.Context, req troupe.Request) {
+	done := r.waiterFor(req.Project, req.ID)
+	to := troupe.RuntimeKey{Project: req.Project, Agent: req.To}
+	window := troupe.DefaultTurnTimeout
+	if spec, _, ok := r.o.Teams.Agent(to); ok && spec.TurnTimeout > 0 {
+		window = spec.TurnTimeout
+	}
+	armed := time.Now()
+	idle := time.NewTimer(window)
+	defer idle.Stop()
+	ceiling := time.NewTimer(time.Until(req.CreatedAt.Add(r.o.Ceiling)))
+	defer ceiling.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			return
+		case <-ceiling.C:
+			r.finish(ctx, req.ID, troupe.ReqNoReply, "", fmt.Sprintf(
+				"no reply from %s: the ask reached its ceiling of %v; last activity %s",
+				req.To, r.o.Ceiling, r.lastActivity(to, armed)))
+			return
+		case <-idle.C:
+			last := armed
+			if a := r.Activity(to); a.At.After(last) {
+				last = a.At
+			}
+			if quiet := time.Since(last); quiet < window {
+				idle.Reset(window - quiet)
+				continue
+			}
+			r.finish(ctx, req.ID, troupe.ReqNoReply, "", fmt.Sprintf(
+				"no reply from %s: no activity for its whole inactivity window of %v (its turn_timeout); last activity %s",
+				req.To, window, r.lastActivity(to, armed)))
+			return
+		}
+	}
+}
+
+func (r *Runtime) lastActivity(k troupe.RuntimeKey, floor time.Time) string {
+	if a := r.Activity(k); !a.At.IsZero() {
+		return a.At.UTC().Format(time.RFC3339)
+	}
+	return "none since " + floor.UTC().Format(time.RFC3339)
+}
+
+// finish ends a request and wakes whoever waits for it.
+func (r *Runtime) finish(ctx context.Context, id troupe.RequestID, state troupe.RequestState, answer, errText string) {
+	req, queued, done, err := r.o.Store.FinishRequest(context.WithoutCancel(ctx), id, state, answer, errText)
+	if err != nil {
+		r.log.Error("finish request", "request", id, "err", err)
+		return
+	}
+	if !done {
+		return
+	}
+	r.releaseWaiter(id)
+	r.publish("request.done", troupe.RuntimeKey{Project: req.Project, Agent: req.From}, req)
+	if queued != nil {
+		r.publish("message.queued", queued.Key(), *queued)
+		r.wake(queued.Key())
+	}
+}

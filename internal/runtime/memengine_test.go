@@ -1,0 +1,201 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/project"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// memEngine is an in-process engine for fake-time tests: its sessions run
+// a tiny script found in the first message of each turn, with timers only
+// (no I/O), so a synctest bubble can advance time through them.
+//
+//	answer TEXT                  end the turn with TEXT
+//	work DUR every STEP line|chunk then TEXT   output every STEP for DUR
+//	                             (then hang: no end of turn at all)
+//	silent DUR then TEXT         no output for DUR
+//	die                          the session ends mid-turn
+//	tool NAME JSON               call a troupe tool; answer with its result
+//	anything else                "echo: " + the texts of the batch
+type memEngine struct {
+	mu     sync.Mutex // guards starts and inputs
+	starts int
+	inputs []engine.Input
+}
+
+func (e *memEngine) Start(ctx context.Context, spec engine.StartSpec) (engine.Session, error) {
+	e.mu.Lock()
+	e.starts++
+	e.mu.Unlock()
+	return &memSession{e: e, spec: spec, events: make(chan engine.Event, 64), closed: make(chan struct{})}, nil
+}
+
+func (e *memEngine) Inputs() []engine.Input {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]engine.Input(nil), e.inputs...)
+}
+
+type memSession struct {
+	e    *memEngine
+	spec engine.StartSpec
+
+	mu     sync.Mutex // guards everything below
+	act    engine.Activity
+	busy   bool
+	err    error
+	events chan engine.Event
+	closed chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+}
+
+func (s *memSession) Events() <-chan engine.Event { return s.events }
+func (s *memSession) Activity() engine.Activity {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.act
+}
+func (s *memSession) Interrupt(context.Context) error { return nil }
+func (s *memSession) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *memSession) Close(context.Context) error {
+	s.once.Do(func() { close(s.closed) })
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.events != nil {
+		close(s.events)
+		s.events = nil
+	}
+	return nil
+}
+
+func (s *memSession) Send(ctx context.Context, in engine.Input) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy {
+		return errors.New("busy")
+	}
+	s.busy = true
+	s.e.mu.Lock()
+	s.e.inputs = append(s.e.inputs, in)
+	s.e.mu.Unlock()
+	s.wg.Go(func() { s.play(in) })
+	return nil
+}
+
+func (s *memSession) emit(ev engine.Event) bool {
+	s.mu.Lock()
+	if ev.Kind == engine.EventOutput {
+		s.act.Count++
+		s.act.At = time.Now()
+	}
+	if ev.Kind == engine.EventTurnEnd {
+		s.busy = false
+	}
+	ch := s.events
+	s.mu.Unlock()
+	select {
+	case ch <- ev:
+		return true
+	case <-s.closed:
+		return false
+	}
+}
+
+func (s *memSession) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.closed:
+		return false
+	}
+}
+
+func (s *memSession) play(in engine.Input) {
+	text := in.Messages[0].Text
+	end := func(out string) { s.emit(engine.Event{Kind: engine.EventTurnEnd, Turn: in.Turn, Text: out}) }
+	f := strings.Fields(text)
+	switch {
+	case len(f) >= 2 && f[0] == "answer":
+		end(strings.TrimPrefix(text, "answer "))
+	case len(f) >= 6 && f[0] == "work":
+		dur, _ := time.ParseDuration(f[1])
+		step, _ := time.ParseDuration(f[3])
+		chunk := f[4] == "chunk"
+		for t := time.Duration(0); t < dur; t += step {
+			if !s.wait(step) {
+				return
+			}
+			out := "working\n"
+			if chunk {
+				out = "."
+			}
+			if !s.emit(engine.Event{Kind: engine.EventOutput, Turn: in.Turn, Text: out}) {
+				return
+			}
+		}
+		if then := text[strings.Index(text, " then ")+6:]; then != "hang" {
+			end(then)
+		} else {
+			<-s.closed
+		}
+	case len(f) >= 4 && f[0] == "silent":
+		dur, _ := time.ParseDuration(f[1])
+		if s.wait(dur) {
+			end(text[strings.Index(text, " then ")+6:])
+		}
+	case text == "die":
+		s.mu.Lock()
+		s.err = errors.New("exit status 3: crashed on purpose")
+		ch := s.events
+		s.events = nil
+		s.mu.Unlock()
+		close(ch)
+	case len(f) >= 2 && f[0] == "tool":
+		args := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(text, "tool"), " "+f[1]))
+		out, err := s.spec.Tools.Call(context.Background(), f[1], json.RawMessage(args))
+		if err != nil {
+			out = "tool error: " + err.Error()
+		}
+		end(out)
+	default:
+		var parts []string
+		for _, m := range in.Messages {
+			parts = append(parts, "echo: "+m.Text)
+		}
+		end(strings.Join(parts, "\n"))
+	}
+}
+
+// staticTeams is a fixed set of projects for tests.
+type staticTeams map[troupe.ProjectID][]project.AgentSpec
+
+func (t staticTeams) Agent(k troupe.RuntimeKey) (project.AgentSpec, string, bool) {
+	for _, a := range t[k.Project] {
+		if a.Name == k.Agent {
+			return a, "/nonexistent/" + string(k.Project), true
+		}
+	}
+	return project.AgentSpec{}, "", false
+}
+
+func (t staticTeams) Agents(p troupe.ProjectID) []project.AgentSpec { return t[p] }
+
+func spec(name string, window time.Duration) project.AgentSpec {
+	return project.AgentSpec{Name: troupe.AgentID(name), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: window}
+}

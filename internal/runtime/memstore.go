@@ -1,0 +1,248 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// MemStore is a Store in memory: for tests (fake-time tests cannot wait on
+// a database) and as the reference the SQLite store is checked against by
+// the same contract suite. It is not durable.
+type MemStore struct {
+	// mu guards everything below.
+	mu       sync.Mutex
+	next     int64
+	msgs     []troupe.Message // in ID order
+	requests map[troupe.RequestID]troupe.Request
+	reqMsg   map[troupe.RequestID]int64
+}
+
+var _ Store = (*MemStore)(nil)
+
+// NewMemStore returns an empty store.
+func NewMemStore() *MemStore {
+	return &MemStore{next: 1, requests: map[troupe.RequestID]troupe.Request{}, reqMsg: map[troupe.RequestID]int64{}}
+}
+
+func (s *MemStore) appendLocked(m troupe.Message) troupe.Message {
+	m.ID = s.next
+	s.next++
+	m.State = troupe.MsgQueued
+	if m.CreatedAt.IsZero() {
+		m.CreatedAt = time.Now().UTC()
+	}
+	s.msgs = append(s.msgs, m)
+	return m
+}
+
+// Append implements Store.
+func (s *MemStore) Append(_ context.Context, m troupe.Message) (troupe.Message, error) {
+	if !m.Key().Valid() {
+		return troupe.Message{}, fmt.Errorf("append message: recipient %q: %w", m.Key(), troupe.ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appendLocked(m), nil
+}
+
+// Ask implements Store.
+func (s *MemStore) Ask(_ context.Context, r troupe.Request, m troupe.Message) (troupe.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.requests[r.ID]; ok {
+		return troupe.Message{}, fmt.Errorf("record request %s: %w", r.ID, troupe.ErrAlreadyExists)
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = time.Now().UTC()
+	}
+	r.State = troupe.ReqPending
+	s.requests[r.ID] = r
+	m = s.appendLocked(m)
+	s.reqMsg[r.ID] = m.ID
+	return m, nil
+}
+
+// Pending implements Store.
+func (s *MemStore) Pending(_ context.Context, k troupe.RuntimeKey) ([]troupe.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []troupe.Message
+	for _, m := range s.msgs {
+		if m.Key() == k && m.State == troupe.MsgQueued {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// StartTurn implements Store.
+func (s *MemStore) StartTurn(_ context.Context, k troupe.RuntimeKey, ids []int64, turn troupe.TurnID) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.msgs {
+		m := &s.msgs[i]
+		if m.Key() == k && m.State == troupe.MsgQueued && slices.Contains(ids, m.ID) {
+			m.State, m.Turn = troupe.MsgInTurn, turn
+		}
+	}
+	return nil
+}
+
+// FinishTurn implements Store.
+func (s *MemStore) FinishTurn(_ context.Context, k troupe.RuntimeKey, turn troupe.TurnID, state troupe.MessageState, reason string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now().UTC()
+	for i := range s.msgs {
+		m := &s.msgs[i]
+		if m.Key() == k && m.State == troupe.MsgInTurn && m.Turn == turn {
+			m.State, m.Reason, m.DoneAt = state, reason, now
+		}
+	}
+	return nil
+}
+
+// Expire implements Store.
+func (s *MemStore) Expire(_ context.Context, k troupe.RuntimeKey, reason string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	now := time.Now().UTC()
+	for i := range s.msgs {
+		m := &s.msgs[i]
+		if m.Key() == k && (m.State == troupe.MsgQueued || m.State == troupe.MsgInTurn) {
+			m.State, m.Reason, m.DoneAt = troupe.MsgExpired, reason, now
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Recover implements Store.
+func (s *MemStore) Recover(context.Context) ([]troupe.RuntimeKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keys []troupe.RuntimeKey
+	for i := range s.msgs {
+		m := &s.msgs[i]
+		if m.State == troupe.MsgInTurn {
+			m.State, m.Redelivered, m.Turn = troupe.MsgQueued, true, ""
+		}
+		if m.State == troupe.MsgQueued && !slices.Contains(keys, m.Key()) {
+			keys = append(keys, m.Key())
+		}
+	}
+	return keys, nil
+}
+
+// Conversation implements Store.
+func (s *MemStore) Conversation(_ context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []troupe.Message
+	for _, m := range s.msgs {
+		if m.Project != p || m.ID <= after || (agent != "" && m.To != agent && m.From != agent) {
+			continue
+		}
+		out = append(out, m)
+		if limit > 0 && len(out) == limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// FinishRequest implements Store.
+func (s *MemStore) FinishRequest(_ context.Context, id troupe.RequestID, state troupe.RequestState, answer, errText string) (troupe.Request, *troupe.Message, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.requests[id]
+	if !ok {
+		return troupe.Request{}, nil, false, fmt.Errorf("finish request %s: %w", id, troupe.ErrNotFound)
+	}
+	if r.State != troupe.ReqPending {
+		return r, nil, false, nil
+	}
+	now := time.Now().UTC()
+	r.State, r.Answer, r.Error, r.DoneAt = state, answer, errText, now
+	s.requests[id] = r
+	if state != troupe.ReqAnswered {
+		for i := range s.msgs {
+			if m := &s.msgs[i]; m.ID == s.reqMsg[id] && m.State == troupe.MsgQueued {
+				m.State, m.Reason, m.DoneAt = troupe.MsgExpired, errText, now
+			}
+		}
+	}
+	m := s.appendLocked(r.Outcome())
+	if !r.Detached || r.From == troupe.Person {
+		s.msgs[len(s.msgs)-1].State = troupe.MsgDelivered
+		s.msgs[len(s.msgs)-1].DoneAt = now
+		return r, nil, true, nil
+	}
+	return r, &m, true, nil
+}
+
+// Detach implements Store.
+func (s *MemStore) Detach(_ context.Context, id troupe.RequestID) (troupe.Request, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.requests[id]
+	if !ok {
+		return troupe.Request{}, fmt.Errorf("detach request %s: %w", id, troupe.ErrNotFound)
+	}
+	if r.State == troupe.ReqPending {
+		r.Detached = true
+		s.requests[id] = r
+	}
+	return r, nil
+}
+
+// Request implements Store.
+func (s *MemStore) Request(_ context.Context, p troupe.ProjectID, id troupe.RequestID) (troupe.Request, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.requests[id]
+	if !ok || r.Project != p {
+		return troupe.Request{}, fmt.Errorf("find request %s: %w", id, troupe.ErrNotFound)
+	}
+	return r, nil
+}
+
+// PendingRequests implements Store.
+func (s *MemStore) PendingRequests(context.Context) ([]troupe.Request, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []troupe.Request
+	for _, r := range s.requests {
+		if r.State == troupe.ReqPending {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b troupe.Request) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out, nil
+}
+
+// ExpireProject implements Store.
+func (s *MemStore) ExpireProject(_ context.Context, p troupe.ProjectID, reason string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now().UTC()
+	for i := range s.msgs {
+		m := &s.msgs[i]
+		if m.Project == p && (m.State == troupe.MsgQueued || m.State == troupe.MsgInTurn) {
+			m.State, m.Reason, m.DoneAt = troupe.MsgExpired, reason, now
+		}
+	}
+	for id, r := range s.requests {
+		if r.Project == p && r.State == troupe.ReqPending {
+			r.State, r.Error, r.DoneAt = troupe.ReqFailed, reason, now
+			s.requests[id] = r
+		}
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+// Package runtime is the heart of troupe: one actor per RuntimeKey owns an
+// agent's state (stopped → starting → idle ⇄ busy, plus blocked and failed),
+// its engine session and its turns; inboxes are durable (Store) and delivered
+// at turn boundaries only (C5); asks wait under an inactivity window re-armed
+// by the target's activity (C4); delegations and replies come back through
+// the asker's inbox and wake it.
+//
+// Concurrency: Runtime.mu guards the actor table and the request waiters.
+// Each actor is one goroutine (its loop) plus the goroutines of the tool
+// calls its turn makes; its mutex guards only what other goroutines read
+// (state, activity). Every ask has one watchdog goroutine owned by the
+// Runtime. Run owns them all: when its context ends, it stops every actor
+// (closing sessions) and waits for every goroutine.
+//
+// No map here is keyed by an agent id alone: actors are keyed by RuntimeKey
+// (C1), waiters by RequestID. runtime imports engine, project, events,
+// troupe; internal/daemon wires it; internal/api and internal/mcp call it.
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/project"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// DefaultCeiling is the absolute limit of an ask (C4).
+const DefaultCeiling = 4 * time.Hour
+
+// Teams tells the runtime about projects and their agents.
+type Teams interface {
+	// Agent returns the definition of the agent and its project's folder.
+	Agent(k troupe.RuntimeKey) (spec project.AgentSpec, dir string, ok bool)
+	// Agents lists the agents of project p, in team order.
+	Agents(p troupe.ProjectID) []project.AgentSpec
+}
+
+// Options configures a Runtime. Store, Teams and Engines are required.
+type Options struct {
+	Store   Store
+	Teams   Teams
+	Engines map[troupe.Engine]engine.Engine
+	Hub     *events.Hub // nil: a private hub nobody reads
+	Logger  *slog.Logger
+	Ceiling time.Duration // absolute ask limit; default DefaultCeiling
+	// StopTimeout bounds a session's Close when an agent stops; default 5s.
+	StopTimeout time.Duration
+}
+
+// Runtime runs the agents of every project.
+type Runtime struct {
+	o   Options
+	log *slog.Logger
+	hub *events.Hub
+
+	// mu guards the fields below.
+	mu      sync.Mutex
+	ctx     context.Context // Run's context; nil before Run
+	actors  map[troupe.RuntimeKey]*actor
+	waiters map[troupe.RequestID]waiter
+	wg      sync.WaitGroup // actors and watchdogs
+	stopped bool
+}
+
+// New returns a runtime; call Run to start it.
+func New(o Options) *Runtime {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Hub == nil {
+		o.Hub = events.New(events.Options{})
+	}
+	if o.Ceiling <= 0 {
+		o.Ceiling = DefaultCeiling
+	}
+	if o.StopTimeout <= 0 {
+		o.StopTimeout = 5 * time.Second
+	}
+	return &Runtime{o: o, log: o.Logger, hub: o.Hub, actors: map[troupe.RuntimeKey]*actor{},
+		waiters: map[troupe.RequestID]waiter{}}
+}
+
+// Run recovers what a previous daemon left (messages in a turn go back to
+// the inbox marked redelivered; pending asks get their watchdogs again),
+// wakes every agent with mail, and runs until ctx ends. It then stops every
+// actor and watchdog and returns nil.
+func (r *Runtime) Run(ctx context.Context) error {
+	r.mu.Lock()
+	r.ctx = ctx
+	r.mu.Unlock()
+	keys, err := r.o.Store.Recover(ctx)
+	if err != nil {
+		return fmt.Errorf("recover inboxes: %w", err)
+	}
+	reqs, err := r.o.Store.PendingRequests(ctx)
+	if err != nil {
+		return fmt.Errorf("recover requests: %w", err)
+	}
+	for _, req := range reqs {
+		r.watch(req)
+	}
+	for _, k := range keys {
+		r.wake(k)
+	}
+	<-ctx.Done()
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
+	r.wg.Wait()
+	return nil
+}
+
+// spawn runs fn as a goroutine owned by the runtime, unless it stopped.
+func (r *Runtime) spawn(fn func(ctx context.Context)) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped || r.ctx == nil {
+		return false
+	}
+	ctx := r.ctx
+	r.wg.Go(func() { fn(ctx) })
+	return true
+}
+
+// wake makes k's actor look at its inbox, starting the actor if needed.
+func (r *Runtime) wake(k troupe.RuntimeKey) {
+	r.mu.Lock()
+	a, ok := r.actors[k]
+	if !ok && !r.stopped && r.ctx != nil {
+		a = newActor(r, k)
+		r.actors[k] = a
+		ctx := r.ctx
+		r.wg.Go(func() {
+			a.run(ctx)
+			r.mu.Lock()
+			if r.actors[k] == a {
+				delete(r.actors, k)
+			}
+			r.mu.Unlock()
+		})
+	}
+	r.mu.Unlock()
+	if a != nil {
+		a.poke()
+	}
+}
+
+func (r *Runtime) actor(k troupe.RuntimeKey) *actor {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.actors[k]
+}
+
+// AgentState reports k's state and, for blocked or failed, the reason.
+func (r *Runtime) AgentState(k troupe.RuntimeKey) (troupe.AgentState, string) {
+	if a := r.actor(k); a != nil {
+		return a.status()
+	}
+	return troupe.StateStopped, ""
+}
+
+// Activity returns k's activity: it advances with every output of its
+// session and when a turn starts.
+func (r *Runtime) Activity(k troupe.RuntimeKey) engine.Activity {
+	if a := r.actor(k); a != nil {
+		return a.activity()
+	}
+	return engine.Activity{}
+}
+
+// TeamChanged applies a team reload: removed agents stop and their
+// undelivered mail expires; changed agents get a new session at their next
+// turn boundary; unchanged agents are not touched.
+func (r *Runtime) TeamChanged(c project.TeamChange) {
+	for _, name := range c.Removed {
+		k := troupe.RuntimeKey{Project: c.Project, Agent: name}
+		if a := r.actor(k); a != nil {
+			a.stop("removed from the team")
+		}
+		if n, err := r.o.Store.Expire(context.Background(), k, "agent removed from the team"); err != nil {
+			r.log.Error("expire inbox", "project", k.Project, "agent", k.Agent, "err", err)
+		} else if n > 0 {
+			r.publish("inbox.expired", k, map[string]int{"messages": n})
+		}
+	}
+	for _, name := range c.Changed {
+		if a := r.actor(troupe.RuntimeKey{Project: c.Project, Agent: name}); a != nil {
+			a.restartAtBoundary()
+		}
+	}
+}
+
+// ProjectRemoved stops the project's agents and ends its mail and asks.
+func (r *Runtime) ProjectRemoved(p troupe.ProjectID) {
+	r.mu.Lock()
+	var as []*actor
+	for k, a := range r.actors {
+		if k.Project == p {
+			as = append(as, a)
+		}
+	}
+	r.mu.Unlock()
+	for _, a := range as {
+		a.stop("project removed")
+	}
+	if err := r.o.Store.ExpireProject(context.Background(), p, "project removed"); err != nil {
+		r.log.Error("expire project", "project", p, "err", err)
+	}
+	// Asks of the project are failed in the store; wake their waiters.
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, w := range r.waiters {
+		if w.project == p {
+			close(w.done)
+			delete(r.waiters, id)
+		}
+	}
+}
+
+// Send puts a message into to's inbox and wakes it.
+func (r *Runtime) Send(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, kind troupe.MessageKind, text string) (troupe.Message, error) {
+	if err := r.checkTarget(to, from); err != nil {
+		return troupe.Message{}, err
+	}
+	if strings.TrimSpace(text) == "" {
+		return troupe.Message{}, fmt.Errorf("send to %s: %w", to.Agent, &troupe.FieldError{Field: "text", Msg: "empty: write the message"})
+	}
+	m, err := r.o.Store.Append(ctx, troupe.Message{Project: to.Project, To: to.Agent, From: from, Kind: kind, Text: text})
+	if err != nil {
+		return troupe.Message{}, fmt.Errorf("send to %s: %w", to.Agent, err)
+	}
+	r.publish("message.queued", to, m)
+	r.wake(to)
+	return m, nil
+}
+
+// checkTarget refuses unknown agents (naming the known ones) and messages to self.
+func (r *Runtime) checkTarget(to troupe.RuntimeKey, from troupe.AgentID) error {
+	if _, _, ok := r.o.Teams.Agent(to); !ok {
+		var names []string
+		for _, a := range r.o.Teams.Agents(to.Project) {
+			names = append(names, string(a.Name))
+		}
+		return fmt.Errorf("no agent named %q in this project: the agents are %s: %w", to.Agent, strings.Join(names, ", "), troupe.ErrNotFound)
+	}
+	if to.Agent == from {
+		return fmt.Errorf("%s cannot message itself: %w", from, troupe.ErrInvalid)
+	}
+	return nil
+}
+
+func (r *Runtime) publish(typ string, k troupe.RuntimeKey, data any) {
+	r.hub.Publish(typ, k, data)
+}
+
+// Conversation lists a project's messages (see Store.Conversation).
+func (r *Runtime) Conversation(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error) {
+	return r.o.Store.Conversation(ctx, p, agent, after, limit)
+}
+
+func newID(prefix string) string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}

@@ -1,0 +1,97 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+)
+
+// migration is one step of the schema. Step i (0-based) takes the database
+// from version i to version i+1; the version lives in PRAGMA user_version.
+// Steps are append-only: never edit or reorder a released step, add a new
+// one.
+type migration struct {
+	name  string
+	stmts []string
+}
+
+var migrations = []migration{
+	// version 1
+	{
+		name: "projects and their last good teams",
+		stmts: []string{
+			`CREATE TABLE projects (
+				id       TEXT PRIMARY KEY,
+				path     TEXT NOT NULL UNIQUE,
+				name     TEXT NOT NULL,
+				added_at INTEGER NOT NULL -- unix nanoseconds, UTC
+			)`,
+			`CREATE TABLE project_teams (
+				project_id TEXT PRIMARY KEY REFERENCES projects(id) ON DELETE CASCADE,
+				source     BLOB NOT NULL,
+				saved_at   INTEGER NOT NULL -- unix nanoseconds, UTC
+			)`,
+		},
+	},
+}
+
+// latestVersion is the schema version this binary writes.
+func latestVersion() int { return len(migrations) }
+
+// migrate applies the steps after version, each in its own IMMEDIATE
+// transaction that re-reads user_version first, so a second process
+// migrating the same file at the same time applies each step once.
+func migrate(ctx context.Context, w *sql.DB, version int64, path string, log *slog.Logger) error {
+	for version < int64(latestVersion()) {
+		next, applied, err := migrateStep(ctx, w, path)
+		if err != nil {
+			return err
+		}
+		if applied {
+			log.Info("store migrated", "from", next-1, "to", next, "step", migrations[next-1].name)
+		}
+		version = next
+	}
+	return nil
+}
+
+// migrateStep applies the step after the version it finds and returns the
+// new version, and whether it applied a step.
+func migrateStep(ctx context.Context, w *sql.DB, path string) (_ int64, applied bool, _ error) {
+	tx, err := w.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, false, fmt.Errorf("migrate schema: %w", err)
+	}
+	defer tx.Rollback() // no-op after Commit
+
+	var version int64
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return 0, false, fmt.Errorf("migrate schema: %w", err)
+	}
+	if err := classify(path, applicationID, version, 0); err != nil {
+		return 0, false, err
+	}
+	if version >= int64(latestVersion()) {
+		return version, false, nil // another process got here first
+	}
+	m := migrations[version]
+	next := version + 1
+	for _, s := range m.stmts {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return 0, false, fmt.Errorf("migrate schema to version %d (%s): %w", next, m.name, err)
+		}
+	}
+	// PRAGMA arguments cannot be bound parameters; both values are integers
+	// from this package.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
+		return 0, false, fmt.Errorf("migrate schema to version %d: %w", next, err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", next)); err != nil {
+		return 0, false, fmt.Errorf("migrate schema to version %d: %w", next, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, false, fmt.Errorf("migrate schema to version %d: %w", next, err)
+	}
+	return next, true, nil
+}

@@ -1,0 +1,108 @@
+package troupe
+
+import (
+	"fmt"
+	"time"
+)
+
+// Person is the participant id of the human user in conversations. It can
+// never be an agent's name: names start with a letter or digit.
+const Person AgentID = "@person"
+
+// TurnID identifies one turn of one agent's session.
+type TurnID string
+
+// RequestID identifies an ask in flight or answered.
+type RequestID string
+
+// MessageKind says what a message is for.
+type MessageKind string
+
+// Message kinds.
+const (
+	KindMessage  MessageKind = "message"  // send_message: fire and forget
+	KindAsk      MessageKind = "ask"      // a question whose answer is captured (C4)
+	KindReply    MessageKind = "reply"    // the answer to an ask, for an asker that stopped waiting
+	KindDelegate MessageKind = "delegate" // work whose result comes back to the delegator
+	KindResult   MessageKind = "result"   // the result of a delegation
+	KindTask     MessageKind = "task"     // a background task's completion
+)
+
+// MessageState is where a message is in its life (contract C5). Every
+// message ends delivered, failed or expired.
+type MessageState string
+
+// Message states.
+const (
+	MsgQueued    MessageState = "queued"    // in the inbox, not yet given to a turn
+	MsgInTurn    MessageState = "in_turn"   // given to a turn that has not ended
+	MsgDelivered MessageState = "delivered" // the turn that got it ended
+	MsgFailed    MessageState = "failed"    // could not be handled; Reason says why
+	MsgExpired   MessageState = "expired"   // its recipient went away; Reason says why
+)
+
+// Final reports whether s is an end state.
+func (s MessageState) Final() bool { return s == MsgDelivered || s == MsgFailed || s == MsgExpired }
+
+// Message is one entry of an inbox and of its project's conversation.
+// ID is assigned by the store, increasing in the order messages are
+// accepted; an inbox is delivered in ID order.
+type Message struct {
+	ID          int64        `json:"id"`
+	Project     ProjectID    `json:"project"`
+	To          AgentID      `json:"to"`
+	From        AgentID      `json:"from"`
+	Kind        MessageKind  `json:"kind"`
+	Text        string       `json:"text"`
+	Request     RequestID    `json:"request,omitempty"` // for asks, replies, delegations and results
+	State       MessageState `json:"state"`
+	Reason      string       `json:"reason,omitempty"`
+	Turn        TurnID       `json:"turn,omitempty"`
+	Redelivered bool         `json:"redelivered,omitempty"` // was in a turn when the daemon died (C6)
+	CreatedAt   time.Time    `json:"created_at"`
+	DoneAt      time.Time    `json:"done_at,omitzero"`
+}
+
+// Key is the RuntimeKey of the message's recipient.
+func (m Message) Key() RuntimeKey { return RuntimeKey{Project: m.Project, Agent: m.To} }
+
+// RequestState is where an ask is.
+type RequestState string
+
+// Request states.
+const (
+	ReqPending  RequestState = "pending"
+	ReqAnswered RequestState = "answered"
+	ReqNoReply  RequestState = "no_reply" // a full inactivity window of silence, or the ceiling
+	ReqFailed   RequestState = "failed"   // the target's turn failed or its process died
+)
+
+// Request is an ask (or a delegation) and its outcome.
+type Request struct {
+	ID        RequestID    `json:"id"`
+	Project   ProjectID    `json:"project"`
+	From      AgentID      `json:"from"`
+	To        AgentID      `json:"to"`
+	Kind      MessageKind  `json:"kind"` // KindAsk or KindDelegate
+	Question  string       `json:"question"`
+	State     RequestState `json:"state"`
+	Answer    string       `json:"answer,omitempty"`
+	Error     string       `json:"error,omitempty"`
+	Detached  bool         `json:"detached,omitempty"` // the asker stopped waiting: the answer goes to its inbox
+	CreatedAt time.Time    `json:"created_at"`
+	DoneAt    time.Time    `json:"done_at,omitzero"`
+}
+
+// Outcome is the message that carries a finished request's outcome to an
+// asker that stopped waiting (kind reply), or to a delegator (kind result).
+func (r Request) Outcome() Message {
+	kind := KindReply
+	if r.Kind == KindDelegate {
+		kind = KindResult
+	}
+	text := r.Answer
+	if r.State != ReqAnswered {
+		text = fmt.Sprintf("%s (request %s): %s", r.State, r.ID, r.Error)
+	}
+	return Message{Project: r.Project, To: r.From, From: r.To, Kind: kind, Text: text, Request: r.ID}
+}
