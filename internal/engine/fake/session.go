@@ -1,0 +1,466 @@
+package fake
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// eventBuffer is the capacity of a session's Events channel.
+const eventBuffer = 64
+
+// stderrTail is how much of the child's stderr a session keeps for errors.
+const stderrTail = 4 << 10
+
+// Session is one fake agent child process. It is safe for concurrent use;
+// see the package doc for the goroutines it owns.
+type Session struct {
+	log         *slog.Logger
+	tools       engine.Tools
+	stopTimeout time.Duration
+	cmd         *exec.Cmd
+	pid         int
+
+	events chan engine.Event
+	ready  chan struct{} // closed when the child said ready
+	exited chan struct{} // closed by the reaper once the child is reaped
+	stop   chan struct{} // closed by Close: pending event sends give up
+	done   chan struct{} // closed when every goroutine but the closer stopped
+
+	// ctx is the session's lifetime: tool calls run under it; Close and the
+	// end of the session cancel it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	readers sync.WaitGroup // stdout and stderr readers
+	calls   sync.WaitGroup // tool calls in flight
+
+	waitErr   error // set by the reaper before it closes exited
+	readErr   error // set by the stdout reader before it stops
+	readyOnce sync.Once
+	closeOnce sync.Once
+
+	// wmu guards writes to the child's stdin and stdinClosed.
+	wmu         sync.Mutex
+	stdin       *os.File
+	stdinClosed bool
+
+	// mu guards the fields below.
+	mu         sync.Mutex
+	turn       troupe.TurnID      // the running turn, "" when idle
+	turnCancel context.CancelFunc // cancels the running turn's tool calls
+	turnCtx    context.Context
+	closing    bool  // Close was called
+	ended      bool  // the child is gone and Events closed (or closing)
+	err        error // why the session ended on its own; nil after Close
+
+	// amu guards act.
+	amu sync.Mutex
+	act engine.Activity
+
+	// tmu guards tail: the last stderrTail bytes of the child's stderr.
+	tmu  sync.Mutex
+	tail []byte
+}
+
+func newSession(cmd *exec.Cmd, stdin, stdout, stderr *os.File, log *slog.Logger, tools engine.Tools, stopTimeout time.Duration) *Session {
+	s := &Session{
+		log:         log,
+		tools:       tools,
+		stopTimeout: stopTimeout,
+		cmd:         cmd,
+		pid:         cmd.Process.Pid,
+		stdin:       stdin,
+		events:      make(chan engine.Event, eventBuffer),
+		ready:       make(chan struct{}),
+		exited:      make(chan struct{}),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	go s.reap()
+	s.readers.Go(func() { s.readStdout(stdout) })
+	s.readers.Go(func() { s.readStderr(stderr) })
+	go s.lifecycle()
+	return s
+}
+
+// PID is the child's process id, which is also its process group id.
+func (s *Session) PID() int { return s.pid }
+
+// Events reports the session's output and turn ends. It is closed when the
+// child is gone and every goroutine of the session has stopped.
+func (s *Session) Events() <-chan engine.Event { return s.events }
+
+// Activity is the session's activity token (C3): it advances on every line
+// the child writes to stdout and every chunk it writes to stderr.
+func (s *Session) Activity() engine.Activity {
+	s.amu.Lock()
+	defer s.amu.Unlock()
+	return s.act
+}
+
+func (s *Session) bump() {
+	now := time.Now()
+	s.amu.Lock()
+	s.act.Count++
+	s.act.At = now
+	s.amu.Unlock()
+}
+
+// Err says why the session ended on its own, e.g. "fake agent exited: exit
+// status 3: fake agent crashing on purpose". It is nil while the session
+// runs and when it ended because of Close.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Send starts a turn with in's messages. It fails if a turn is running or
+// the session ended. It does not wait for the turn: its events follow on
+// Events, ending with one EventTurnEnd.
+func (s *Session) Send(ctx context.Context, in engine.Input) error {
+	if in.Turn == "" {
+		return errors.New("send turn: empty turn id")
+	}
+	if len(in.Messages) == 0 {
+		return fmt.Errorf("send turn %s: no messages", in.Turn)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("send turn %s: %w", in.Turn, err)
+	}
+	s.mu.Lock()
+	switch {
+	case s.closing:
+		s.mu.Unlock()
+		return fmt.Errorf("send turn %s: session closed", in.Turn)
+	case s.ended:
+		err := s.err
+		s.mu.Unlock()
+		return fmt.Errorf("send turn %s: session ended: %w", in.Turn, err)
+	case s.turn != "":
+		running := s.turn
+		s.mu.Unlock()
+		return fmt.Errorf("send turn %s: turn %s still running", in.Turn, running)
+	}
+	s.turn = in.Turn
+	s.turnCtx, s.turnCancel = context.WithCancel(s.ctx)
+	s.mu.Unlock()
+
+	f := frame{Type: typeInput, Turn: string(in.Turn), Messages: make([]wireMessage, len(in.Messages))}
+	for i, m := range in.Messages {
+		f.Messages[i] = wireMessage{From: string(m.From), Kind: string(m.Kind), Text: m.Text}
+	}
+	if err := s.write(f); err != nil {
+		s.mu.Lock()
+		if s.turn == in.Turn {
+			s.endTurnLocked()
+		}
+		s.mu.Unlock()
+		return fmt.Errorf("send turn %s: %w", in.Turn, err)
+	}
+	return nil
+}
+
+// Interrupt asks the child to end the running turn now; the turn then ends
+// with an EventTurnEnd whose Error is "interrupted", and its tool calls in
+// flight are cancelled. It does not wait for that event. Without a running
+// turn it does nothing.
+func (s *Session) Interrupt(ctx context.Context) error {
+	s.mu.Lock()
+	turn := s.turn
+	s.mu.Unlock()
+	if turn == "" {
+		return nil
+	}
+	if err := s.write(frame{Type: typeInterrupt, Turn: string(turn)}); err != nil {
+		return fmt.Errorf("interrupt turn %s: %w", turn, err)
+	}
+	return nil
+}
+
+// Close stops the child by escalation: close its stdin (the fake agent
+// exits at end of input), wait up to StopTimeout, SIGTERM its process
+// group, wait again, SIGKILL the group; it always reaps the child. It then
+// waits for every goroutine of the session and Events is closed. When ctx
+// ends, Close skips the remaining waits and kills; it returns ctx's error
+// if the session's goroutines (a tool call that ignores its context) have
+// still not stopped. Close may be called more than once, concurrently.
+func (s *Session) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+		close(s.stop)
+		s.cancel()
+		s.stopChild(ctx)
+	})
+	select {
+	case <-s.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("close fake agent: %w", context.Cause(ctx))
+	}
+}
+
+// stopChild is Close's escalation. It returns once the child is reaped.
+func (s *Session) stopChild(ctx context.Context) {
+	s.closeStdin()
+	if s.waitExit(ctx) {
+		return
+	}
+	s.log.Debug("fake agent still running after end of input: SIGTERM")
+	s.signal(syscall.SIGTERM)
+	if s.waitExit(ctx) {
+		return
+	}
+	s.log.Warn("fake agent still running after SIGTERM: SIGKILL")
+	s.signal(syscall.SIGKILL)
+	<-s.exited
+}
+
+// waitExit waits up to the stop timeout for the child to be reaped.
+func (s *Session) waitExit(ctx context.Context) bool {
+	t := time.NewTimer(s.stopTimeout)
+	defer t.Stop()
+	select {
+	case <-s.exited:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// signal sends sig to the child's process group, unless the child is
+// already reaped (its pid could then be reused).
+func (s *Session) signal(sig syscall.Signal) {
+	select {
+	case <-s.exited:
+		return
+	default:
+	}
+	if err := syscall.Kill(-s.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		s.log.Warn("signal fake agent", "signal", sig, "err", err)
+	}
+}
+
+// write sends one frame to the child's stdin.
+func (s *Session) write(f frame) error {
+	b, err := encode(f)
+	if err != nil {
+		return err
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.stdinClosed {
+		return errors.New("fake agent's input is closed")
+	}
+	if _, err := s.stdin.Write(b); err != nil {
+		return fmt.Errorf("write to fake agent: %w", err)
+	}
+	return nil
+}
+
+func (s *Session) closeStdin() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if !s.stdinClosed {
+		s.stdinClosed = true
+		s.stdin.Close()
+	}
+}
+
+// reap is the only caller of Wait.
+func (s *Session) reap() {
+	s.waitErr = s.cmd.Wait()
+	s.log.Debug("fake agent exited", "status", s.cmd.ProcessState)
+	close(s.exited)
+}
+
+// lifecycle ends the session once the child is gone: it records why,
+// cancels and waits for the tool calls, and closes Events.
+func (s *Session) lifecycle() {
+	s.readers.Wait()
+	<-s.exited
+	s.closeStdin()
+	s.mu.Lock()
+	s.ended = true
+	if !s.closing {
+		s.err = s.exitReason()
+	}
+	if s.turn != "" {
+		s.endTurnLocked() // no turn end is invented: Events just closes
+	}
+	s.mu.Unlock()
+	s.cancel()
+	s.calls.Wait()
+	close(s.events)
+	close(s.done)
+}
+
+// exitReason says why the child ended on its own.
+func (s *Session) exitReason() error {
+	status := "exit status 0"
+	if s.waitErr != nil {
+		status = s.waitErr.Error()
+	}
+	msg := "fake agent exited: " + status
+	if s.readErr != nil {
+		msg = fmt.Sprintf("fake agent killed: %v (%s)", s.readErr, status)
+	}
+	if line := s.lastStderrLine(); line != "" {
+		msg += ": " + line
+	}
+	return errors.New(msg)
+}
+
+// readStdout decodes the child's protocol lines until end of output.
+func (s *Session) readStdout(r *os.File) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	for sc.Scan() {
+		s.bump()
+		f, err := decode(sc.Bytes())
+		if err != nil {
+			s.log.Warn("fake agent wrote a bad line", "err", err)
+			continue
+		}
+		s.handle(f)
+	}
+	if err := sc.Err(); err != nil {
+		s.readErr = fmt.Errorf("read output: %w", err)
+		s.log.Warn("fake agent: read output", "err", err)
+		s.signal(syscall.SIGKILL) // it would block on a pipe nobody reads
+		io.Copy(io.Discard, r)
+	}
+}
+
+// handle acts on one frame from the child.
+func (s *Session) handle(f frame) {
+	turn := troupe.TurnID(f.Turn)
+	switch f.Type {
+	case typeReady:
+		s.readyOnce.Do(func() { close(s.ready) })
+	case typeOutput:
+		s.emit(engine.Event{Kind: engine.EventOutput, Turn: turn, Text: f.Text})
+	case typeToolCall:
+		s.mu.Lock()
+		ctx, current := s.turnCtx, s.turn == turn
+		s.mu.Unlock()
+		if !current {
+			// Unreachable with a well-behaved child; answer so it never hangs.
+			s.log.Warn("fake agent called a tool for a turn that is not running", "turn", turn, "tool", f.Tool)
+			if err := s.write(frame{Type: typeToolResult, Turn: f.Turn, ID: f.ID, Error: "turn " + f.Turn + " is not running"}); err != nil {
+				s.log.Debug("write tool result", "tool", f.Tool, "err", err)
+			}
+			return
+		}
+		s.calls.Go(func() { s.call(ctx, f) })
+	case typeTurnEnd:
+		s.mu.Lock()
+		current := s.turn == turn
+		if current {
+			s.endTurnLocked()
+		}
+		s.mu.Unlock()
+		if !current {
+			s.log.Warn("fake agent ended a turn that is not running", "turn", turn)
+			return
+		}
+		s.emit(engine.Event{Kind: engine.EventTurnEnd, Turn: turn, Text: f.Text, Error: f.Error})
+	default:
+		s.log.Warn("fake agent wrote an unexpected frame", "type", f.Type)
+	}
+}
+
+// endTurnLocked marks the session idle and cancels the turn's tool calls.
+// s.mu must be held.
+func (s *Session) endTurnLocked() {
+	s.turn = ""
+	if s.turnCancel != nil {
+		s.turnCancel()
+		s.turnCancel, s.turnCtx = nil, nil
+	}
+}
+
+// emit hands an event to the consumer, waiting for room unless closing.
+func (s *Session) emit(ev engine.Event) {
+	select {
+	case s.events <- ev:
+	case <-s.stop:
+	}
+}
+
+// call runs one tool call and writes its result back to the child.
+func (s *Session) call(ctx context.Context, f frame) {
+	res := frame{Type: typeToolResult, Turn: f.Turn, ID: f.ID}
+	if s.tools == nil {
+		res.Error = "no tools"
+	} else {
+		out, err := s.tools.Call(ctx, f.Tool, f.Args)
+		res.Result = out
+		if err != nil {
+			res.Error = err.Error()
+			if res.Error == "" {
+				res.Error = "tool failed"
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return // the turn ended or the session closed: nobody waits for it
+	}
+	if err := s.write(res); err != nil {
+		s.log.Debug("write tool result", "tool", f.Tool, "err", err)
+	}
+}
+
+// readStderr keeps the tail of the child's stderr; each chunk is activity.
+func (s *Session) readStderr(r *os.File) {
+	defer r.Close()
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			s.bump()
+			s.tmu.Lock()
+			s.tail = append(s.tail, buf[:n]...)
+			if len(s.tail) > stderrTail {
+				s.tail = append(s.tail[:0], s.tail[len(s.tail)-stderrTail:]...)
+			}
+			s.tmu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// lastStderrLine is the last non-blank line of the stderr tail.
+func (s *Session) lastStderrLine() string {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	return lastLine(s.tail)
+}
+
+func lastLine(b []byte) string {
+	b = bytes.TrimRight(b, " \t\r\n")
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		b = b[i+1:]
+	}
+	return string(bytes.TrimSpace(b))
+}
