@@ -110,7 +110,7 @@ func (d *daemon) stop(sig syscall.Signal) error {
 }
 
 // troupe runs the CLI against state and returns stdout, stderr and the exit code.
-func troupe(t testing.TB, state, dir string, args ...string) (string, string, int) {
+func runCLI(t testing.TB, state, dir string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"--state-dir", state}, args...)...)
 	cmd.Dir = dir
@@ -128,7 +128,7 @@ func troupe(t testing.TB, state, dir string, args ...string) (string, string, in
 
 func mustTroupe(t testing.TB, state, dir string, args ...string) string {
 	t.Helper()
-	out, errs, code := troupe(t, state, dir, args...)
+	out, errs, code := runCLI(t, state, dir, args...)
 	if code != 0 {
 		t.Fatalf("troupe %v: exit %d: %s", args, code, errs)
 	}
@@ -193,7 +193,7 @@ func TestBinaryServeProjectAgentsAndCleanStop(t *testing.T) {
 		t.Errorf("addr file left behind after a clean stop: %v", err)
 	}
 	// The CLI now says the daemon is not running, and how to start it.
-	_, errs, code := troupe(t, state, proj, "status")
+	_, errs, code := runCLI(t, state, proj, "status")
 	if code == 0 || !strings.Contains(errs, "not running") || !strings.Contains(errs, "troupe serve") {
 		t.Fatalf("status without daemon: exit %d, stderr %q", code, errs)
 	}
@@ -244,7 +244,7 @@ func TestBinaryProjectAddErrors(t *testing.T) {
 		{file, "is not a directory"},
 		{proj, "already registered"},
 	} {
-		_, errs, code := troupe(t, state, proj, "project", "add", c.path)
+		_, errs, code := runCLI(t, state, proj, "project", "add", c.path)
 		if code == 0 || !strings.Contains(errs, c.want) {
 			t.Errorf("project add %s: exit %d, stderr %q; want %q", c.path, code, errs, c.want)
 		}

@@ -22,22 +22,29 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// StateSource tells the runtime state of an agent. The runtime implements
-// it; until an agent has an actor it is stopped.
-type StateSource interface {
+// Runtime is what the API needs of internal/runtime.
+type Runtime interface {
+	// AgentState tells an agent's state and, when blocked or failed, why.
 	AgentState(k troupe.RuntimeKey) (troupe.AgentState, string)
+	Ask(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, question string, wait time.Duration) (troupe.Request, error)
+	Await(ctx context.Context, p troupe.ProjectID, id troupe.RequestID, wait time.Duration) (troupe.Request, error)
+	Send(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, kind troupe.MessageKind, text string) (troupe.Message, error)
+	Conversation(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error)
 }
 
 // Options configures a Server. Registry, Hub and Token are required.
 type Options struct {
 	Registry *project.Registry
 	Hub      *events.Hub
-	States   StateSource // nil: every agent is stopped
-	Token    string      // the bearer token of <state>/token
+	Runtime  Runtime // nil: agents are listed stopped; asks and sends fail
+	Token    string  // the bearer token of <state>/token
 	Logger   *slog.Logger
 	Version  string
 	StateDir string
 	Web      http.Handler // the web UI, served at / for logged-in browsers
+	// MCP is the agents' endpoint, served at /mcp; it checks its own
+	// (per-session) tokens. Host and Origin are checked here first.
+	MCP http.Handler
 	// Heartbeat is the SSE keep-alive comment interval; default 15s.
 	Heartbeat time.Duration
 }
@@ -74,8 +81,16 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("GET /api/projects/resolve", s.resolveProject)
 	s.mux.HandleFunc("DELETE /api/projects/{id}", s.removeProject)
 	s.mux.HandleFunc("GET /api/projects/{id}/agents", s.listAgents)
+	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/ask", s.ask)
+	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/send", s.send)
+	s.mux.HandleFunc("GET /api/projects/{id}/requests/{req}", s.request)
+	s.mux.HandleFunc("GET /api/projects/{id}/messages", s.messages)
+	s.mux.HandleFunc("POST /api/login-links", s.newLoginLink)
 	s.mux.HandleFunc("GET /api/events", s.events)
 	s.mux.HandleFunc("GET /login", s.login)
+	if o.MCP != nil {
+		s.mux.Handle("/mcp", o.MCP)
+	}
 	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
@@ -274,8 +289,8 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	if info.Team != nil {
 		for _, a := range info.Team.Agents {
 			st, reason := troupe.StateStopped, ""
-			if s.o.States != nil {
-				st, reason = s.o.States.AgentState(troupe.RuntimeKey{Project: id, Agent: a.Name})
+			if s.o.Runtime != nil {
+				st, reason = s.o.Runtime.AgentState(troupe.RuntimeKey{Project: id, Agent: a.Name})
 			}
 			out = append(out, Agent{Project: id, Name: a.Name, Engine: a.Engine, Model: a.Model, Mode: a.Mode,
 				TurnTimeout: Duration(a.TurnTimeout), State: st, Reason: reason})

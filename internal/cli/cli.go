@@ -21,12 +21,14 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/daemon"
+	"github.com/troupe-dev/troupe/internal/engine/fake"
 	"github.com/troupe-dev/troupe/internal/statedir"
 )
 
@@ -45,6 +47,9 @@ func version() string {
 
 // Main runs the command line and returns the process exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && args[0] == "fake-agent" {
+		return fake.Main() // the fake engine's child: its exit status is its own
+	}
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
@@ -117,13 +122,15 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
-	root.AddCommand(serveCmd(g), statusCmd(g), versionCmd(g), projectCmd(g), agentsCmd(g))
+	root.AddCommand(serveCmd(g), statusCmd(g), versionCmd(g), projectCmd(g), agentsCmd(g),
+		askCmd(g), sendCmd(g), inboxCmd(g), fakeAgentCmd())
 	return root
 }
 
 func serveCmd(g *globals) *cobra.Command {
 	var addr, level string
 	var projects []string
+	var ceiling time.Duration
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon in the foreground",
@@ -133,6 +140,9 @@ func serveCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if ceiling <= 0 {
+				return fmt.Errorf("--ask-ceiling: %v is not a limit: give a positive duration like 4h", ceiling)
+			}
 			var lv slog.Level
 			if err := lv.UnmarshalText([]byte(level)); err != nil {
 				return fmt.Errorf("--log-level: %q is not a level: use debug, info, warn or error", level)
@@ -141,16 +151,18 @@ func serveCmd(g *globals) *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return daemon.Run(ctx, daemon.Config{Addr: addr, StateDir: dir, Version: version(),
-				Logger: log, Out: g.out, Projects: projects})
+				Logger: log, Out: g.out, Projects: projects, AskCeiling: ceiling})
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", daemon.DefaultAddr, "address to listen on (loopback unless you mean otherwise)")
 	c.Flags().StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	c.Flags().StringArrayVar(&projects, "project", nil, "register this folder at start if it is not registered yet (repeatable)")
+	c.Flags().DurationVar(&ceiling, "ask-ceiling", 4*time.Hour, "absolute limit of an ask, however active its target")
 	return c
 }
 
 func statusCmd(g *globals) *cobra.Command {
+	var login bool
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Show whether the daemon runs, and what it holds",
@@ -169,10 +181,18 @@ func statusCmd(g *globals) *cobra.Command {
 			}
 			fmt.Fprintf(g.out, "troupe daemon %s running (pid %d) on %s\nstate dir: %s\nprojects: %d, agents: %d\n",
 				st.Version, st.PID, st.Addr, st.StateDir, st.Projects, st.Agents)
+			if login {
+				u, err := cl.LoginLink(cmd.Context())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.out, "web UI: %s\n", u)
+			}
 			return nil
 		},
 	}
 	c.Flags().BoolVar(&g.json, "json", false, "print JSON")
+	c.Flags().BoolVar(&login, "login", false, "also print a new one-time login link for the web UI")
 	return c
 }
 

@@ -233,3 +233,46 @@ func (c *Client) Events(ctx context.Context, since uint64, reset func(), fn func
 	}
 	return since, io.ErrUnexpectedEOF
 }
+
+// Ask asks agent a question as the person and waits up to wait (0: until
+// the outcome). A pending answer can be fetched later with Request.
+func (c *Client) Ask(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, text string, wait float64) (troupe.Request, error) {
+	var r troupe.Request
+	err := c.do(ctx, "POST", agentPath(p, agent)+"/ask", api.AskRequest{Text: text, WaitSeconds: wait}, &r)
+	return r, err
+}
+
+// Send puts a message from the person into agent's inbox.
+func (c *Client) Send(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, text string) (troupe.Message, error) {
+	var m troupe.Message
+	err := c.do(ctx, "POST", agentPath(p, agent)+"/send", api.SendRequest{Text: text}, &m)
+	return m, err
+}
+
+// Request returns a request, waiting up to wait seconds for its outcome.
+func (c *Client) Request(ctx context.Context, p troupe.ProjectID, id troupe.RequestID, wait float64) (troupe.Request, error) {
+	var r troupe.Request
+	err := c.do(ctx, "GET", "/api/projects/"+url.PathEscape(string(p))+"/requests/"+url.PathEscape(string(id))+
+		"?wait_seconds="+strconv.FormatFloat(wait, 'f', -1, 64), nil, &r)
+	return r, err
+}
+
+// Messages lists the project's conversation (agent: only messages from or
+// to it), after the message id after, at most limit (0: all).
+func (c *Client) Messages(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error) {
+	var ms []troupe.Message
+	q := url.Values{"agent": {string(agent)}, "after": {strconv.FormatInt(after, 10)}, "limit": {strconv.Itoa(limit)}}
+	err := c.do(ctx, "GET", "/api/projects/"+url.PathEscape(string(p))+"/messages?"+q.Encode(), nil, &ms)
+	return ms, err
+}
+
+// LoginLink mints a one-time login URL for the web UI.
+func (c *Client) LoginLink(ctx context.Context) (string, error) {
+	var l api.LoginLink
+	err := c.do(ctx, "POST", "/api/login-links", nil, &l)
+	return l.URL, err
+}
+
+func agentPath(p troupe.ProjectID, agent troupe.AgentID) string {
+	return "/api/projects/" + url.PathEscape(string(p)) + "/agents/" + url.PathEscape(string(agent))
+}

@@ -23,8 +23,12 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/engine/fake"
 	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/mcp"
 	"github.com/troupe-dev/troupe/internal/project"
+	"github.com/troupe-dev/troupe/internal/runtime"
 	"github.com/troupe-dev/troupe/internal/statedir"
 	"github.com/troupe-dev/troupe/internal/store/sqlite"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -44,6 +48,11 @@ type Config struct {
 	Out io.Writer
 	// Projects are registered at start when not already registered.
 	Projects []string
+	// AskCeiling is the absolute limit of an ask; default 4h.
+	AskCeiling time.Duration
+	// FakeAgent is the command of the fake engine's child; default: this
+	// executable with the argument fake-agent.
+	FakeAgent []string
 }
 
 // Run runs the daemon until ctx ends. It returns nil after a clean stop.
@@ -78,20 +87,34 @@ func Run(ctx context.Context, cfg Config) error {
 	defer db.Close()
 
 	hub := events.New(events.Options{})
+	var rt *runtime.Runtime // set below; the registry's first reload precedes it
 	reg, err := project.Open(ctx, project.Options{
 		Store:  db,
 		Logger: log,
 		OnTeamChange: func(c project.TeamChange) {
 			hub.Publish("team.changed", troupe.RuntimeKey{Project: c.Project}, c)
+			if rt != nil {
+				rt.TeamChanged(c)
+			}
 		},
 		OnRemove: func(id troupe.ProjectID) {
 			hub.Publish("project.removed", troupe.RuntimeKey{Project: id}, nil)
+			if rt != nil {
+				rt.ProjectRemoved(id)
+			}
 		},
 	})
 	if err != nil {
 		return err
 	}
-
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable: %w", err)
+	}
+	fakeCmd := cfg.FakeAgent
+	if len(fakeCmd) == 0 {
+		fakeCmd = []string{self, "fake-agent"}
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w: pass another --addr", cfg.Addr, err)
@@ -100,7 +123,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
 		log.Warn("listening beyond loopback: anyone who can reach this address and holds the token can drive your agents", "addr", addr)
 	}
-	srv := api.New(api.Options{Registry: reg, Hub: hub, Token: token, Logger: log,
+	tokens := mcp.NewTokens()
+	rt = runtime.New(runtime.Options{Store: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,
+		Grants: tokens, MCPURL: "http://" + addr + "/mcp",
+		Engines: map[troupe.Engine]engine.Engine{
+			troupe.EngineFake: fake.New(fake.Options{Command: fakeCmd, Logger: log}),
+		}})
+
+	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Token: token, Logger: log,
+		MCP:     mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler()})
 	srv.SetAddr(addr)
 
@@ -111,6 +142,12 @@ func Run(ctx context.Context, cfg Config) error {
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := rt.Run(runCtx); err != nil {
+			log.Error("runtime stopped", "err", err)
+			cancel()
+		}
+	})
 	wg.Go(func() {
 		if err := reg.Run(runCtx); err != nil {
 			log.Error("project watcher stopped", "err", err)

@@ -34,8 +34,18 @@ type StartSpec struct {
 	// Tools serves the troupe tools the agent calls, bound to Key (C2).
 	// Engines that run the agent loop themselves (fake, openai) call it;
 	// the real CLIs reach the same tools through MCP.
-	Tools  Tools
+	Tools Tools
+	// MCP is how the agent reaches troupe's MCP endpoint: a URL and a
+	// bearer token minted for this session only (C2), revoked when it ends.
+	// Empty when the daemon serves no MCP endpoint (tests).
+	MCP    MCPAccess
 	Logger *slog.Logger
+}
+
+// MCPAccess is the endpoint and the session's token.
+type MCPAccess struct {
+	URL   string
+	Token string
 }
 
 // Tools runs one troupe tool call for the session's agent. It may block for

@@ -447,3 +447,27 @@ func NewProjectID() troupe.ProjectID {
 	rand.Read(b)
 	return troupe.ProjectID("p" + idEncoding.EncodeToString(b))
 }
+
+// Agent returns the definition of agent k.Agent in project k.Project, and
+// the project's folder. It implements the runtime's view of teams.
+func (r *Registry) Agent(k troupe.RuntimeKey) (AgentSpec, string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.projects[k.Project]
+	if !ok {
+		return AgentSpec{}, "", false
+	}
+	a, ok := e.info.Team.Agent(k.Agent)
+	return a, e.info.Path, ok
+}
+
+// Agents lists the agents of project p in team order.
+func (r *Registry) Agents(p troupe.ProjectID) []AgentSpec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.projects[p]
+	if !ok || e.info.Team == nil {
+		return nil
+	}
+	return slices.Clone(e.info.Team.Agents)
+}

@@ -32,6 +32,7 @@ type actor struct {
 	reason     string
 	quitReason string
 	sess       engine.Session
+	token      string // the session's MCP token; "" when none
 	turn       *turn
 	actAt      time.Time // last activity seen by the actor itself (turn starts)
 	restart    bool      // the definition changed: new session at the next boundary
@@ -152,6 +153,7 @@ func (a *actor) closeSession() {
 	s := a.sess
 	a.sess = nil
 	a.mu.Unlock()
+	a.revoke()
 	if s == nil {
 		return
 	}
@@ -159,6 +161,17 @@ func (a *actor) closeSession() {
 	defer cancel()
 	if err := s.Close(ctx); err != nil {
 		a.log.Warn("close session", "err", err)
+	}
+}
+
+// revoke kills the session's MCP token: tokens die with their session (C2).
+func (a *actor) revoke() {
+	a.mu.Lock()
+	tok := a.token
+	a.token = ""
+	a.mu.Unlock()
+	if tok != "" {
+		a.rt.o.Grants.Revoke(tok)
 	}
 }
 
@@ -172,6 +185,7 @@ func (a *actor) sessionEnded(ctx context.Context) {
 	a.mu.Lock()
 	a.sess = nil
 	a.mu.Unlock()
+	a.revoke()
 	_ = s.Close(ctx)
 	if a.currentTurn() != nil {
 		a.endTurn(ctx, "", reason)
@@ -208,18 +222,24 @@ func (a *actor) endTurn(ctx context.Context, text, errText string) {
 	if errText != "" {
 		state = troupe.MsgFailed
 	}
-	if err := a.rt.o.Store.FinishTurn(ctx, a.key, t.id, state, errText); err != nil {
-		a.log.Error("finish turn", "turn", t.id, "err", err)
-	}
+	var results []RequestResult
 	for _, m := range t.msgs {
 		if m.Request == "" || (m.Kind != troupe.KindAsk && m.Kind != troupe.KindDelegate) {
 			continue
 		}
 		if errText == "" {
-			a.rt.finish(ctx, m.Request, troupe.ReqAnswered, text, "")
+			results = append(results, RequestResult{ID: m.Request, State: troupe.ReqAnswered, Answer: text})
 		} else {
-			a.rt.finish(ctx, m.Request, troupe.ReqFailed, "", fmt.Sprintf("%s could not answer: %s", a.key.Agent, errText))
+			results = append(results, RequestResult{ID: m.Request, State: troupe.ReqFailed,
+				Error: fmt.Sprintf("%s could not answer: %s", a.key.Agent, errText)})
 		}
+	}
+	finished, err := a.rt.o.Store.EndTurn(ctx, a.key, t.id, state, errText, results)
+	if err != nil {
+		a.log.Error("end turn", "turn", t.id, "err", err)
+	}
+	for _, f := range finished {
+		a.rt.finished(f)
 	}
 	a.rt.publish("turn.ended", a.key, map[string]string{"turn": string(t.id), "error": errText})
 }
@@ -328,13 +348,20 @@ func (a *actor) start(ctx context.Context, spec project.AgentSpec, dir string) (
 	if err != nil {
 		return nil, err
 	}
+	var access engine.MCPAccess
+	if g := a.rt.o.Grants; g != nil && a.rt.o.MCPURL != "" {
+		access = engine.MCPAccess{URL: a.rt.o.MCPURL, Token: g.Mint(a.key, 0)}
+	}
 	s, err := eng.Start(ctx, engine.StartSpec{Key: a.key, Agent: spec, Dir: dir, Instructions: instr,
-		Tools: a.rt.Tools(a.key), Logger: a.log})
+		Tools: a.rt.Tools(a.key), MCP: access, Logger: a.log})
 	if err != nil {
+		if access.Token != "" {
+			a.rt.o.Grants.Revoke(access.Token)
+		}
 		return nil, fmt.Errorf("start %s session: %w", spec.Engine, err)
 	}
 	a.mu.Lock()
-	a.sess = s
+	a.sess, a.token = s, access.Token
 	a.mu.Unlock()
 	a.log.Info("session started", "engine", spec.Engine)
 	return s, nil

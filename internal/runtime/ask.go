@@ -42,48 +42,51 @@ func (r *Runtime) releaseWaiter(id troupe.RequestID) {
 // and returned pending; its outcome will come to the asker's inbox and wake
 // it. If ctx ends first the request is detached too and ctx's error returned.
 func (r *Runtime) Ask(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, question string, wait time.Duration) (troupe.Request, error) {
-	req, err := r.request(ctx, to, from, troupe.KindAsk, question)
+	req, done, err := r.request(ctx, to, from, troupe.KindAsk, question)
 	if err != nil {
 		return troupe.Request{}, err
 	}
-	return r.await(ctx, req, wait)
+	return r.await(ctx, req, done, wait)
 }
 
 // Delegate gives to a task from the agent from and returns at once; the
 // result comes back to from's inbox as a message of kind result.
 func (r *Runtime) Delegate(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, task string) (troupe.Request, error) {
-	return r.request(ctx, to, from, troupe.KindDelegate, task)
+	req, _, err := r.request(ctx, to, from, troupe.KindDelegate, task)
+	return req, err
 }
 
-func (r *Runtime) request(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, kind troupe.MessageKind, text string) (troupe.Request, error) {
+// request records a request and its message, starts its watchdog and wakes
+// the target. done is closed when the request ends.
+func (r *Runtime) request(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, kind troupe.MessageKind, text string) (req troupe.Request, done <-chan struct{}, err error) {
 	if err := r.checkTarget(to, from); err != nil {
-		return troupe.Request{}, err
+		return troupe.Request{}, nil, err
 	}
 	field := "question"
 	if kind == troupe.KindDelegate {
 		field = "task"
 	}
 	if strings.TrimSpace(text) == "" {
-		return troupe.Request{}, fmt.Errorf("%s %s: %w", kind, to.Agent, &troupe.FieldError{Field: field, Msg: "empty: write what you need"})
+		return troupe.Request{}, nil, fmt.Errorf("%s %s: %w", kind, to.Agent, &troupe.FieldError{Field: field, Msg: "empty: write what you need"})
 	}
-	req := troupe.Request{ID: troupe.RequestID(newID("r")), Project: to.Project, From: from, To: to.Agent,
+	req = troupe.Request{ID: troupe.RequestID(newID("r")), Project: to.Project, From: from, To: to.Agent,
 		Kind: kind, Question: text, State: troupe.ReqPending, Detached: kind == troupe.KindDelegate,
 		CreatedAt: time.Now().UTC()}
-	r.waiterFor(req.Project, req.ID)
+	done = r.waiterFor(req.Project, req.ID)
 	m, err := r.o.Store.Ask(ctx, req, troupe.Message{Project: to.Project, To: to.Agent, From: from,
 		Kind: kind, Text: text, Request: req.ID})
 	if err != nil {
 		r.releaseWaiter(req.ID)
-		return troupe.Request{}, fmt.Errorf("%s %s: %w", kind, to.Agent, err)
+		return troupe.Request{}, nil, fmt.Errorf("%s %s: %w", kind, to.Agent, err)
 	}
 	r.publish("message.queued", to, m)
-	r.watch(req)
+	r.watch(req, done)
 	r.wake(to)
-	return req, nil
+	return req, done, nil
 }
 
-func (r *Runtime) await(ctx context.Context, req troupe.Request, wait time.Duration) (troupe.Request, error) {
-	done := r.waiterFor(req.Project, req.ID)
+// await waits for done (the request's end), at most wait when > 0.
+func (r *Runtime) await(ctx context.Context, req troupe.Request, done <-chan struct{}, wait time.Duration) (troupe.Request, error) {
 	var timeout <-chan time.Time
 	if wait > 0 {
 		t := time.NewTimer(wait)
@@ -105,24 +108,30 @@ func (r *Runtime) await(ctx context.Context, req troupe.Request, wait time.Durat
 
 // Await waits again for a request the caller made earlier (see Ask).
 func (r *Runtime) Await(ctx context.Context, p troupe.ProjectID, id troupe.RequestID, wait time.Duration) (troupe.Request, error) {
+	if _, err := r.o.Store.Request(ctx, p, id); err != nil {
+		return troupe.Request{}, err
+	}
+	// Register first, then read: a request that ends in between is seen
+	// ended by the read, and one that ends after closes this waiter.
+	done := r.waiterFor(p, id)
 	req, err := r.o.Store.Request(ctx, p, id)
 	if err != nil || req.State != troupe.ReqPending {
+		r.releaseWaiter(id)
 		return req, err
 	}
-	return r.await(ctx, req, wait)
+	return r.await(ctx, req, done, wait)
 }
 
-// watch starts the request's watchdog.
-func (r *Runtime) watch(req troupe.Request) {
-	r.spawn(func(ctx context.Context) { r.watchdog(ctx, req) })
+// watch starts the request's watchdog; done is the request's waiter.
+func (r *Runtime) watch(req troupe.Request, done <-chan struct{}) {
+	r.spawn(func(ctx context.Context) { r.watchdog(ctx, req, done) })
 }
 
 // watchdog ends req with no_reply after a full inactivity window of the
 // target (its turn_timeout), re-armed whenever the target's activity
 // advances, or at the absolute ceiling counted from the request's creation.
 // After a daemon restart the window starts again from the restart.
-func (r *Runtime) watchdog(ctx context.Context, req troupe.Request) {
-	done := r.waiterFor(req.Project, req.ID)
+func (r *Runtime) watchdog(ctx context.Context, req troupe.Request, done <-chan struct{}) {
 	to := troupe.RuntimeKey{Project: req.Project, Agent: req.To}
 	window := troupe.DefaultTurnTimeout
 	if spec, _, ok := r.o.Teams.Agent(to); ok && spec.TurnTimeout > 0 {
@@ -175,13 +184,18 @@ func (r *Runtime) finish(ctx context.Context, id troupe.RequestID, state troupe.
 		r.log.Error("finish request", "request", id, "err", err)
 		return
 	}
-	if !done {
-		return
+	if done {
+		r.finished(Finished{Request: req, Queued: queued})
 	}
-	r.releaseWaiter(id)
-	r.publish("request.done", troupe.RuntimeKey{Project: req.Project, Agent: req.From}, req)
-	if queued != nil {
-		r.publish("message.queued", queued.Key(), *queued)
-		r.wake(queued.Key())
+}
+
+// finished wakes whoever waits for a request the store just ended, and the
+// asker whose inbox got its outcome.
+func (r *Runtime) finished(f Finished) {
+	r.releaseWaiter(f.Request.ID)
+	r.publish("request.done", troupe.RuntimeKey{Project: f.Request.Project, Agent: f.Request.From}, f.Request)
+	if q := f.Queued; q != nil {
+		r.publish("message.queued", q.Key(), *q)
+		r.wake(q.Key())
 	}
 }

@@ -47,14 +47,16 @@ type memSession struct {
 	e    *memEngine
 	spec engine.StartSpec
 
-	mu     sync.Mutex // guards everything below
-	act    engine.Activity
-	busy   bool
-	err    error
-	events chan engine.Event
+	events chan engine.Event // sent to and closed by play, or closed by Close after play ended
 	closed chan struct{}
-	once   sync.Once
-	wg     sync.WaitGroup
+
+	mu       sync.Mutex // guards the fields below
+	act      engine.Activity
+	busy     bool
+	err      error
+	evClosed bool
+	once     sync.Once
+	wg       sync.WaitGroup
 }
 
 func (s *memSession) Events() <-chan engine.Event { return s.events }
@@ -75,9 +77,9 @@ func (s *memSession) Close(context.Context) error {
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.events != nil {
+	if !s.evClosed {
 		close(s.events)
-		s.events = nil
+		s.evClosed = true
 	}
 	return nil
 }
@@ -105,10 +107,9 @@ func (s *memSession) emit(ev engine.Event) bool {
 	if ev.Kind == engine.EventTurnEnd {
 		s.busy = false
 	}
-	ch := s.events
 	s.mu.Unlock()
 	select {
-	case ch <- ev:
+	case s.events <- ev:
 		return true
 	case <-s.closed:
 		return false
@@ -162,10 +163,9 @@ func (s *memSession) play(in engine.Input) {
 	case text == "die":
 		s.mu.Lock()
 		s.err = errors.New("exit status 3: crashed on purpose")
-		ch := s.events
-		s.events = nil
+		s.evClosed = true
 		s.mu.Unlock()
-		close(ch)
+		close(s.events)
 	case len(f) >= 2 && f[0] == "tool":
 		args := strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(text, "tool"), " "+f[1]))
 		out, err := s.spec.Tools.Call(context.Background(), f[1], json.RawMessage(args))

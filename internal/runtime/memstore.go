@@ -93,18 +93,30 @@ func (s *MemStore) StartTurn(_ context.Context, k troupe.RuntimeKey, ids []int64
 	return nil
 }
 
-// FinishTurn implements Store.
-func (s *MemStore) FinishTurn(_ context.Context, k troupe.RuntimeKey, turn troupe.TurnID, state troupe.MessageState, reason string) error {
+// EndTurn implements Store.
+func (s *MemStore) EndTurn(_ context.Context, k troupe.RuntimeKey, turn troupe.TurnID, state troupe.MessageState, reason string, results []RequestResult) ([]Finished, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now().UTC()
+	for _, res := range results {
+		if _, ok := s.requests[res.ID]; !ok {
+			return nil, fmt.Errorf("end turn %s: request %s: %w", turn, res.ID, troupe.ErrNotFound)
+		}
+	}
 	for i := range s.msgs {
 		m := &s.msgs[i]
 		if m.Key() == k && m.State == troupe.MsgInTurn && m.Turn == turn {
 			m.State, m.Reason, m.DoneAt = state, reason, now
 		}
 	}
-	return nil
+	var out []Finished
+	for _, res := range results {
+		r, queued, done := s.finishLocked(res.ID, res.State, res.Answer, res.Error)
+		if done {
+			out = append(out, Finished{Request: r, Queued: queued})
+		}
+	}
+	return out, nil
 }
 
 // Expire implements Store.
@@ -161,12 +173,18 @@ func (s *MemStore) Conversation(_ context.Context, p troupe.ProjectID, agent tro
 func (s *MemStore) FinishRequest(_ context.Context, id troupe.RequestID, state troupe.RequestState, answer, errText string) (troupe.Request, *troupe.Message, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.requests[id]
-	if !ok {
+	if _, ok := s.requests[id]; !ok {
 		return troupe.Request{}, nil, false, fmt.Errorf("finish request %s: %w", id, troupe.ErrNotFound)
 	}
+	r, queued, done := s.finishLocked(id, state, answer, errText)
+	return r, queued, done, nil
+}
+
+// finishLocked is FinishRequest with s.mu held, for a known id.
+func (s *MemStore) finishLocked(id troupe.RequestID, state troupe.RequestState, answer, errText string) (troupe.Request, *troupe.Message, bool) {
+	r := s.requests[id]
 	if r.State != troupe.ReqPending {
-		return r, nil, false, nil
+		return r, nil, false
 	}
 	now := time.Now().UTC()
 	r.State, r.Answer, r.Error, r.DoneAt = state, answer, errText, now
@@ -182,9 +200,9 @@ func (s *MemStore) FinishRequest(_ context.Context, id troupe.RequestID, state t
 	if !r.Detached || r.From == troupe.Person {
 		s.msgs[len(s.msgs)-1].State = troupe.MsgDelivered
 		s.msgs[len(s.msgs)-1].DoneAt = now
-		return r, nil, true, nil
+		return r, nil, true
 	}
-	return r, &m, true, nil
+	return r, &m, true
 }
 
 // Detach implements Store.

@@ -44,12 +44,25 @@ type Teams interface {
 	Agents(p troupe.ProjectID) []project.AgentSpec
 }
 
+// Grants issues the bearer tokens agent sessions use on the MCP endpoint.
+type Grants interface {
+	Mint(k troupe.RuntimeKey, limit time.Duration) string
+	Revoke(token string)
+}
+
 // Options configures a Runtime. Store, Teams and Engines are required.
 type Options struct {
 	Store   Store
 	Teams   Teams
 	Engines map[troupe.Engine]engine.Engine
 	Hub     *events.Hub // nil: a private hub nobody reads
+	// Services serves the task and memory tools; nil: not served.
+	Services Services
+	// Grants mints each session's MCP token and revokes it when the session
+	// ends (C2); MCPURL is the endpoint given to agents. Both unset: the
+	// agents' tools go through engine.Tools only.
+	Grants  Grants
+	MCPURL  string
 	Logger  *slog.Logger
 	Ceiling time.Duration // absolute ask limit; default DefaultCeiling
 	// StopTimeout bounds a session's Close when an agent stops; default 5s.
@@ -106,7 +119,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		return fmt.Errorf("recover requests: %w", err)
 	}
 	for _, req := range reqs {
-		r.watch(req)
+		r.watch(req, r.waiterFor(req.Project, req.ID))
 	}
 	for _, k := range keys {
 		r.wake(k)

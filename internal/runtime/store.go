@@ -6,6 +6,21 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
+// RequestResult is the outcome a turn gives one request it handled.
+type RequestResult struct {
+	ID     troupe.RequestID
+	State  troupe.RequestState
+	Answer string
+	Error  string
+}
+
+// Finished is a request a store call ended, and the outcome message it
+// queued in the asker's inbox (nil when none).
+type Finished struct {
+	Request troupe.Request
+	Queued  *troupe.Message
+}
+
 // Store keeps inboxes, requests and conversations durably (contract C6).
 // Every method is one transaction. Implementations must be safe for
 // concurrent use; the runtime calls a key's inbox methods from that key's
@@ -21,9 +36,11 @@ type Store interface {
 	Pending(ctx context.Context, k troupe.RuntimeKey) ([]troupe.Message, error)
 	// StartTurn moves the given queued messages of k to in_turn for turn.
 	StartTurn(ctx context.Context, k troupe.RuntimeKey, ids []int64, turn troupe.TurnID) error
-	// FinishTurn moves every in_turn message of turn to state (delivered or
-	// failed) with reason.
-	FinishTurn(ctx context.Context, k troupe.RuntimeKey, turn troupe.TurnID, state troupe.MessageState, reason string) error
+	// EndTurn moves every in_turn message of turn to state (delivered or
+	// failed) with reason and, in the same transaction, ends each request of
+	// results as FinishRequest would. It returns the requests it ended (those
+	// still pending), each with its queued outcome message if any.
+	EndTurn(ctx context.Context, k troupe.RuntimeKey, turn troupe.TurnID, state troupe.MessageState, reason string, results []RequestResult) ([]Finished, error)
 	// Expire moves every queued or in_turn message of k to expired.
 	Expire(ctx context.Context, k troupe.RuntimeKey, reason string) (int, error)
 	// Recover is called once at start: messages left in_turn by a daemon

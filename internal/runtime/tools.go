@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,13 +18,32 @@ import (
 // resolves names inside k's project only (C2).
 func (r *Runtime) Tools(k troupe.RuntimeKey) engine.Tools { return toolHost{r: r, key: k} }
 
-type toolHost struct {
-	r   *Runtime
-	key troupe.RuntimeKey
+// ToolsWithLimit is Tools for a caller whose tool calls are cut after
+// limit (an MCP client's tool timeout): an ask waits at most limit, then
+// returns a request id and the answer goes to the caller's inbox (C4).
+func (r *Runtime) ToolsWithLimit(k troupe.RuntimeKey, limit time.Duration) engine.Tools {
+	return toolHost{r: r, key: k, limit: limit}
 }
 
-// ToolNames lists the tools the runtime serves.
-var ToolNames = []string{"ask_agent", "send_message", "delegate", "reply", "list_agents"}
+type toolHost struct {
+	r     *Runtime
+	key   troupe.RuntimeKey
+	limit time.Duration // 0: none
+}
+
+// Services answers the tools the runtime does not own (background tasks,
+// memory notes). The daemon wires it; nil means those tools are not served.
+type Services interface {
+	Call(ctx context.Context, k troupe.RuntimeKey, tool string, args json.RawMessage) (string, error)
+}
+
+func toolNames() string {
+	var names []string
+	for _, t := range Catalog {
+		names = append(names, t.Name)
+	}
+	return strings.Join(names, ", ")
+}
 
 // Call implements engine.Tools.
 func (h toolHost) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
@@ -37,7 +57,14 @@ func (h toolHost) Call(ctx context.Context, tool string, args json.RawMessage) (
 		if err := decodeArgs(args, &in, "to", "question"); err != nil {
 			return "", err
 		}
-		req, err := h.r.Ask(ctx, h.target(in.To), h.key.Agent, in.Question, time.Duration(in.WaitSeconds*float64(time.Second)))
+		if in.WaitSeconds < 0 {
+			return "", fmt.Errorf("bad argument wait_seconds: %v is negative: give 0 to wait for the answer", in.WaitSeconds)
+		}
+		wait := time.Duration(in.WaitSeconds * float64(time.Second))
+		if h.limit > 0 && (wait == 0 || wait > h.limit) {
+			wait = h.limit
+		}
+		req, err := h.r.Ask(ctx, h.target(in.To), h.key.Agent, in.Question, wait)
 		if err != nil {
 			return "", err
 		}
@@ -92,7 +119,13 @@ func (h toolHost) Call(ctx context.Context, tool string, args json.RawMessage) (
 		b, _ := json.Marshal(rows)
 		return string(b), nil
 	}
-	return "", fmt.Errorf("unknown tool %q: the tools are %s", tool, strings.Join(ToolNames, ", "))
+	if slices.ContainsFunc(Catalog, func(t ToolSpec) bool { return t.Name == tool }) {
+		if h.r.o.Services == nil {
+			return "", fmt.Errorf("tool %q is not available in this daemon", tool)
+		}
+		return h.r.o.Services.Call(ctx, h.key, tool, args)
+	}
+	return "", fmt.Errorf("unknown tool %q: the tools are %s", tool, toolNames())
 }
 
 func (h toolHost) target(name string) troupe.RuntimeKey {

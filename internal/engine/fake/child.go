@@ -57,7 +57,10 @@ type child struct {
 	in        chan frame // closed at end of input
 	out       io.Writer
 	errw      io.Writer
-	script    []step // the respond script; nil when there is none
+	script    []step     // the respond script; nil when there is none
+	mcpURL    string     // troupe's MCP endpoint; "" to call tools over stdio
+	mcpToken  string     // the session's bearer token
+	mcpDone   chan frame // results of MCP tool calls, as tool_result frames
 	ignoreEOF bool
 	calls     int64 // the last tool call id
 
@@ -69,7 +72,8 @@ type child struct {
 }
 
 func runChild(stdin io.Reader, stdout, stderr io.Writer) int {
-	c := &child{in: make(chan frame, 16), out: stdout, errw: stderr}
+	c := &child{in: make(chan frame, 16), out: stdout, errw: stderr, mcpDone: make(chan frame, 16),
+		mcpURL: os.Getenv(EnvMCPURL), mcpToken: os.Getenv(EnvMCPToken)}
 	go c.read(stdin) // lives as long as the process
 	f, ok := <-c.in
 	if !ok {
@@ -268,7 +272,13 @@ func duration(directive, s string, min time.Duration) (time.Duration, error) {
 func (c *child) call(tool string, args json.RawMessage) error {
 	c.calls++
 	id := c.calls
-	if err := c.write(frame{Type: typeToolCall, Turn: c.turn, ID: id, Tool: tool, Args: args}); err != nil {
+	if c.mcpURL != "" {
+		turn := c.turn
+		go func() { // ends with its HTTP call; its result may outlive the turn
+			res, errText := mcpCall(c.mcpURL, c.mcpToken, tool, args)
+			c.mcpDone <- frame{Type: typeToolResult, Turn: turn, ID: id, Result: res, Error: errText}
+		}()
+	} else if err := c.write(frame{Type: typeToolCall, Turn: c.turn, ID: id, Tool: tool, Args: args}); err != nil {
 		return err
 	}
 	f, err := c.wait(-1, id)
@@ -308,6 +318,10 @@ func (c *child) wait(d time.Duration, call int64) (frame, error) {
 				return frame{}, err
 			}
 			if call != 0 && f.Type == typeToolResult && f.ID == call && f.Turn == c.turn {
+				return f, nil
+			}
+		case f := <-c.mcpDone:
+			if call != 0 && f.ID == call && f.Turn == c.turn {
 				return f, nil
 			}
 		case <-timeout:

@@ -80,7 +80,11 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		log = e.log
 	}
 	log = log.With("project", spec.Key.Project, "agent", spec.Key.Agent)
-	s, err := start(e.command, childEnv(spec.Agent.Env), spec.Dir, log, spec.Tools, e.stopTimeout)
+	env := childEnv(spec.Agent.Env)
+	if spec.MCP.URL != "" {
+		env = append(env, EnvMCPURL+"="+spec.MCP.URL, EnvMCPToken+"="+spec.MCP.Token)
+	}
+	s, err := start(e.command, env, spec.Dir, log, spec.Tools, e.stopTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("start fake agent %s: %w", name, err)
 	}
@@ -118,6 +122,14 @@ func checkDir(dir string) error {
 	}
 	return nil
 }
+
+// EnvMCPURL and EnvMCPToken give the child troupe's MCP endpoint and its
+// session token: with them, its tool calls go over MCP, as a real CLI's do;
+// without, over its stdio protocol.
+const (
+	EnvMCPURL   = "TROUPE_MCP_URL"
+	EnvMCPToken = "TROUPE_MCP_TOKEN"
+)
 
 // inheritedEnv lists the variables a child gets from the daemon's
 // environment; everything else it gets from the agent's env table.

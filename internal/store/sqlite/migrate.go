@@ -34,6 +34,57 @@ var migrations = []migration{
 			)`,
 		},
 	},
+	// version 2
+	{
+		name: "inboxes, conversations and requests",
+		stmts: []string{
+			// Not foreign-keyed to projects: the history may outlive a
+			// removed project; ExpireProject ends what was still open.
+			// AUTOINCREMENT: an id is never reused, even after the newest
+			// rows are gone, so "after id" cursors stay valid.
+			`CREATE TABLE messages (
+				id          INTEGER PRIMARY KEY AUTOINCREMENT,
+				project     TEXT NOT NULL,
+				to_agent    TEXT NOT NULL,
+				from_agent  TEXT NOT NULL,
+				kind        TEXT NOT NULL,
+				text        TEXT NOT NULL,
+				request     TEXT NOT NULL, -- '' when none
+				state       TEXT NOT NULL,
+				reason      TEXT NOT NULL,
+				turn        TEXT NOT NULL, -- '' when none
+				redelivered INTEGER NOT NULL,
+				created_at  INTEGER NOT NULL, -- unix nanoseconds, UTC
+				done_at     INTEGER           -- unix nanoseconds, UTC; NULL until final
+			)`,
+			// An inbox: Pending, StartTurn, EndTurn.
+			`CREATE INDEX messages_inbox ON messages (project, to_agent, state, id)`,
+			// A conversation: Conversation.
+			`CREATE INDEX messages_project ON messages (project, id)`,
+			// Open mail only, small whatever the history: Recover (at every
+			// start) and ExpireProject, which name no single inbox. They
+			// repeat its WHERE term word for word and say INDEXED BY.
+			`CREATE INDEX messages_open ON messages (project, to_agent, id)
+				WHERE state IN ('queued', 'in_turn')`,
+			`CREATE TABLE requests (
+				id         TEXT PRIMARY KEY,
+				project    TEXT NOT NULL,
+				from_agent TEXT NOT NULL,
+				to_agent   TEXT NOT NULL,
+				kind       TEXT NOT NULL,
+				question   TEXT NOT NULL,
+				state      TEXT NOT NULL,
+				answer     TEXT NOT NULL,
+				error      TEXT NOT NULL,
+				detached   INTEGER NOT NULL,
+				message_id INTEGER NOT NULL REFERENCES messages (id), -- the ask or delegate message
+				created_at INTEGER NOT NULL, -- unix nanoseconds, UTC
+				done_at    INTEGER           -- unix nanoseconds, UTC; NULL while pending
+			)`,
+			// PendingRequests and ExpireProject.
+			`CREATE INDEX requests_pending ON requests (created_at, id) WHERE state = 'pending'`,
+		},
+	},
 }
 
 // latestVersion is the schema version this binary writes.

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+func copyDir(t testing.TB, from, to string) {
+	t.Helper()
+	if out, err := exec.Command("cp", "-r", from, to).CombinedOutput(); err != nil {
+		t.Fatalf("cp -r: %v %s", err, out)
+	}
+}
+
+func TestBinaryDemoTeamAnswersAnAsk(t *testing.T) {
+	state, demo := t.TempDir(), filepath.Join(t.TempDir(), "demo")
+	copyDir(t, "../../examples/demo", demo)
+	startDaemon(t, state, "--project", demo)
+	out := mustTroupe(t, state, demo, "ask", "lead", "is the sky blue?")
+	want := "Let me ask the researcher.\nThe researcher says: I looked into \"is the sky blue?\": it checks out.\n"
+	if out != want {
+		t.Fatalf("demo ask printed %q, want %q", out, want)
+	}
+	inbox := mustTroupe(t, state, demo, "inbox", "researcher")
+	if !strings.Contains(inbox, "lead") || !strings.Contains(inbox, "ask") || !strings.Contains(inbox, "delivered") {
+		t.Fatalf("researcher's inbox does not show the lead's ask: %s", inbox)
+	}
+	agents := mustTroupe(t, state, demo, "agents")
+	if !strings.Contains(agents, "idle") {
+		t.Fatalf("agents after the ask: %s", agents)
+	}
+}
+
+const crashTeam = `
+[[agent]]
+name = "lead"
+engine = "fake"
+
+[[agent]]
+name = "worker"
+engine = "fake"
+`
+
+func TestBinaryAgentCrashMidTurn(t *testing.T) {
+	state, proj := t.TempDir(), t.TempDir()
+	writeTeam(t, proj, crashTeam)
+	startDaemon(t, state, "--project", proj)
+	_, errs, code := runCLI(t, state, proj, "ask", "worker", "!say starting\n!crash")
+	if code == 0 || !strings.Contains(errs, "worker") || !strings.Contains(errs, "exit status 3") || !strings.Contains(errs, "crashing on purpose") {
+		t.Fatalf("ask of a crashing agent: exit %d, stderr %q; want a clear error", code, errs)
+	}
+	var as []api.Agent
+	json.Unmarshal([]byte(mustTroupe(t, state, proj, "agents", "--json")), &as)
+	if as[1].Name != "worker" || as[1].State != troupe.StateFailed || !strings.Contains(as[1].Reason, "exit status 3") {
+		t.Fatalf("worker after crash = %+v, want failed with the reason", as[1])
+	}
+	if out := mustTroupe(t, state, proj, "ask", "worker", "hello"); out != "echo: hello\n" {
+		t.Fatalf("ask after crash = %q, want the restarted agent's echo", out)
+	}
+}
+
+// TestC1_CopiedProjectsNeverCrossTalk: project B is a cp -r of A, same agent
+// ids. Concurrent asks (lead asks researcher through its tools) and sends in
+// both, on real fake-agent processes: every answer and every message stays
+// in its project. Sends to B, which nobody asks or watches, still run.
+func TestC1_CopiedProjectsNeverCrossTalk(t *testing.T) {
+	state, a := t.TempDir(), t.TempDir()
+	writeTeam(t, a, `
+[[agent]]
+name = "lead"
+engine = "fake"
+[agent.fake]
+respond = "!ask researcher {text}\n!say {result}"
+
+[[agent]]
+name = "researcher"
+engine = "fake"
+`)
+	b := filepath.Join(t.TempDir(), "copy")
+	copyDir(t, a, b)
+	startDaemon(t, state, "--project", a, "--project", b)
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pa, _ := cl.ResolveProject(ctx, a)
+	pb, _ := cl.ResolveProject(ctx, b)
+	if pa.ID == pb.ID {
+		t.Fatal("copied project got the same id")
+	}
+	const rounds = 50
+	var wg sync.WaitGroup
+	for _, p := range []api.Project{pa, pb} {
+		for i := range rounds {
+			mark := fmt.Sprintf("%s#%d", p.ID, i)
+			if p.ID == pa.ID {
+				wg.Go(func() {
+					req, err := cl.Ask(ctx, p.ID, "lead", mark, 0)
+					if err != nil || req.Answer != "echo: "+mark {
+						t.Errorf("ask lead in %s: %+v %v; want echo: %s", p.Name, req, err, mark)
+					}
+				})
+			}
+			wg.Go(func() {
+				if _, err := cl.Send(ctx, p.ID, "researcher", mark); err != nil {
+					t.Errorf("send: %v", err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	// Wait until nothing is queued or in a turn in either project.
+	waitSettled(t, ctx, cl, pa.ID, pb.ID)
+	for _, p := range []api.Project{pa, pb} {
+		ms, err := cl.Messages(ctx, p.ID, "", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sends := 0
+		for _, m := range ms {
+			if m.Project != p.ID || !strings.Contains(m.Text, string(p.ID)+"#") {
+				t.Errorf("project %s holds a message of another project: %+v", p.ID, m)
+			}
+			if m.State != troupe.MsgDelivered {
+				t.Errorf("message %d in %s ended %s (%s), want delivered", m.ID, p.ID, m.State, m.Reason)
+			}
+			if m.From == troupe.Person && m.To == "researcher" {
+				sends++
+			}
+		}
+		if sends != rounds {
+			t.Errorf("project %s: %d sends recorded, want %d", p.ID, sends, rounds)
+		}
+	}
+}
+
+// waitSettled follows the event stream until no message of the projects is
+// queued or in a turn.
+func waitSettled(t *testing.T, ctx context.Context, cl *client.Client, ps ...troupe.ProjectID) {
+	t.Helper()
+	settled := func() bool {
+		for _, p := range ps {
+			ms, err := cl.Messages(ctx, p, "", 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range ms {
+				if !m.State.Final() {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	st, err := cl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if settled() {
+		return
+	}
+	_, err = cl.Events(ctx, st.LastEvent, nil, func(ev events.Event) error {
+		if ev.Type == "turn.ended" && settled() {
+			return errStop
+		}
+		return nil
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("waiting for the inboxes to settle: %v", err)
+	}
+}
+
+// TestC6_SIGKILLLosesNothing kills the daemon with SIGKILL at many points of
+// a run of sends and asks, restarts it, and checks that every accepted
+// message ends delivered (marked redelivered when it was in a turn at the
+// kill) and every accepted ask is answered.
+func TestC6_SIGKILLLosesNothing(t *testing.T) {
+	state, proj := t.TempDir(), t.TempDir()
+	writeTeam(t, proj, `
+[[agent]]
+name = "worker"
+engine = "fake"
+[agent.fake]
+respond = "!sleep 20ms\n!say done {text}"
+
+[[agent]]
+name = "helper"
+engine = "fake"
+`)
+	accepted := map[int64]bool{}
+	var asks []troupe.RequestID
+	var pid troupe.ProjectID
+	const runs = 8
+	for run := range runs {
+		d := startDaemon(t, state, "--project", proj)
+		cl, err := client.FromStateDir(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		p, err := cl.ResolveProject(ctx, proj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid = p.ID
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Go(func() {
+				for j := 0; ctx.Err() == nil; j++ {
+					text := fmt.Sprintf("r%d-g%d-%d", run, i, j)
+					if i == 0 {
+						req, err := cl.Ask(ctx, p.ID, "worker", text, 0.001)
+						if err == nil {
+							mu.Lock()
+							asks = append(asks, req.ID)
+							mu.Unlock()
+						}
+						continue
+					}
+					m, err := cl.Send(ctx, p.ID, []troupe.AgentID{"worker", "helper"}[i%2], text)
+					if err == nil {
+						mu.Lock()
+						accepted[m.ID] = true
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		// Kill at a different point each run: some runs die while turns
+		// are in flight, some while appends are.
+		<-time.After(time.Duration(30+run*37) * time.Millisecond)
+		d.cmd.Process.Signal(syscall.SIGKILL)
+		<-d.done
+		cancel()
+		wg.Wait()
+		killStragglers(t, proj)
+	}
+	if len(accepted) < runs*5 {
+		t.Fatalf("only %d messages accepted over %d runs: the test did not load the daemon", len(accepted), runs)
+	}
+	d := startDaemon(t, state, "--project", proj)
+	cl, _ := client.FromStateDir(state)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	waitSettled(t, ctx, cl, pid)
+	ms, err := cl.Messages(ctx, pid, "", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[int64]troupe.Message{}
+	redelivered := 0
+	for _, m := range ms {
+		byID[m.ID] = m
+		if m.Redelivered {
+			redelivered++
+		}
+	}
+	for id := range accepted {
+		m, ok := byID[id]
+		switch {
+		case !ok:
+			t.Errorf("accepted message %d is lost", id)
+		case m.State != troupe.MsgDelivered:
+			t.Errorf("message %d ended %s (%s), want delivered", id, m.State, m.Reason)
+		}
+	}
+	for _, id := range asks {
+		req, err := cl.Request(ctx, pid, id, 60)
+		if err != nil || req.State != troupe.ReqAnswered || !strings.HasPrefix(req.Answer, "done ") {
+			t.Errorf("ask %s after the kills: %+v %v; want answered", id, req, err)
+		}
+	}
+	t.Logf("%d messages and %d asks accepted over %d SIGKILLs; %d redelivered", len(accepted), len(asks), runs, redelivered)
+	d.stop(syscall.SIGTERM)
+}
+
+// killStragglers kills fake agents orphaned by a SIGKILLed daemon (their
+// stdin closes, so they exit on their own; this only makes sure). They run
+// in the project's folder.
+func killStragglers(t *testing.T, dir string) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err != nil || cwd != dir {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err == nil {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}

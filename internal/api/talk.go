@@ -1,0 +1,139 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// AskRequest is the body of POST .../agents/{agent}/ask. The person asks.
+type AskRequest struct {
+	Text string `json:"text"`
+	// WaitSeconds bounds the wait; 0 waits for the outcome. When it ends
+	// first, the answer is pending: GET the request later.
+	WaitSeconds float64 `json:"wait_seconds,omitempty"`
+}
+
+// SendRequest is the body of POST .../agents/{agent}/send.
+type SendRequest struct {
+	Text string `json:"text"`
+}
+
+// LoginLink is the answer of POST /api/login-links.
+type LoginLink struct {
+	URL string `json:"url"`
+}
+
+// target resolves {id} and {agent}; it answers the error itself.
+func (s *Server) target(w http.ResponseWriter, r *http.Request) (troupe.RuntimeKey, bool) {
+	id := troupe.ProjectID(r.PathValue("id"))
+	if _, ok := s.o.Registry.Get(id); !ok {
+		writeError(w, http.StatusNotFound, "not_found", "project "+string(id)+" is not registered: see `troupe project list`")
+		return troupe.RuntimeKey{}, false
+	}
+	if s.o.Runtime == nil {
+		writeError(w, http.StatusServiceUnavailable, "internal", "this daemon runs no agents")
+		return troupe.RuntimeKey{}, false
+	}
+	return troupe.RuntimeKey{Project: id, Agent: troupe.AgentID(r.PathValue("agent"))}, true
+}
+
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+
+func (s *Server) ask(w http.ResponseWriter, r *http.Request) {
+	var in AskRequest
+	if !decode(w, r, &in) {
+		return
+	}
+	k, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	if in.WaitSeconds < 0 {
+		writeError(w, http.StatusBadRequest, "invalid", "wait_seconds: must be 0 (wait for the answer) or more")
+		return
+	}
+	req, err := s.o.Runtime.Ask(r.Context(), k, troupe.Person, in.Text, seconds(in.WaitSeconds))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, req)
+}
+
+func (s *Server) send(w http.ResponseWriter, r *http.Request) {
+	var in SendRequest
+	if !decode(w, r, &in) {
+		return
+	}
+	k, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	m, err := s.o.Runtime.Send(r.Context(), k, troupe.Person, troupe.KindMessage, in.Text)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, m)
+}
+
+func (s *Server) request(w http.ResponseWriter, r *http.Request) {
+	k, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	wait := 1e-9 // a bare GET does not wait
+	if q := r.URL.Query().Get("wait_seconds"); q != "" {
+		v, err := strconv.ParseFloat(q, 64)
+		if err != nil || v < 0 {
+			writeError(w, http.StatusBadRequest, "invalid", "wait_seconds: give a number of seconds, 0 for no wait")
+			return
+		}
+		if v > 0 {
+			wait = v
+		}
+	}
+	req, err := s.o.Runtime.Await(r.Context(), k.Project, troupe.RequestID(r.PathValue("req")), seconds(wait))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, req)
+}
+
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
+	k, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	after, err1 := parseInt(q.Get("after"))
+	limit, err2 := parseInt(q.Get("limit"))
+	if err1 != nil || err2 != nil || after < 0 || limit < 0 {
+		writeError(w, http.StatusBadRequest, "invalid", "after and limit: give whole numbers ≥ 0")
+		return
+	}
+	ms, err := s.o.Runtime.Conversation(r.Context(), k.Project, troupe.AgentID(q.Get("agent")), after, int(limit))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if ms == nil {
+		ms = []troupe.Message{}
+	}
+	writeJSON(w, http.StatusOK, ms)
+}
+
+func parseInt(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	return strconv.ParseInt(s, 10, 64)
+}
+
+func (s *Server) newLoginLink(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, LoginLink{URL: s.LoginURL()})
+}

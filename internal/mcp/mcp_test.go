@@ -1,0 +1,274 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/engine/fake"
+	"github.com/troupe-dev/troupe/internal/project"
+	"github.com/troupe-dev/troupe/internal/runtime"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+func TestMain(m *testing.M) {
+	fake.MaybeRunChild()
+	os.Exit(m.Run())
+}
+
+type teams map[troupe.ProjectID][]project.AgentSpec
+
+func (t teams) Agent(k troupe.RuntimeKey) (project.AgentSpec, string, bool) {
+	for _, a := range t[k.Project] {
+		if a.Name == k.Agent {
+			return a, os.TempDir(), true
+		}
+	}
+	return project.AgentSpec{}, "", false
+}
+func (t teams) Agents(p troupe.ProjectID) []project.AgentSpec { return t[p] }
+
+type env struct {
+	rt     *runtime.Runtime
+	store  *runtime.MemStore
+	tokens *Tokens
+	url    string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	spec := func(n string) project.AgentSpec {
+		return project.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: time.Minute}
+	}
+	tm := teams{"pa": {spec("lead"), spec("researcher")}, "pb": {spec("lead"), spec("researcher")}}
+	e := &env{store: runtime.NewMemStore(), tokens: NewTokens()}
+	e.rt = runtime.New(runtime.Options{Store: e.store, Teams: tm,
+		Engines: map[troupe.Engine]engine.Engine{troupe.EngineFake: fake.New(fake.Options{Command: fake.TestCommand()})}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.rt.Run(ctx); close(done) }()
+	ts := httptest.NewServer(Handler(Options{Tokens: e.tokens, Tools: e.rt, Version: "test"}))
+	e.url = ts.URL
+	t.Cleanup(func() { ts.Close(); cancel(); <-done })
+	return e
+}
+
+type bearer struct{ tok string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.tok)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func (e *env) connect(t *testing.T, tok string) (*sdk.ClientSession, error) {
+	t.Helper()
+	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil)
+	return c.Connect(t.Context(), &sdk.StreamableClientTransport{Endpoint: e.url,
+		HTTPClient: &http.Client{Transport: bearer{tok}}, MaxRetries: -1}, nil)
+}
+
+func callText(t *testing.T, cs *sdk.ClientSession, tool string, args any) (string, bool) {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &sdk.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("call %s: protocol error %v (tool errors must be results)", tool, err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String(), res.IsError
+}
+
+func TestMCPListsAndCallsEveryTool(t *testing.T) {
+	e := newEnv(t)
+	cs, err := e.connect(t, e.tokens.Mint(troupe.RuntimeKey{Project: "pa", Agent: "lead"}, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		if tl.Description == "" || tl.InputSchema == nil {
+			t.Errorf("tool %s lacks a description or schema", tl.Name)
+		}
+	}
+	if len(names) != len(runtime.Catalog) {
+		t.Fatalf("tools = %v, want the %d of the catalog", names, len(runtime.Catalog))
+	}
+	cases := []struct {
+		tool    string
+		args    any
+		want    string
+		isError bool
+	}{
+		{"list_agents", map[string]any{}, `"name":"researcher"`, false},
+		{"ask_agent", map[string]any{"to": "researcher", "question": "hi"}, "echo: hi", false},
+		{"send_message", map[string]any{"to": "researcher", "text": "fyi"}, "sent to researcher", false},
+		{"delegate", map[string]any{"to": "researcher", "task": "do it"}, "delegated to researcher", false},
+		{"reply", map[string]any{"text": "x"}, "no question to answer", true},
+		{"run_in_background", map[string]any{"command": "true"}, "not available", true},
+		{"task_status", map[string]any{}, "not available", true},
+		{"task_output", map[string]any{"task_id": "t1"}, "not available", true},
+		{"task_kill", map[string]any{"task_id": "t1"}, "not available", true},
+		{"memory_search", map[string]any{"query": "x"}, "not available", true},
+		{"memory_read", map[string]any{"name": "x"}, "not available", true},
+		{"memory_write", map[string]any{"name": "x", "description": "d", "body": "b"}, "not available", true},
+	}
+	for _, c := range cases {
+		out, isErr := callText(t, cs, c.tool, c.args)
+		if isErr != c.isError || !strings.Contains(out, c.want) {
+			t.Errorf("%s: %q (error %v), want %q (error %v)", c.tool, out, isErr, c.want, c.isError)
+		}
+	}
+}
+
+func TestMCPMalformedArgumentsAreToolErrors(t *testing.T) {
+	e := newEnv(t)
+	cs, err := e.connect(t, e.tokens.Mint(troupe.RuntimeKey{Project: "pa", Agent: "lead"}, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, c := range []struct {
+		tool string
+		args any
+		want string
+	}{
+		{"ask_agent", map[string]any{"to": 5, "question": "q"}, "bad arguments"},
+		{"ask_agent", map[string]any{"to": "researcher"}, `missing argument "question"`},
+		{"ask_agent", map[string]any{"to": "ghost", "question": "q"}, "the agents are lead, researcher"},
+		{"ask_agent", map[string]any{"to": "lead", "question": "q"}, "cannot message itself"},
+		{"ask_agent", map[string]any{"to": "researcher", "question": "q", "wait_seconds": -1}, "negative"},
+		{"send_message", map[string]any{"to": "researcher", "text": "x", "extra": true}, "unknown field"},
+	} {
+		out, isErr := callText(t, cs, c.tool, c.args)
+		if !isErr || !strings.Contains(out, c.want) {
+			t.Errorf("%s %v: %q (error %v), want a tool error saying %q", c.tool, c.args, out, isErr, c.want)
+		}
+	}
+}
+
+// TestC2_TokenActsAsExactlyOneKey: a token of project A names agents of A
+// only; there is no way to reach B's agents with it, even though they have
+// the same names. Unknown and revoked tokens are refused.
+func TestC2_TokenActsAsExactlyOneKey(t *testing.T) {
+	e := newEnv(t)
+	tokA := e.tokens.Mint(troupe.RuntimeKey{Project: "pa", Agent: "lead"}, 0)
+	cs, err := e.connect(t, tokA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, isErr := callText(t, cs, "ask_agent", map[string]any{"to": "researcher", "question": "where am I"}); isErr || out != "echo: where am I" {
+		t.Fatalf("ask = %q %v", out, isErr)
+	}
+	convA, _ := e.store.Conversation(t.Context(), "pa", "", 0, 0)
+	convB, _ := e.store.Conversation(t.Context(), "pb", "", 0, 0)
+	if len(convA) == 0 || len(convB) != 0 {
+		t.Fatalf("project A has %d messages, B has %d; want everything in A", len(convA), len(convB))
+	}
+	for _, m := range convA {
+		if m.From != "lead" && m.From != "researcher" {
+			t.Errorf("message from %q: the token's identity is lead", m.From)
+		}
+	}
+	cs.Close()
+
+	e.tokens.Revoke(tokA)
+	if _, err := e.connect(t, tokA); err == nil {
+		t.Fatal("a revoked token still connects")
+	}
+	if _, err := e.connect(t, "trp_forged"); err == nil {
+		t.Fatal("an unknown token connects")
+	}
+	resp, err := http.Post(e.url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no token: status %d, want 401", resp.StatusCode)
+	}
+}
+
+func TestMCPAskReturnsARequestIDBeforeTheClientsLimit(t *testing.T) {
+	e := newEnv(t)
+	cs, err := e.connect(t, e.tokens.Mint(troupe.RuntimeKey{Project: "pa", Agent: "lead"}, 200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	out, isErr := callText(t, cs, "ask_agent", map[string]any{"to": "researcher", "question": "!sleep 2s\n!say late"})
+	if isErr || !strings.Contains(out, "has not answered yet (request r") || !strings.Contains(out, "inbox") {
+		t.Fatalf("ask longer than the client's limit = %q (error %v); want a request id and the inbox promise", out, isErr)
+	}
+}
+
+func FuzzToolArguments(f *testing.F) {
+	for _, s := range []string{`{}`, `{"to":"researcher","question":"q"}`, `[]`, `null`, `"x"`, `{"to":{"a":1}}`, `{"wait_seconds":1e308,"to":"x","question":"y"}`, ``} {
+		f.Add("ask_agent", s)
+		f.Add("send_message", s)
+		f.Add("memory_write", s)
+	}
+	rt := runtime.New(runtime.Options{Store: runtime.NewMemStore(), Teams: teams{"pa": nil}})
+	o := Options{Tokens: NewTokens(), Tools: rt}
+	f.Fuzz(func(t *testing.T, tool, args string) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		req := &sdk.CallToolRequest{Params: &sdk.CallToolParamsRaw{Name: tool, Arguments: json.RawMessage(args)},
+			Extra: &sdk.RequestExtra{}}
+		res := call(ctx, o, tool, req) // no identity
+		if !res.IsError {
+			t.Fatalf("a call without identity succeeded: %+v", res)
+		}
+		res = callAs(ctx, o, troupe.RuntimeKey{Project: "pa", Agent: "lead"}, tool, json.RawMessage(args))
+		if res == nil {
+			t.Fatal("nil result")
+		}
+	})
+}
+
+// TestBridgeRelaysAStdioClient runs the go-sdk client over pipes through
+// Bridge to the HTTP endpoint.
+func TestBridgeRelaysAStdioClient(t *testing.T) {
+	e := newEnv(t)
+	tok := e.tokens.Mint(troupe.RuntimeKey{Project: "pb", Agent: "lead"}, 0)
+	toBridge, fromClient := io.Pipe() // the client writes, the bridge reads
+	toClient, fromBridge := io.Pipe() // the bridge writes, the client reads
+	done := make(chan error, 1)
+	go func() { done <- Bridge(t.Context(), e.url, tok, toBridge, fromBridge); fromBridge.Close() }()
+	c := sdk.NewClient(&sdk.Implementation{Name: "stdio-test", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &sdk.IOTransport{Reader: toClient, Writer: fromClient}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, isErr := callText(t, cs, "ask_agent", map[string]any{"to": "researcher", "question": "via stdio"})
+	if isErr || out != "echo: via stdio" {
+		t.Fatalf("ask through the bridge = %q (error %v)", out, isErr)
+	}
+	cs.Close()
+	fromClient.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if conv, _ := e.store.Conversation(t.Context(), "pa", "", 0, 0); len(conv) != 0 {
+		t.Fatalf("the bridge's token is of project pb, but pa got %d messages", len(conv))
+	}
+}

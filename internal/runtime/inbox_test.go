@@ -1,0 +1,204 @@
+package runtime
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+func TestC5_MessagesToABusyAgentAreBatchedIntoItsNextTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(10*time.Minute), 0)
+		ctx := t.Context()
+		r := key(p1, "researcher")
+		if _, err := h.rt.Send(ctx, r, "lead", troupe.KindMessage, "silent 10m then done"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if st, _ := h.rt.AgentState(r); st != troupe.StateBusy {
+			t.Fatalf("state = %s, want busy", st)
+		}
+		for i := range 3 {
+			h.rt.Send(ctx, r, "lead", troupe.KindMessage, fmt.Sprint("note ", i))
+		}
+		synctest.Wait()
+		if n := len(h.eng.Inputs()); n != 1 {
+			t.Fatalf("%d turns while busy, want 1: messages are never typed into a busy turn", n)
+		}
+		<-time.After(11 * time.Minute)
+		synctest.Wait()
+		ins := h.eng.Inputs()
+		if len(ins) != 2 || len(ins[1].Messages) != 3 {
+			t.Fatalf("turns = %+v; want a second turn with the 3 notes batched", ins)
+		}
+		conv, _ := h.store.Conversation(ctx, p1, "researcher", 0, 0)
+		for _, m := range conv {
+			if m.State != troupe.MsgDelivered {
+				t.Errorf("message %d %q is %s, want delivered", m.ID, m.Text, m.State)
+			}
+		}
+		if st, _ := h.rt.AgentState(r); st != troupe.StateIdle {
+			t.Fatalf("state = %s, want idle", st)
+		}
+	})
+}
+
+func TestC5_AnAskGetsATurnOfItsOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(10*time.Minute), 0)
+		ctx := t.Context()
+		r := key(p1, "researcher")
+		h.rt.Send(ctx, r, "lead", troupe.KindMessage, "silent 1m then ok")
+		synctest.Wait()
+		h.rt.Send(ctx, r, "lead", troupe.KindMessage, "a")
+		var req troupe.Request
+		done := make(chan struct{})
+		go func() {
+			req, _ = h.rt.Ask(ctx, r, "lead", "answer 42", 0)
+			close(done)
+		}()
+		synctest.Wait()
+		h.rt.Send(ctx, r, "lead", troupe.KindMessage, "b")
+		<-done
+		if req.Answer != "42" {
+			t.Fatalf("ask answered %q, want 42 (its own turn's output)", req.Answer)
+		}
+		synctest.Wait()
+		var turns []string
+		for _, in := range h.eng.Inputs() {
+			var texts []string
+			for _, m := range in.Messages {
+				texts = append(texts, m.Text)
+			}
+			turns = append(turns, strings.Join(texts, "+"))
+		}
+		want := "silent 1m then ok|a|answer 42|b"
+		if got := strings.Join(turns, "|"); got != want {
+			t.Fatalf("turns = %s, want %s", got, want)
+		}
+	})
+}
+
+func TestDelegationResultWakesTheDelegator(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(10*time.Minute), 0)
+		_, err := h.rt.Send(t.Context(), key(p1, "lead"), troupe.Person, troupe.KindMessage,
+			`tool delegate {"to":"researcher","task":"answer the result is 42"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		var got []string
+		for _, in := range h.eng.Inputs() {
+			m := in.Messages[0]
+			got = append(got, fmt.Sprintf("%s<-%s:%s", m.To, m.From, m.Kind))
+		}
+		want := []string{"lead<-@person:message", "researcher<-lead:delegate", "lead<-researcher:result"}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("turns = %v, want %v", got, want)
+		}
+		last := h.eng.Inputs()[2].Messages[0]
+		if last.Text != "the result is 42" {
+			t.Fatalf("result text = %q", last.Text)
+		}
+	})
+}
+
+func TestAgentCrashFailsTheTurnAndTheNextMessageRestartsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(10*time.Minute), 0)
+		r := key(p1, "researcher")
+		req, err := h.rt.Ask(t.Context(), r, "lead", "die", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.State != troupe.ReqFailed || !strings.Contains(req.Error, "exit status 3") || !strings.Contains(req.Error, "researcher") {
+			t.Fatalf("ask of a crashing agent = %+v; want failed, naming the agent and the exit", req)
+		}
+		synctest.Wait()
+		if st, reason := h.rt.AgentState(r); st != troupe.StateFailed || !strings.Contains(reason, "exit status 3") {
+			t.Fatalf("state = %s (%s), want failed with the reason", st, reason)
+		}
+		req, err = h.rt.Ask(t.Context(), r, "lead", "hello", 0)
+		if err != nil || req.Answer != "echo: hello" {
+			t.Fatalf("ask after crash = %+v, %v; want a restarted agent answering", req, err)
+		}
+		if h.eng.starts != 2 {
+			t.Fatalf("engine started %d sessions, want 2", h.eng.starts)
+		}
+	})
+}
+
+func TestToolErrorsAreSentencesAnAgentCanActOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(10*time.Minute), 0)
+		tools := h.rt.Tools(key(p1, "lead"))
+		for _, c := range []struct{ tool, args, want string }{
+			{"ask_agent", `{"to":"ghost","question":"hi"}`, "the agents are lead, researcher"},
+			{"ask_agent", `{"to":"lead","question":"hi"}`, "cannot message itself"},
+			{"ask_agent", `{"to":"researcher"}`, `missing argument "question"`},
+			{"ask_agent", `{"to":"researcher","question":"q","bogus":1}`, "unknown field"},
+			{"send_message", `[1,2]`, "bad arguments"},
+			{"reply", `{"text":"x"}`, "no question to answer"},
+			{"nope", `{}`, "the tools are ask_agent"},
+		} {
+			_, err := tools.Call(t.Context(), c.tool, []byte(c.args))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s %s: error %v, want it to say %q", c.tool, c.args, err, c.want)
+			}
+		}
+		out, err := tools.Call(t.Context(), "list_agents", nil)
+		if err != nil || !strings.Contains(out, `"name":"researcher"`) || !strings.Contains(out, `"you":true`) {
+			t.Fatalf("list_agents = %s, %v", out, err)
+		}
+	})
+}
+
+// TestC1_TwoProjectsWithTheSameAgentIDsNeverCrossTalk: project B is a copy
+// of A (same agent names). Concurrent asks and sends in both: every answer
+// comes from the asker's own project, and no turn of one project ever holds
+// a message of the other.
+func TestC1_TwoProjectsWithTheSameAgentIDsNeverCrossTalk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const pa, pb troupe.ProjectID = "pa", "pb"
+		w := 10 * time.Minute
+		teams := staticTeams{pa: {spec("lead", w), spec("researcher", w)}, pb: {spec("lead", w), spec("researcher", w)}}
+		h := newHarness(t, teams, 0)
+		var wg sync.WaitGroup
+		for _, p := range []troupe.ProjectID{pa, pb} {
+			for i := range 20 {
+				wg.Go(func() {
+					want := fmt.Sprintf("%s-%d", p, i)
+					req, err := h.rt.Ask(t.Context(), key(p, "researcher"), "lead", "answer "+want, 0)
+					if err != nil || req.Answer != want {
+						t.Errorf("ask in %s = %+v, %v; want %s", p, req, err, want)
+					}
+					h.rt.Send(t.Context(), key(p, "lead"), "researcher", troupe.KindMessage, "note "+want)
+				})
+			}
+		}
+		wg.Wait()
+		synctest.Wait()
+		for _, in := range h.eng.Inputs() {
+			for _, m := range in.Messages {
+				_, proj, _ := strings.Cut(m.Text, " ")
+				if !strings.HasPrefix(proj, string(m.Project)+"-") {
+					t.Errorf("message %q delivered in project %s", m.Text, m.Project)
+				}
+			}
+		}
+		for _, p := range []troupe.ProjectID{pa, pb} {
+			conv, _ := h.store.Conversation(t.Context(), p, "", 0, 0)
+			for _, m := range conv {
+				if m.Project != p || !m.State.Final() {
+					t.Errorf("project %s conversation holds %+v", p, m)
+				}
+			}
+		}
+	})
+}

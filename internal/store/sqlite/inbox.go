@@ -1,0 +1,458 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/runtime"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// DB implements runtime.Store: the durable inboxes, conversations and
+// requests of contract C6, held to runtime.MemStore's behaviour by the
+// contract suite in internal/runtime/runtimetest.
+//
+// Every method that changes something is one IMMEDIATE transaction on the
+// writer connection, committed with synchronous=FULL before it returns.
+// Reads that are not part of a change go to the read pool: in WAL mode a
+// read transaction sees every transaction committed before it began, so a
+// read that happens after a write returned (in any goroutine) sees it.
+var _ runtime.Store = (*DB)(nil)
+
+const messageCols = `id, project, to_agent, from_agent, kind, text, request, state, reason, turn, redelivered, created_at, done_at`
+
+const requestCols = `id, project, from_agent, to_agent, kind, question, state, answer, error, detached, message_id, created_at, done_at`
+
+// Append implements runtime.Store. A CreatedAt (or DoneAt) outside the
+// years 1677 to 2262 is refused with troupe.ErrInvalid.
+func (db *DB) Append(ctx context.Context, m troupe.Message) (troupe.Message, error) {
+	if !m.Key().Valid() {
+		return troupe.Message{}, fmt.Errorf("append message: recipient %q: %w", m.Key(), troupe.ErrInvalid)
+	}
+	m.State = troupe.MsgQueued
+	if m.CreatedAt.IsZero() {
+		m.CreatedAt = time.Now().UTC()
+	}
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		m, err = insertMessage(ctx, tx, m)
+		return err
+	})
+	if err != nil {
+		return troupe.Message{}, fmt.Errorf("append message to %s: %w", m.Key(), err)
+	}
+	return m, nil
+}
+
+// insertMessage stores m as it is, but for its ID, and returns it with the
+// ID the table assigned.
+func insertMessage(ctx context.Context, tx *sql.Tx, m troupe.Message) (troupe.Message, error) {
+	created, ok := toNanos(m.CreatedAt)
+	if !ok {
+		return m, fmt.Errorf("created_at %s outside years 1677-2262: %w", m.CreatedAt, troupe.ErrInvalid)
+	}
+	done, ok := nullNanos(m.DoneAt)
+	if !ok {
+		return m, fmt.Errorf("done_at %s outside years 1677-2262: %w", m.DoneAt, troupe.ErrInvalid)
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO messages (project, to_agent, from_agent, kind, text, request,
+		state, reason, turn, redelivered, created_at, done_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		string(m.Project), string(m.To), string(m.From), string(m.Kind), m.Text, string(m.Request),
+		string(m.State), m.Reason, string(m.Turn), m.Redelivered, created, done)
+	if err != nil {
+		return m, err
+	}
+	m.ID, err = res.LastInsertId()
+	return m, err
+}
+
+// nullNanos is toNanos for a time that may be unset: the zero time is NULL.
+func nullNanos(t time.Time) (any, bool) {
+	if t.IsZero() {
+		return nil, true
+	}
+	n, ok := toNanos(t)
+	return n, ok
+}
+
+func fromNullNanos(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return fromNanos(n.Int64)
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanMessage(sc scanner) (troupe.Message, error) {
+	var (
+		m       troupe.Message
+		created int64
+		done    sql.NullInt64
+	)
+	err := sc.Scan(&m.ID, &m.Project, &m.To, &m.From, &m.Kind, &m.Text, &m.Request,
+		&m.State, &m.Reason, &m.Turn, &m.Redelivered, &created, &done)
+	m.CreatedAt, m.DoneAt = fromNanos(created), fromNullNanos(done)
+	return m, err
+}
+
+// queryMessages runs a query selecting messageCols. It returns nil when no
+// row matches, like the reference store.
+func queryMessages(ctx context.Context, db *sql.DB, query string, args ...any) ([]troupe.Message, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ms []troupe.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, m)
+	}
+	return ms, rows.Err()
+}
+
+// Pending implements runtime.Store.
+func (db *DB) Pending(ctx context.Context, k troupe.RuntimeKey) ([]troupe.Message, error) {
+	ms, err := queryMessages(ctx, db.r, `SELECT `+messageCols+` FROM messages
+		WHERE project = ? AND to_agent = ? AND state = 'queued' ORDER BY id`,
+		string(k.Project), string(k.Agent))
+	if err != nil {
+		return nil, fmt.Errorf("read inbox %s: %w", k, err)
+	}
+	return ms, nil
+}
+
+// StartTurn implements runtime.Store. Ids that are not queued messages of
+// k are ignored.
+func (db *DB) StartTurn(ctx context.Context, k troupe.RuntimeKey, ids []int64, turn troupe.TurnID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("start turn %s of %s: %w", turn, k, err)
+	}
+	err = db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE messages SET state = 'in_turn', turn = ?
+			WHERE project = ? AND to_agent = ? AND state = 'queued' AND id IN (SELECT value FROM json_each(?))`,
+			string(turn), string(k.Project), string(k.Agent), string(list))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("start turn %s of %s: %w", turn, k, err)
+	}
+	return nil
+}
+
+// EndTurn implements runtime.Store: the turn's messages and the outcomes
+// of the requests it handled commit together, so a daemon killed at the end
+// of a turn never leaves a delivered ask whose request stays pending.
+func (db *DB) EndTurn(ctx context.Context, k troupe.RuntimeKey, turn troupe.TurnID, state troupe.MessageState, reason string, results []runtime.RequestResult) ([]runtime.Finished, error) {
+	now, _ := toNanos(time.Now())
+	var finished []runtime.Finished
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		finished = finished[:0]
+		if _, err := tx.ExecContext(ctx, `UPDATE messages SET state = ?, reason = ?, done_at = ?
+			WHERE project = ? AND to_agent = ? AND state = 'in_turn' AND turn = ?`,
+			string(state), reason, now, string(k.Project), string(k.Agent), string(turn)); err != nil {
+			return err
+		}
+		for _, res := range results {
+			r, queued, done, err := finishRequest(ctx, tx, res.ID, res.State, res.Answer, res.Error)
+			if err != nil {
+				return err
+			}
+			if done {
+				finished = append(finished, runtime.Finished{Request: r, Queued: queued})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("end turn %s of %s: %w", turn, k, err)
+	}
+	return finished, nil
+}
+
+// Expire implements runtime.Store.
+func (db *DB) Expire(ctx context.Context, k troupe.RuntimeKey, reason string) (int, error) {
+	now, _ := toNanos(time.Now())
+	var n int64
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE messages SET state = 'expired', reason = ?, done_at = ?
+			WHERE state IN ('queued', 'in_turn') AND project = ? AND to_agent = ?`,
+			reason, now, string(k.Project), string(k.Agent))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("expire inbox %s: %w", k, err)
+	}
+	return int(n), nil
+}
+
+// Recover implements runtime.Store. The keys come in the order of their
+// oldest queued message.
+func (db *DB) Recover(ctx context.Context) ([]troupe.RuntimeKey, error) {
+	var keys []troupe.RuntimeKey
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		// Both statements read messages_open, which holds open mail
+		// only, not the whole history: this runs on the daemon's start.
+		// Without statistics the planner would rather scan the covering
+		// messages_inbox; INDEXED BY fails loudly if the index cannot
+		// serve the query.
+		if _, err := tx.ExecContext(ctx, `UPDATE messages INDEXED BY messages_open
+			SET state = 'queued', redelivered = 1, turn = ''
+			WHERE state IN ('queued', 'in_turn') AND state = 'in_turn'`); err != nil {
+			return err
+		}
+		// Every open message is queued now.
+		rows, err := tx.QueryContext(ctx, `SELECT project, to_agent FROM messages INDEXED BY messages_open
+			WHERE state IN ('queued', 'in_turn')
+			GROUP BY project, to_agent ORDER BY min(id)`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k troupe.RuntimeKey
+			if err := rows.Scan(&k.Project, &k.Agent); err != nil {
+				return err
+			}
+			keys = append(keys, k)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("recover inboxes: %w", err)
+	}
+	return keys, nil
+}
+
+// Conversation implements runtime.Store.
+func (db *DB) Conversation(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	ms, err := queryMessages(ctx, db.r, `SELECT `+messageCols+` FROM messages
+		WHERE project = ? AND id > ? AND (?3 = '' OR to_agent = ?3 OR from_agent = ?3)
+		ORDER BY id LIMIT ?4`,
+		string(p), after, string(agent), limit)
+	if err != nil {
+		return nil, fmt.Errorf("read conversation %s: %w", p, err)
+	}
+	return ms, nil
+}
+
+// Ask implements runtime.Store. The request is stored as given but for
+// its state (pending) and a zero CreatedAt (now); a request id that is
+// already known, in any project, is refused with troupe.ErrAlreadyExists
+// and nothing is stored.
+func (db *DB) Ask(ctx context.Context, r troupe.Request, m troupe.Message) (troupe.Message, error) {
+	r.State = troupe.ReqPending
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = time.Now().UTC()
+	}
+	m.State = troupe.MsgQueued
+	if m.CreatedAt.IsZero() {
+		m.CreatedAt = time.Now().UTC()
+	}
+	created, ok := toNanos(r.CreatedAt)
+	if !ok {
+		return troupe.Message{}, fmt.Errorf("record request %s: created_at %s outside years 1677-2262: %w", r.ID, r.CreatedAt, troupe.ErrInvalid)
+	}
+	done, ok := nullNanos(r.DoneAt)
+	if !ok {
+		return troupe.Message{}, fmt.Errorf("record request %s: done_at %s outside years 1677-2262: %w", r.ID, r.DoneAt, troupe.ErrInvalid)
+	}
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM requests WHERE id = ?`, string(r.ID)).Scan(&one)
+		switch {
+		case err == nil:
+			return troupe.ErrAlreadyExists
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		if m, err = insertMessage(ctx, tx, m); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO requests (`+requestCols+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			string(r.ID), string(r.Project), string(r.From), string(r.To), string(r.Kind), r.Question,
+			string(r.State), r.Answer, r.Error, r.Detached, m.ID, created, done)
+		return err
+	})
+	if err != nil {
+		return troupe.Message{}, fmt.Errorf("record request %s: %w", r.ID, err)
+	}
+	return m, nil
+}
+
+// readRequest returns the request with id and the id of its message, or
+// troupe.ErrNotFound.
+func readRequest(ctx context.Context, tx *sql.Tx, id troupe.RequestID) (troupe.Request, int64, error) {
+	r, msgID, err := scanRequest(tx.QueryRowContext(ctx, `SELECT `+requestCols+` FROM requests WHERE id = ?`, string(id)))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = troupe.ErrNotFound
+	}
+	return r, msgID, err
+}
+
+func scanRequest(sc scanner) (troupe.Request, int64, error) {
+	var (
+		r       troupe.Request
+		msgID   int64
+		created int64
+		done    sql.NullInt64
+	)
+	err := sc.Scan(&r.ID, &r.Project, &r.From, &r.To, &r.Kind, &r.Question, &r.State,
+		&r.Answer, &r.Error, &r.Detached, &msgID, &created, &done)
+	r.CreatedAt, r.DoneAt = fromNanos(created), fromNullNanos(done)
+	return r, msgID, err
+}
+
+// FinishRequest implements runtime.Store. An unknown id fails with
+// troupe.ErrNotFound.
+func (db *DB) FinishRequest(ctx context.Context, id troupe.RequestID, state troupe.RequestState, answer, errText string) (troupe.Request, *troupe.Message, bool, error) {
+	var (
+		r      troupe.Request
+		queued *troupe.Message
+		done   bool
+	)
+	err := db.write(ctx, func(tx *sql.Tx) (err error) {
+		r, queued, done, err = finishRequest(ctx, tx, id, state, answer, errText)
+		return err
+	})
+	if err != nil {
+		return troupe.Request{}, nil, false, fmt.Errorf("finish request %s: %w", id, err)
+	}
+	return r, queued, done, nil
+}
+
+// finishRequest is FinishRequest inside the caller's transaction.
+func finishRequest(ctx context.Context, tx *sql.Tx, id troupe.RequestID, state troupe.RequestState, answer, errText string) (r troupe.Request, queued *troupe.Message, done bool, err error) {
+	var msgID int64
+	r, msgID, err = readRequest(ctx, tx, id)
+	if err != nil || r.State != troupe.ReqPending {
+		return r, nil, false, err
+	}
+	now := time.Now().UTC()
+	nanos, _ := toNanos(now)
+	r.State, r.Answer, r.Error, r.DoneAt = state, answer, errText, now
+	if _, err := tx.ExecContext(ctx, `UPDATE requests SET state = ?, answer = ?, error = ?, done_at = ? WHERE id = ?`,
+		string(state), answer, errText, nanos, string(id)); err != nil {
+		return r, nil, false, err
+	}
+	if state != troupe.ReqAnswered {
+		// Its recipient never started on it: it will not.
+		if _, err := tx.ExecContext(ctx, `UPDATE messages SET state = 'expired', reason = ?, done_at = ?
+			WHERE id = ? AND state = 'queued'`, errText, nanos, msgID); err != nil {
+			return r, nil, false, err
+		}
+	}
+	out := r.Outcome()
+	out.CreatedAt = now
+	if r.Detached && r.From != troupe.Person {
+		out.State = troupe.MsgQueued // the asker gets it in its inbox
+	} else {
+		out.State, out.DoneAt = troupe.MsgDelivered, now // the asker got it from its call
+	}
+	if out, err = insertMessage(ctx, tx, out); err != nil {
+		return r, nil, false, err
+	}
+	if out.State == troupe.MsgQueued {
+		queued = &out
+	}
+	return r, queued, true, nil
+}
+
+// Detach implements runtime.Store. An unknown id fails with
+// troupe.ErrNotFound.
+func (db *DB) Detach(ctx context.Context, id troupe.RequestID) (troupe.Request, error) {
+	var r troupe.Request
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		if r, _, err = readRequest(ctx, tx, id); err != nil || r.State != troupe.ReqPending || r.Detached {
+			return err
+		}
+		r.Detached = true
+		_, err = tx.ExecContext(ctx, `UPDATE requests SET detached = 1 WHERE id = ?`, string(id))
+		return err
+	})
+	if err != nil {
+		return troupe.Request{}, fmt.Errorf("detach request %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// Request implements runtime.Store.
+func (db *DB) Request(ctx context.Context, p troupe.ProjectID, id troupe.RequestID) (troupe.Request, error) {
+	r, _, err := scanRequest(db.r.QueryRowContext(ctx,
+		`SELECT `+requestCols+` FROM requests WHERE id = ? AND project = ?`, string(id), string(p)))
+	if errors.Is(err, sql.ErrNoRows) {
+		err = troupe.ErrNotFound
+	}
+	if err != nil {
+		return troupe.Request{}, fmt.Errorf("find request %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// PendingRequests implements runtime.Store, oldest first.
+func (db *DB) PendingRequests(ctx context.Context) ([]troupe.Request, error) {
+	rs, err := db.pendingRequests(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list pending requests: %w", err)
+	}
+	return rs, nil
+}
+
+func (db *DB) pendingRequests(ctx context.Context) ([]troupe.Request, error) {
+	rows, err := db.r.QueryContext(ctx, `SELECT `+requestCols+` FROM requests
+		WHERE state = 'pending' ORDER BY created_at, id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var rs []troupe.Request
+	for rows.Next() {
+		r, _, err := scanRequest(rows)
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, r)
+	}
+	return rs, rows.Err()
+}
+
+// ExpireProject implements runtime.Store. It records no outcome messages
+// for the requests it fails: nobody is left to read them.
+func (db *DB) ExpireProject(ctx context.Context, p troupe.ProjectID, reason string) error {
+	now, _ := toNanos(time.Now())
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE messages INDEXED BY messages_open
+			SET state = 'expired', reason = ?, done_at = ?
+			WHERE state IN ('queued', 'in_turn') AND project = ?`, reason, now, string(p)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE requests SET state = 'failed', error = ?, done_at = ?
+			WHERE state = 'pending' AND project = ?`, reason, now, string(p))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("expire project %s: %w", p, err)
+	}
+	return nil
+}
