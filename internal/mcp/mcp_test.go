@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -271,4 +272,36 @@ func TestBridgeRelaysAStdioClient(t *testing.T) {
 	if conv, _ := e.store.Conversation(t.Context(), "pa", "", 0, 0); len(conv) != 0 {
 		t.Fatalf("the bridge's token is of project pb, but pa got %d messages", len(conv))
 	}
+}
+
+// BenchmarkMCPListAgents: one list_agents tool call over loopback HTTP with
+// the go-sdk client, on a warm connection.
+func BenchmarkMCPListAgents(b *testing.B) {
+	spec := func(n string) project.AgentSpec {
+		return project.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: time.Minute}
+	}
+	rt := runtime.New(runtime.Options{Store: runtime.NewMemStore(), Teams: teams{"pa": {spec("lead"), spec("researcher")}}})
+	tokens := NewTokens()
+	ts := httptest.NewServer(Handler(Options{Tokens: tokens, Tools: rt}))
+	defer ts.Close()
+	c := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
+	ctx := context.Background()
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: ts.URL, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearer{tokens.Mint(troupe.RuntimeKey{Project: "pa", Agent: "lead"}, 0)}}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	var ds []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "list_agents", Arguments: map[string]any{}})
+		ds = append(ds, time.Since(start))
+		if err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(ds[len(ds)*99/100].Microseconds())/1000, "p99-ms")
 }
