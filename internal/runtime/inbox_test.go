@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -199,6 +200,42 @@ func TestC1_TwoProjectsWithTheSameAgentIDsNeverCrossTalk(t *testing.T) {
 					t.Errorf("project %s conversation holds %+v", p, m)
 				}
 			}
+		}
+	})
+}
+
+// TestTeamChangeRestartsOnlyChangedAgents: a reload that changes one
+// agent's definition gives that agent a new session at its next turn; the
+// unchanged agent keeps its session; a removed agent's mail expires.
+func TestTeamChangeRestartsOnlyChangedAgents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(10*time.Minute), 0)
+		ctx := t.Context()
+		lead, res := key(p1, "lead"), key(p1, "researcher")
+		h.rt.Ask(ctx, lead, troupe.Person, "hi", 0)
+		h.rt.Ask(ctx, res, troupe.Person, "hi", 0)
+		if h.eng.starts != 2 {
+			t.Fatalf("starts = %d, want 2", h.eng.starts)
+		}
+		h.rt.TeamChanged(project.TeamChange{Project: p1, Changed: []troupe.AgentID{"researcher"}})
+		h.rt.Ask(ctx, lead, troupe.Person, "again", 0)
+		h.rt.Ask(ctx, res, troupe.Person, "again", 0)
+		if h.eng.starts != 3 {
+			t.Fatalf("starts after changing researcher = %d, want 3 (researcher restarted, lead kept)", h.eng.starts)
+		}
+		h.rt.Send(ctx, res, troupe.Person, troupe.KindMessage, "silent 1h then x")
+		synctest.Wait()
+		h.rt.Send(ctx, res, troupe.Person, troupe.KindMessage, "queued behind")
+		h.rt.TeamChanged(project.TeamChange{Project: p1, Removed: []troupe.AgentID{"researcher"}})
+		synctest.Wait()
+		conv, _ := h.store.Conversation(ctx, p1, "researcher", 0, 0)
+		for _, m := range conv {
+			if !m.State.Final() {
+				t.Errorf("message %q of a removed agent is %s, want an end state", m.Text, m.State)
+			}
+		}
+		if st, _ := h.rt.AgentState(res); st != troupe.StateStopped {
+			t.Errorf("removed agent state = %s, want stopped", st)
 		}
 	})
 }
