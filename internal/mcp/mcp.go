@@ -102,7 +102,8 @@ func Handler(o Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	srv := sdk.NewServer(&sdk.Implementation{Name: "troupe", Version: o.Version}, &sdk.ServerOptions{Logger: o.Logger})
+	sdkLog := slog.New(atLeast{o.Logger.Handler(), slog.LevelWarn}) // the SDK logs every stateless request at info
+	srv := sdk.NewServer(&sdk.Implementation{Name: "troupe", Version: o.Version}, &sdk.ServerOptions{Logger: sdkLog})
 	for _, spec := range runtime.Catalog {
 		srv.AddTool(&sdk.Tool{Name: spec.Name, Description: spec.Description, InputSchema: spec.Schema},
 			func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -110,7 +111,7 @@ func Handler(o Options) http.Handler {
 			})
 	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
-		&sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: o.Logger})
+		&sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: sdkLog})
 	verify := func(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
 		g, ok := o.Tokens.lookup(tok)
 		if !ok {
@@ -163,4 +164,14 @@ func callAs(ctx context.Context, o Options, k troupe.RuntimeKey, tool string, ar
 	req := &sdk.CallToolRequest{Params: &sdk.CallToolParamsRaw{Name: tool, Arguments: args},
 		Extra: &sdk.RequestExtra{TokenInfo: &auth.TokenInfo{Extra: map[string]any{"grant": g}}}}
 	return call(ctx, o, tool, req)
+}
+
+// atLeast drops records below a level.
+type atLeast struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h atLeast) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
 }
