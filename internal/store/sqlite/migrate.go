@@ -85,6 +85,75 @@ var migrations = []migration{
 			`CREATE INDEX requests_pending ON requests (created_at, id) WHERE state = 'pending'`,
 		},
 	},
+	// version 3
+	{
+		name: "background tasks",
+		stmts: []string{
+			// Not foreign-keyed to projects, like messages. The completion
+			// message goes into messages in the transaction that ends the
+			// task (task.Store.CompleteTask).
+			`CREATE TABLE tasks (
+				seq              INTEGER PRIMARY KEY AUTOINCREMENT, -- creation order
+				id               TEXT NOT NULL UNIQUE,
+				project          TEXT NOT NULL,
+				owner            TEXT NOT NULL,
+				command          TEXT NOT NULL,
+				cwd              TEXT NOT NULL,
+				timeout          INTEGER NOT NULL, -- nanoseconds; 0: none
+				state            TEXT NOT NULL,
+				exit_code        INTEGER NOT NULL,
+				signal           TEXT NOT NULL, -- '' when none
+				reason           TEXT NOT NULL,
+				started_at       INTEGER NOT NULL, -- unix nanoseconds, UTC
+				ended_at         INTEGER,          -- unix nanoseconds, UTC; NULL while running
+				supervisor_pid   INTEGER NOT NULL,
+				supervisor_start INTEGER NOT NULL, -- field 22 of /proc/<pid>/stat
+				notified         INTEGER NOT NULL,
+				message_id       INTEGER REFERENCES messages (id) -- the completion; NULL while running
+			)`,
+			// Tasks of a project.
+			`CREATE INDEX tasks_project ON tasks (project, seq)`,
+			// RunningTasks (adoption at start, the per-project limit):
+			// small whatever the history. Queries repeat its WHERE term.
+			`CREATE INDEX tasks_running ON tasks (seq) WHERE state = 'running'`,
+		},
+	},
+	// version 4
+	{
+		name: "memory notes full-text index",
+		stmts: []string{
+			// A cache of the notes' files (.troupe/memory/*.md), synced by
+			// memory.Store before a search; it goes with its project.
+			`CREATE TABLE memory_notes (
+				id          INTEGER PRIMARY KEY,
+				project_id  TEXT NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+				name        TEXT NOT NULL,
+				description TEXT NOT NULL,
+				type        TEXT NOT NULL,
+				body        TEXT NOT NULL,
+				path        TEXT NOT NULL,
+				mod_time    INTEGER, -- unix nanoseconds, UTC; NULL when unknown
+				UNIQUE (project_id, name)
+			)`,
+			// External-content FTS5 index of memory_notes, kept in step by
+			// the triggers below.
+			`CREATE VIRTUAL TABLE memory_fts USING fts5 (
+				name, description, body,
+				content = 'memory_notes', content_rowid = 'id',
+				tokenize = 'unicode61 remove_diacritics 2'
+			)`,
+			`CREATE TRIGGER memory_notes_insert AFTER INSERT ON memory_notes BEGIN
+				INSERT INTO memory_fts (rowid, name, description, body) VALUES (new.id, new.name, new.description, new.body);
+			END`,
+			`CREATE TRIGGER memory_notes_delete AFTER DELETE ON memory_notes BEGIN
+				INSERT INTO memory_fts (memory_fts, rowid, name, description, body) VALUES ('delete', old.id, old.name, old.description, old.body);
+			END`,
+			`CREATE TRIGGER memory_notes_update AFTER UPDATE ON memory_notes BEGIN
+				INSERT INTO memory_fts (memory_fts, rowid, name, description, body) VALUES ('delete', old.id, old.name, old.description, old.body);
+				INSERT INTO memory_fts (rowid, name, description, body) VALUES (new.id, new.name, new.description, new.body);
+			END`,
+		},
+	},
 }
 
 // latestVersion is the schema version this binary writes.

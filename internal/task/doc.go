@@ -1,0 +1,64 @@
+// Package task runs background shell jobs for an agent (or the person) and
+// tells the owner when they end: the "run_in_background" tool of design.md
+// §1 and the task half of contracts C1, C6 and C11.
+//
+// # Job
+//
+// Manager.Start validates a command (non-empty, a timeout of at most 24 h, a
+// working directory that resolves inside the project folder, at most
+// Options.MaxPerProject running tasks per project), writes the task's spec
+// into its own directory <Dir>/<id>/ and starts a supervisor process for it:
+// the troupe binary's hidden `task-supervise` command (SuperviseMain), in a
+// new session (setsid), stdin from /dev/null, stdout and stderr to a file, so
+// it outlives the daemon, a SIGKILL of the daemon's process group included.
+// Only then is the task recorded in the Store, as running.
+//
+// The supervisor runs `/bin/sh -c COMMAND` in its own process group with a
+// built environment (PATH, HOME, LANG, TMPDIR and Options.Env; never the
+// daemon's own variables), output appended to output.log, enforces the
+// timeout, forwards a SIGTERM it receives (Manager.Kill) to the job's group,
+// escalates to SIGKILL after a grace, kills what the shell left in its
+// group when it exits, and records how the job ended in status.json
+// (atomically: temporary file, fsync, rename) before it exits. See
+// supervise.go for the files of a task directory. A process that leaves
+// the job's group on purpose (setsid, a daemon) is the job's business, but
+// if the supervisor itself dies, the Manager kills every process left in
+// the supervisor's session.
+//
+// # Completion
+//
+// The Manager watches every running task's supervisor through a pidfd
+// (pidfd_open(2)) registered in Go's poller: the supervisor's exit, which
+// follows the status file, wakes the watcher at once, without any polling
+// loop, for supervisors this process started and for those it adopted after
+// a restart alike. The watcher then reads status.json (or, when there is
+// none, records the task as lost with the reason and kills what is left of
+// its session), and calls Store.CompleteTask, which records the end and
+// queues the completion message in the owner's inbox in one transaction,
+// exactly once. Options.Notify is called after that, so the runtime can wake
+// the owner. At start, Run adopts every task the store says is running: a
+// supervisor that is still there (same pid and /proc start time) is watched;
+// one that is gone is completed from its status file, or as lost.
+//
+// # Concurrency
+//
+// A Manager is safe for concurrent use. Run owns every goroutine the
+// Manager starts: one watcher per running task, blocked in the poller on
+// the supervisor's pidfd. When Run's context ends, the watchers stop and Run
+// returns after them; the supervisors keep running and the next Run adopts
+// them. Start and Kill work whether Run runs or not: a task started while
+// Run is not running is watched by the next Run. One mutex (startMu)
+// serializes Starts, so the per-project limit holds; another (mu) guards
+// the set of watched tasks. Runtime state is keyed by task ID, never by
+// agent (C1); every lookup from outside is scoped by project.
+//
+// # Who imports it
+//
+// The daemon's wiring (internal/daemon) builds the Manager with the SQLite
+// store, and internal/cli wires SuperviseMain as `troupe task-supervise`;
+// the runtime and the MCP endpoint reach it through the interfaces they
+// define. Tests of other packages call MaybeRunSupervisor from TestMain and
+// use TestSupervisorCommand as Options.Supervisor. It imports the standard
+// library, golang.org/x/sys/unix and internal/troupe only. Linux only
+// (pidfd_open needs Linux 5.3).
+package task

@@ -1,0 +1,635 @@
+package task
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// DefaultMaxPerProject is how many tasks a project may run at once when
+// Options.MaxPerProject is 0.
+const DefaultMaxPerProject = 8
+
+// storeTimeout bounds a store call made after Run's context ended (the end
+// of a task seen just before a stop is still recorded).
+const storeTimeout = 30 * time.Second
+
+// inheritedEnv lists the variables a job (and a supervisor) gets from the
+// daemon's environment; everything else comes from Options.Env.
+var inheritedEnv = []string{"PATH", "HOME", "LANG", "TMPDIR"}
+
+// defaultPath is the job's PATH when the daemon has none.
+const defaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// Options configures New. Store and Dir are required; zero values of the
+// other fields mean defaults.
+type Options struct {
+	// Store records tasks and queues completion messages.
+	Store Store
+	// Dir holds one directory per task (<state dir>/tasks). It is created
+	// (0700) when missing.
+	Dir string
+	// Supervisor is the argv that starts a supervisor; the task directory
+	// is appended. Default: this executable with "task-supervise". Tests
+	// use TestSupervisorCommand.
+	Supervisor []string
+	// Notify is called once per completion, after the store recorded it,
+	// with the stored message: queued for an agent owner (the runtime wakes
+	// it), already delivered for troupe.Person. It is called from a
+	// watcher goroutine and should not block for long.
+	Notify func(troupe.Message)
+	// MaxPerProject bounds the running tasks of one project. Default 8.
+	MaxPerProject int
+	// Env is added to every job's environment, "KEY=VALUE" each, after
+	// PATH, HOME, LANG and TMPDIR taken from the daemon's environment.
+	Env []string
+	// KillGrace is how long a job has between SIGTERM and SIGKILL on a
+	// timeout or a kill. Default 5 s.
+	KillGrace time.Duration
+	// Logger receives task events. Nil discards them.
+	Logger *slog.Logger
+}
+
+// Manager starts background tasks and reports their ends. See the package
+// doc for its goroutines and locks.
+type Manager struct {
+	store      Store
+	dir        string
+	supervisor []string
+	notify     func(troupe.Message)
+	max        int
+	jobEnv     []string
+	supEnv     []string
+	grace      time.Duration
+	log        *slog.Logger
+
+	// startMu serializes Start: the per-project count and the new row are
+	// one step.
+	startMu sync.Mutex
+
+	// mu guards live, ctx and watching, and orders wg.Go before wg.Wait.
+	mu       sync.Mutex
+	live     bool            // Run is running
+	ctx      context.Context // Run's context, while live
+	watching map[ID]bool     // tasks with a watcher
+	wg       sync.WaitGroup  // the watchers
+
+	adopted func() // tests: called once Run has given every running task a watcher
+}
+
+// LimitError reports a Start refused because the project runs as many
+// tasks as allowed.
+type LimitError struct {
+	Project troupe.ProjectID
+	Limit   int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("project %s already runs %d background tasks, the most one project may run at once (the per-project task limit): wait for one to end or kill one", e.Project, e.Limit)
+}
+
+// New returns a Manager. It panics when Store or Dir is missing: that is a
+// wiring mistake, not a run-time condition.
+func New(o Options) *Manager {
+	if o.Store == nil || o.Dir == "" {
+		panic("task.New: Options.Store and Options.Dir are required")
+	}
+	m := &Manager{
+		store:      o.Store,
+		dir:        o.Dir,
+		supervisor: o.Supervisor,
+		notify:     o.Notify,
+		max:        o.MaxPerProject,
+		grace:      o.KillGrace,
+		log:        o.Logger,
+		watching:   make(map[ID]bool),
+	}
+	if len(m.supervisor) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			exe = os.Args[0]
+		}
+		m.supervisor = []string{exe, "task-supervise"}
+	}
+	if m.max <= 0 {
+		m.max = DefaultMaxPerProject
+	}
+	if m.grace <= 0 {
+		m.grace = defaultGrace
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	for _, k := range inheritedEnv {
+		v, ok := os.LookupEnv(k)
+		if !ok && k == "PATH" {
+			v, ok = defaultPath, true
+		}
+		if ok {
+			m.jobEnv = append(m.jobEnv, k+"="+v)
+			m.supEnv = append(m.supEnv, k+"="+v)
+		}
+	}
+	// Last wins on a duplicate key (os/exec), so Options.Env overrides.
+	m.jobEnv = append(m.jobEnv, o.Env...)
+	// The supervisor is a Go program (troupe or a test binary): unless
+	// GORACE is set, a race-enabled one is told not to pause 1 s at exit,
+	// which would delay every completion.
+	gorace := "atexit_sleep_ms=0"
+	if v, ok := os.LookupEnv("GORACE"); ok {
+		gorace = v
+	}
+	m.supEnv = append(m.supEnv, "GORACE="+gorace, SupervisorEnv+"=1")
+	return m
+}
+
+// Run watches tasks until ctx ends. It first adopts every task the store
+// says is running (see the package doc), then watches every task Start
+// starts. When ctx ends it stops its watchers and returns nil; supervisors
+// keep running. It fails only when the running tasks cannot be listed, or
+// when Run is already running.
+func (m *Manager) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m.mu.Lock()
+	if m.live {
+		m.mu.Unlock()
+		return errors.New("run task manager: already running")
+	}
+	m.live, m.ctx = true, ctx
+	m.mu.Unlock()
+
+	err := m.adopt(ctx)
+	if err == nil {
+		if m.adopted != nil {
+			m.adopted()
+		}
+		<-ctx.Done()
+	}
+	m.mu.Lock()
+	m.live, m.ctx = false, nil
+	m.mu.Unlock()
+	cancel()
+	m.wg.Wait()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("run task manager: %w", err)
+	}
+	return nil
+}
+
+// adopt watches every task recorded as running.
+func (m *Manager) adopt(ctx context.Context) error {
+	ts, err := m.store.RunningTasks(ctx)
+	if err != nil {
+		return fmt.Errorf("adopt running tasks: %w", err)
+	}
+	for _, t := range ts {
+		m.track(t, nil)
+	}
+	if len(ts) > 0 {
+		m.log.Info("adopted running tasks", "count", len(ts))
+	}
+	return nil
+}
+
+// supervisorProc is a supervisor this Manager started: its pidfd, and the
+// *os.Process that reads its exit status.
+type supervisorProc struct {
+	fd   *pidfd
+	proc *os.Process
+}
+
+// release drops the handles without waiting: the next Run adopts the
+// supervisor by pid.
+func (s *supervisorProc) release() {
+	s.fd.Close()
+	s.proc.Release()
+}
+
+// track gives task t a watcher, unless it has one or Run is not running.
+// sup is the supervisor Start just started, nil for a task to adopt.
+func (m *Manager) track(t Task, sup *supervisorProc) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.live || m.watching[t.ID] {
+		if sup != nil {
+			sup.release()
+		}
+		return
+	}
+	m.watching[t.ID] = true
+	ctx := m.ctx
+	m.wg.Go(func() {
+		defer func() {
+			m.mu.Lock()
+			delete(m.watching, t.ID)
+			m.mu.Unlock()
+		}()
+		m.watch(ctx, t, sup)
+	})
+}
+
+// watch waits for the end of t's supervisor, then completes t. It returns
+// without completing t when ctx ends first.
+func (m *Manager) watch(ctx context.Context, t Task, sup *supervisorProc) {
+	log := m.log.With("task", t.ID, "project", t.Project, "agent", t.Owner)
+	var (
+		fd   *pidfd
+		proc *os.Process
+	)
+	if sup != nil {
+		fd, proc = sup.fd, sup.proc
+	} else {
+		var err error
+		if fd, err = attachProcess(t.SupervisorPID, t.SupervisorStart); err != nil {
+			// Not "gone": the kernel refused a handle (fd limit…). The
+			// task stays running in the store; the next Run retries.
+			log.Error("watch task: cannot watch its supervisor", "pid", t.SupervisorPID, "err", err)
+			return
+		}
+	}
+	var res Result
+	if fd == nil {
+		res = m.result(t, "", true)
+	} else {
+		err := fd.wait(ctx)
+		if err != nil {
+			fd.Close()
+			if proc != nil {
+				proc.Release()
+			}
+			if ctx.Err() == nil {
+				log.Error("watch task", "err", err)
+			}
+			return
+		}
+		how := ""
+		if proc != nil {
+			// It exited: Wait returns at once, with its status.
+			if ps, err := proc.Wait(); err == nil {
+				how = ps.String()
+			}
+		} else {
+			fd.reap()
+		}
+		fd.Close()
+		res = m.result(t, how, false)
+	}
+	m.finish(ctx, log, t, res)
+}
+
+// result is how t ended: its status file, or lost with the reason. how is
+// the supervisor's exit status when known; vanished says it was gone
+// before the watch began.
+func (m *Manager) result(t Task, how string, vanished bool) Result {
+	dir := m.taskDir(t.ID)
+	st, err := readStatus(dir)
+	if err == nil {
+		return st.result()
+	}
+	if errors.Is(err, fs.ErrNotExist) && exists(filepath.Join(dir, killFile)) && !exists(filepath.Join(dir, outputFile)) {
+		// Kill's SIGTERM ended the supervisor before it caught signals;
+		// the job never started.
+		killSession(t.SupervisorPID, t.SupervisorStart)
+		return Result{State: Killed, ExitCode: -1, Reason: killedBeforeStart, EndedAt: time.Now().UTC()}
+	}
+	var reason string
+	if vanished {
+		reason = "the supervisor vanished while the daemon was down"
+	} else {
+		reason = fmt.Sprintf("the supervisor (pid %d) died", t.SupervisorPID)
+		if how != "" {
+			reason += " (" + how + ")"
+		}
+		reason += " without recording how the task ended"
+	}
+	if b, lerr := tailFile(filepath.Join(dir, supervisorLog), 512); lerr == nil {
+		if line := lastLines(b, 1, 300); strings.TrimSpace(line) != "" {
+			reason += ": " + strings.TrimSpace(line)
+		}
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		reason += fmt.Sprintf(" (%v)", err)
+	}
+	if n := killSession(t.SupervisorPID, t.SupervisorStart); n > 0 {
+		reason += fmt.Sprintf("; %d leftover processes of the task were killed", n)
+	}
+	return Result{State: Lost, ExitCode: -1, Reason: reason, EndedAt: time.Now().UTC()}
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+func readStatus(dir string) (status, error) {
+	var st status
+	b, err := os.ReadFile(filepath.Join(dir, statusFile))
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("read task status: %w", err)
+	}
+	if !st.State.Final() {
+		return st, fmt.Errorf("read task status: state %q is not final", st.State)
+	}
+	return st, nil
+}
+
+// finish records t's end and its completion message, and notifies.
+func (m *Manager) finish(ctx context.Context, log *slog.Logger, t Task, res Result) {
+	out, err := tailFile(filepath.Join(m.taskDir(t.ID), outputFile), 4*messageBytes)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		log.Warn("read task output", "err", err)
+	}
+	if res.EndedAt.IsZero() {
+		res.EndedAt = time.Now().UTC()
+	}
+	msg := troupe.Message{Project: t.Project, To: t.Owner, From: From, Kind: troupe.KindTask, Text: completionText(t, res, out)}
+	// The end is recorded even when Run is stopping: it was seen.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	stored, done, err := m.store.CompleteTask(sctx, t.ID, res, msg)
+	if err != nil {
+		// The task stays running in the store: the next Run completes it
+		// from its status file.
+		log.Error("complete task", "err", err)
+		return
+	}
+	if !done {
+		log.Debug("task already completed")
+		return
+	}
+	log.Info("task ended", "state", res.State, "exit_code", res.ExitCode, "signal", res.Signal, "reason", res.Reason)
+	if m.notify != nil {
+		m.notify(stored)
+	}
+}
+
+func (m *Manager) taskDir(id ID) string { return filepath.Join(m.dir, string(id)) }
+
+// Start starts command for owner in cwd (relative to projectDir, which is
+// also the default; it must resolve inside projectDir) with timeout (0:
+// none, at most MaxTimeout), and returns the running task. Bad arguments
+// fail with errors matching troupe.ErrInvalid; a project at its limit with
+// a *LimitError.
+func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir, command, cwd string, timeout time.Duration) (Task, error) {
+	switch {
+	case !owner.Valid():
+		return Task{}, fmt.Errorf("start task: owner %q is not an agent of a project: %w", owner.String(), troupe.ErrInvalid)
+	case strings.TrimSpace(command) == "":
+		return Task{}, fmt.Errorf("start task: empty command: give the shell command to run: %w", troupe.ErrInvalid)
+	case strings.ContainsRune(command, 0):
+		return Task{}, fmt.Errorf("start task: the command holds a NUL byte: %w", troupe.ErrInvalid)
+	case timeout < 0 || timeout > MaxTimeout:
+		return Task{}, fmt.Errorf("start task: bad timeout %v: give one from 0 (none) to %v: %w", timeout, MaxTimeout, troupe.ErrInvalid)
+	}
+	dir, err := resolveCwd(projectDir, cwd)
+	if err != nil {
+		return Task{}, fmt.Errorf("start task: %w", err)
+	}
+
+	m.startMu.Lock()
+	defer m.startMu.Unlock()
+	running, err := m.store.RunningTasks(ctx)
+	if err != nil {
+		return Task{}, fmt.Errorf("start task: %w", err)
+	}
+	n := 0
+	for _, t := range running {
+		if t.Project == owner.Project {
+			n++
+		}
+	}
+	if n >= m.max {
+		return Task{}, fmt.Errorf("start task: %w", &LimitError{Project: owner.Project, Limit: m.max})
+	}
+
+	id, taskDir, err := m.newTaskDir()
+	if err != nil {
+		return Task{}, fmt.Errorf("start task: %w", err)
+	}
+	sp := spec{ID: id, Command: command, Cwd: dir, Env: m.jobEnv, Timeout: timeout, KillGrace: m.grace}
+	b, err := json.Marshal(sp)
+	if err == nil {
+		err = writeFileAtomic(taskDir, specFile, b)
+	}
+	if err != nil {
+		return Task{}, fmt.Errorf("start task %s: write spec: %w", id, err)
+	}
+	t := Task{ID: id, Project: owner.Project, Owner: owner.Agent, Command: command, Cwd: dir,
+		Timeout: timeout, State: Running, StartedAt: time.Now().UTC()}
+	sup, start, err := m.spawn(taskDir)
+	if err != nil {
+		return Task{}, fmt.Errorf("start task %s: %w", id, err)
+	}
+	t.SupervisorPID, t.SupervisorStart = sup.proc.Pid, start
+	if err := m.store.CreateTask(ctx, t); err != nil {
+		m.abandon(sup, start)
+		return Task{}, fmt.Errorf("start task %s: %w", id, err)
+	}
+	m.log.Info("task started", "task", id, "project", t.Project, "agent", t.Owner, "supervisor", t.SupervisorPID)
+	m.track(t, sup)
+	return t, nil
+}
+
+// resolveCwd returns the real path of cwd (relative to projectDir, default
+// projectDir), which must be a directory inside the project folder.
+func resolveCwd(projectDir, cwd string) (string, error) {
+	if projectDir == "" {
+		return "", fmt.Errorf("no project folder: %w", troupe.ErrInvalid)
+	}
+	root, err := filepath.EvalSymlinks(projectDir)
+	if err == nil {
+		root, err = filepath.Abs(root)
+	}
+	if err != nil {
+		return "", fmt.Errorf("resolve project folder: %w", err)
+	}
+	p := cwd
+	switch {
+	case p == "":
+		p = root
+	case !filepath.IsAbs(p):
+		p = filepath.Join(root, p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err == nil {
+		real, err = filepath.Abs(real)
+	}
+	if err != nil {
+		return "", fmt.Errorf("bad cwd %q: %w: give a folder inside the project: %w", cwd, err, troupe.ErrInvalid)
+	}
+	rel, err := filepath.Rel(root, real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", fmt.Errorf("bad cwd %q: it resolves to %s, outside the project folder %s: give a folder inside the project: %w", cwd, real, root, troupe.ErrInvalid)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return "", fmt.Errorf("bad cwd %q: %w", cwd, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("bad cwd %q: %s is not a folder: %w", cwd, real, troupe.ErrInvalid)
+	}
+	return real, nil
+}
+
+// newTaskDir mints a task id and creates its directory, which must not
+// exist yet.
+func (m *Manager) newTaskDir() (ID, string, error) {
+	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+		return "", "", fmt.Errorf("create tasks folder: %w", err)
+	}
+	for range 8 {
+		var b [4]byte
+		rand.Read(b[:])
+		id := ID(hex.EncodeToString(b[:]))
+		dir := m.taskDir(id)
+		err := os.Mkdir(dir, 0o700)
+		if err == nil {
+			return id, dir, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", "", fmt.Errorf("create task folder: %w", err)
+		}
+	}
+	return "", "", errors.New("create task folder: no free task id after 8 tries")
+}
+
+// spawn starts a supervisor for taskDir in a new session and returns it
+// with its /proc start time.
+func (m *Manager) spawn(taskDir string) (*supervisorProc, uint64, error) {
+	logf, err := os.OpenFile(filepath.Join(taskDir, supervisorLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, 0, fmt.Errorf("start supervisor: %w", err)
+	}
+	defer logf.Close() // the child has its own copy
+	argv := append(append([]string(nil), m.supervisor...), taskDir)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = taskDir
+	cmd.Env = m.supEnv
+	cmd.Stdout, cmd.Stderr = logf, logf // stdin: /dev/null
+	// A new session: no controlling terminal, and out of the daemon's
+	// process group, so that neither a ^C nor a kill of the group ends it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, 0, fmt.Errorf("start supervisor %s: %w", argv[0], err)
+	}
+	proc := cmd.Process
+	// Until it is reaped, the child's pid cannot be reused: the pidfd and
+	// the start time are both the child's.
+	fd, err := openPidfd(proc.Pid)
+	var st procStat
+	if err == nil {
+		if st, err = readProcStat(proc.Pid); err != nil {
+			fd.Close()
+		}
+	}
+	if err != nil {
+		proc.Kill()
+		proc.Wait()
+		killSession(proc.Pid, 0) // a job it may have started; start 0: the leader is reaped
+		return nil, 0, fmt.Errorf("start supervisor: %w", err)
+	}
+	return &supervisorProc{fd: fd, proc: proc}, st.Start, nil
+}
+
+// abandon ends a supervisor whose task could not be recorded, with its job.
+func (m *Manager) abandon(sup *supervisorProc, start uint64) {
+	pid := sup.proc.Pid
+	sup.fd.signal(unix.SIGKILL)
+	sup.proc.Wait()
+	sup.fd.Close()
+	killSession(pid, start)
+}
+
+// Kill asks task id of project p to stop: its supervisor sends SIGTERM to
+// the job's process group, then SIGKILL after the grace, and the task ends
+// as killed. Kill does not wait for that; the end is reported like any
+// other. A task that already ended fails with an error matching
+// troupe.ErrInvalid; an unknown id (or one of another project) with
+// troupe.ErrNotFound.
+func (m *Manager) Kill(ctx context.Context, p troupe.ProjectID, id ID) error {
+	t, err := m.store.Task(ctx, p, id)
+	if err != nil {
+		return fmt.Errorf("kill task %s: %w", id, err)
+	}
+	if t.State != Running {
+		return fmt.Errorf("kill task %s: it already ended (%s): %w", id, t.State, troupe.ErrInvalid)
+	}
+	fd, err := attachProcess(t.SupervisorPID, t.SupervisorStart)
+	if err != nil {
+		return fmt.Errorf("kill task %s: %w", id, err)
+	}
+	if fd == nil {
+		return nil // the supervisor is gone: its end is being recorded
+	}
+	defer fd.Close()
+	// The request is on disk first: a supervisor still starting may not
+	// catch the signal yet (see supervise.go).
+	if err := os.WriteFile(filepath.Join(m.taskDir(id), killFile), nil, 0o600); err != nil {
+		return fmt.Errorf("kill task %s: %w", id, err)
+	}
+	if err := fd.signal(unix.SIGTERM); err != nil {
+		return fmt.Errorf("kill task %s: signal supervisor %d: %w", id, t.SupervisorPID, err)
+	}
+	m.log.Info("task kill requested", "task", id, "project", p)
+	return nil
+}
+
+// Output returns the last maxBytes bytes of task id's output (stdout and
+// stderr, interleaved as written), reading only those bytes whatever the
+// log's size. maxBytes ≤ 0 means DefaultOutput; it is capped at MaxOutput.
+func (m *Manager) Output(ctx context.Context, p troupe.ProjectID, id ID, maxBytes int) (string, error) {
+	if _, err := m.store.Task(ctx, p, id); err != nil {
+		return "", fmt.Errorf("read task output %s: %w", id, err)
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultOutput
+	}
+	maxBytes = min(maxBytes, MaxOutput)
+	b, err := tailFile(filepath.Join(m.taskDir(id), outputFile), maxBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil // not started yet
+	}
+	if err != nil {
+		return "", fmt.Errorf("read task output %s: %w", id, err)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD"), nil
+}
+
+// Task returns task id of project p (troupe.ErrNotFound when it is unknown
+// or belongs to another project).
+func (m *Manager) Task(ctx context.Context, p troupe.ProjectID, id ID) (Task, error) {
+	t, err := m.store.Task(ctx, p, id)
+	if err != nil {
+		return Task{}, fmt.Errorf("show task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// Tasks lists the tasks of project p, oldest first.
+func (m *Manager) Tasks(ctx context.Context, p troupe.ProjectID) ([]Task, error) {
+	ts, err := m.store.Tasks(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("list tasks: %w", err)
+	}
+	return ts, nil
+}

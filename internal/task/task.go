@@ -1,0 +1,105 @@
+package task
+
+import (
+	"context"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// ID identifies a task. It is unique across projects; every lookup from
+// outside the package is still scoped by project (contract C1).
+type ID string
+
+// State is where a task is in its life.
+type State string
+
+// Task states. Every state but Running is final.
+const (
+	Running  State = "running"
+	Exited   State = "exited"    // the command exited by itself; ExitCode holds its status
+	Failed   State = "failed"    // it could not start, or a signal nobody in troupe sent ended it
+	Killed   State = "killed"    // ended on request (Manager.Kill, task_kill)
+	TimedOut State = "timed_out" // ended by its timeout
+	Lost     State = "lost"      // the supervisor vanished without recording the end
+)
+
+// Final reports whether s is an end state.
+func (s State) Final() bool {
+	switch s {
+	case Exited, Failed, Killed, TimedOut, Lost:
+		return true
+	}
+	return false
+}
+
+// From is the sender of completion messages.
+const From troupe.AgentID = "@task"
+
+// MaxTimeout is the longest timeout a task may have.
+const MaxTimeout = 24 * time.Hour
+
+// Task is a background shell job and, once it ended, how.
+type Task struct {
+	ID       ID               `json:"id"`
+	Project  troupe.ProjectID `json:"project"`
+	Owner    troupe.AgentID   `json:"owner"` // an agent of Project, or troupe.Person
+	Command  string           `json:"command"`
+	Cwd      string           `json:"cwd"`     // resolved real path, inside the project folder
+	Timeout  time.Duration    `json:"timeout"` // 0: none
+	State    State            `json:"state"`
+	ExitCode int              `json:"exit_code"`        // -1 when the job did not exit by itself
+	Signal   string           `json:"signal,omitempty"` // e.g. "SIGTERM", when a signal ended the job
+	Reason   string           `json:"reason,omitempty"` // why it failed, was killed or was lost
+	// StartedAt is when the Manager started the supervisor; EndedAt when
+	// the job ended (zero while running).
+	StartedAt time.Time `json:"started_at"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+	// The supervisor's pid and its start time (field 22 of /proc/<pid>/stat,
+	// clock ticks since boot): together they survive pid reuse.
+	SupervisorPID   int    `json:"supervisor_pid"`
+	SupervisorStart uint64 `json:"supervisor_start"`
+	// Notified: the completion message was recorded (queued for an agent,
+	// delivered for the person). It is set with the end, in one transaction.
+	Notified bool `json:"notified"`
+}
+
+// Key is the RuntimeKey of the task's owner.
+func (t Task) Key() troupe.RuntimeKey { return troupe.RuntimeKey{Project: t.Project, Agent: t.Owner} }
+
+// Result is how a task ended.
+type Result struct {
+	State    State     `json:"state"` // a final state
+	ExitCode int       `json:"exit_code"`
+	Signal   string    `json:"signal,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	EndedAt  time.Time `json:"ended_at"` // the store sets it to now when zero
+}
+
+// Store keeps tasks durably (contract C6). Every method is one transaction.
+// Implementations must be safe for concurrent use.
+type Store interface {
+	// CreateTask records a new task. Its State must be Running (or empty,
+	// meaning Running) and ID, Project, Owner and Command set, else the
+	// error matches troupe.ErrInvalid; an ID already recorded fails with
+	// troupe.ErrAlreadyExists. A zero StartedAt is set to now.
+	CreateTask(ctx context.Context, t Task) error
+	// Task returns task id of project p; troupe.ErrNotFound when the id is
+	// unknown or belongs to another project.
+	Task(ctx context.Context, p troupe.ProjectID, id ID) (Task, error)
+	// Tasks lists the tasks of project p in the order they were created.
+	Tasks(ctx context.Context, p troupe.ProjectID) ([]Task, error)
+	// RunningTasks lists every running task of every project.
+	RunningTasks(ctx context.Context) ([]Task, error)
+	// CompleteTask records end for a running task and, in the same
+	// transaction, appends msg to the owner's inbox, exactly once: the
+	// store assigns msg's ID, sets its Project, To and Kind (task) from the
+	// task when empty, and its CreatedAt to now when zero. For an agent
+	// owner the message is queued; for troupe.Person, who has no inbox, it
+	// is recorded as delivered. It returns the stored message and done ==
+	// true. A task that is no longer running is left as it is: done ==
+	// false, no message. An unknown id fails with troupe.ErrNotFound; an end
+	// state that is not final, or a message for another key or of another
+	// kind, with troupe.ErrInvalid.
+	CompleteTask(ctx context.Context, id ID, end Result, msg troupe.Message) (stored troupe.Message, done bool, err error)
+}
