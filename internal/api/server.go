@@ -37,6 +37,7 @@ type Options struct {
 	Registry *project.Registry
 	Hub      *events.Hub
 	Runtime  Runtime // nil: agents are listed stopped; asks and sends fail
+	Tasks    Tasks   // nil: no background tasks
 	Token    string  // the bearer token of <state>/token
 	Logger   *slog.Logger
 	Version  string
@@ -87,6 +88,7 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("GET /api/projects/{id}/messages", s.messages)
 	s.mux.HandleFunc("POST /api/login-links", s.newLoginLink)
 	s.mux.HandleFunc("GET /api/events", s.events)
+	s.routeTasks()
 	s.mux.HandleFunc("GET /login", s.login)
 	if o.MCP != nil {
 		s.mux.Handle("/mcp", o.MCP)

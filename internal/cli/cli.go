@@ -30,6 +30,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/daemon"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
 	"github.com/troupe-dev/troupe/internal/statedir"
+	"github.com/troupe-dev/troupe/internal/task"
 )
 
 // Version is set at build time with -ldflags "-X .../cli.Version=...".
@@ -49,6 +50,9 @@ func version() string {
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 1 && args[0] == "fake-agent" {
 		return fake.Main() // the fake engine's child: its exit status is its own
+	}
+	if len(args) >= 1 && args[0] == "task-supervise" {
+		return task.SuperviseMain(args[1:]) // a task's supervisor, started by the daemon
 	}
 	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
@@ -123,7 +127,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
 	root.AddCommand(serveCmd(g), statusCmd(g), versionCmd(g), projectCmd(g), agentsCmd(g),
-		askCmd(g), sendCmd(g), inboxCmd(g), fakeAgentCmd())
+		askCmd(g), sendCmd(g), inboxCmd(g), tasksCmd(g), taskCmd(g), mcpBridgeCmd(g), fakeAgentCmd())
 	return root
 }
 

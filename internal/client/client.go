@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/statedir"
+	"github.com/troupe-dev/troupe/internal/task"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -275,4 +276,41 @@ func (c *Client) LoginLink(ctx context.Context) (string, error) {
 
 func agentPath(p troupe.ProjectID, agent troupe.AgentID) string {
 	return "/api/projects/" + url.PathEscape(string(p)) + "/agents/" + url.PathEscape(string(agent))
+}
+
+// Tasks lists a project's background tasks.
+func (c *Client) Tasks(ctx context.Context, p troupe.ProjectID) ([]task.Task, error) {
+	var ts []task.Task
+	err := c.do(ctx, "GET", "/api/projects/"+url.PathEscape(string(p))+"/tasks", nil, &ts)
+	return ts, err
+}
+
+// RunTask starts a background task in project p.
+func (c *Client) RunTask(ctx context.Context, p troupe.ProjectID, req api.RunTaskRequest) (task.Task, error) {
+	var t task.Task
+	err := c.do(ctx, "POST", "/api/projects/"+url.PathEscape(string(p))+"/tasks", req, &t)
+	return t, err
+}
+
+// Task returns one task.
+func (c *Client) Task(ctx context.Context, p troupe.ProjectID, id task.ID) (task.Task, error) {
+	var t task.Task
+	err := c.do(ctx, "GET", taskPath(p, id), nil, &t)
+	return t, err
+}
+
+// TaskOutput returns the end of a task's output, at most maxBytes.
+func (c *Client) TaskOutput(ctx context.Context, p troupe.ProjectID, id task.ID, maxBytes int) (string, error) {
+	var o api.TaskOutput
+	err := c.do(ctx, "GET", taskPath(p, id)+"/output?max_bytes="+strconv.Itoa(maxBytes), nil, &o)
+	return o.Output, err
+}
+
+// KillTask stops a running task.
+func (c *Client) KillTask(ctx context.Context, p troupe.ProjectID, id task.ID) error {
+	return c.do(ctx, "POST", taskPath(p, id)+"/kill", nil, nil)
+}
+
+func taskPath(p troupe.ProjectID, id task.ID) string {
+	return "/api/projects/" + url.PathEscape(string(p)) + "/tasks/" + url.PathEscape(string(id))
 }

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,10 +28,12 @@ import (
 	"github.com/troupe-dev/troupe/internal/engine/fake"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/mcp"
+	"github.com/troupe-dev/troupe/internal/memory"
 	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/runtime"
 	"github.com/troupe-dev/troupe/internal/statedir"
 	"github.com/troupe-dev/troupe/internal/store/sqlite"
+	"github.com/troupe-dev/troupe/internal/task"
 	"github.com/troupe-dev/troupe/internal/troupe"
 	"github.com/troupe-dev/troupe/internal/web"
 )
@@ -53,6 +56,12 @@ type Config struct {
 	// FakeAgent is the command of the fake engine's child; default: this
 	// executable with the argument fake-agent.
 	FakeAgent []string
+	// TaskSupervisor is the command of a task's supervisor; default: this
+	// executable with the argument task-supervise.
+	TaskSupervisor []string
+	// MaxTasksPerProject bounds running background tasks per project;
+	// default 8.
+	MaxTasksPerProject int
 }
 
 // Run runs the daemon until ctx ends. It returns nil after a clean stop.
@@ -124,13 +133,21 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Warn("listening beyond loopback: anyone who can reach this address and holds the token can drive your agents", "addr", addr)
 	}
 	tokens := mcp.NewTokens()
+	tasks := task.New(task.Options{Store: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
+		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject,
+		Notify: func(m troupe.Message) {
+			if rt != nil {
+				rt.Queued(m)
+			}
+		}})
+	svc := services{reg: reg, tasks: tasks, notes: memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})}
 	rt = runtime.New(runtime.Options{Store: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,
-		Grants: tokens, MCPURL: "http://" + addr + "/mcp",
+		Grants: tokens, MCPURL: "http://" + addr + "/mcp", Services: svc, Briefing: svc.briefing,
 		Engines: map[troupe.Engine]engine.Engine{
 			troupe.EngineFake: fake.New(fake.Options{Command: fakeCmd, Logger: log}),
 		}})
 
-	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Token: token, Logger: log,
+	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Token: token, Logger: log,
 		MCP:     mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler()})
 	srv.SetAddr(addr)
@@ -142,6 +159,11 @@ func Run(ctx context.Context, cfg Config) error {
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := tasks.Run(runCtx); err != nil {
+			log.Error("task manager stopped", "err", err)
+		}
+	})
 	wg.Go(func() {
 		if err := rt.Run(runCtx); err != nil {
 			log.Error("runtime stopped", "err", err)

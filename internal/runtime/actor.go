@@ -344,7 +344,7 @@ func (a *actor) start(ctx context.Context, spec project.AgentSpec, dir string) (
 	if !ok {
 		return nil, fmt.Errorf("engine %q is not available in this daemon", spec.Engine)
 	}
-	instr, err := a.instructions(spec, dir)
+	instr, err := a.instructions(ctx, spec, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +368,7 @@ func (a *actor) start(ctx context.Context, spec project.AgentSpec, dir string) (
 }
 
 // instructions is the agent's prompt plus what troupe tells every agent.
-func (a *actor) instructions(spec project.AgentSpec, dir string) (string, error) {
+func (a *actor) instructions(ctx context.Context, spec project.AgentSpec, dir string) (string, error) {
 	prompt := spec.Prompt
 	if spec.PromptFile != "" {
 		p := spec.PromptFile
@@ -390,6 +390,11 @@ func (a *actor) instructions(spec project.AgentSpec, dir string) (string, error)
 	var b strings.Builder
 	b.WriteString(strings.TrimSpace(prompt))
 	fmt.Fprintf(&b, "\n\nYou are %q, one agent of a team run by troupe. Your teammates: %s.\n", spec.Name, strings.Join(team, ", "))
-	b.WriteString("Use troupe's tools to work with them: ask_agent (ask and wait for the answer), send_message, delegate (the result comes back to you), reply (answer the question you were asked), list_agents.\n")
+	b.WriteString("Use troupe's tools to work with them: ask_agent (ask and wait for the answer), send_message, delegate (the result comes back to you), reply (answer the question you were asked), list_agents; run_in_background for long commands (their end wakes you); memory_search, memory_read and memory_write for the project's notes.\n")
+	if a.rt.o.Briefing != nil {
+		if brief := a.rt.o.Briefing(ctx, dir); brief != "" {
+			b.WriteString("\n" + brief)
+		}
+	}
 	return b.String(), nil
 }

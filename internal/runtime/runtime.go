@@ -61,10 +61,13 @@ type Options struct {
 	// Grants mints each session's MCP token and revokes it when the session
 	// ends (C2); MCPURL is the endpoint given to agents. Both unset: the
 	// agents' tools go through engine.Tools only.
-	Grants  Grants
-	MCPURL  string
-	Logger  *slog.Logger
-	Ceiling time.Duration // absolute ask limit; default DefaultCeiling
+	Grants Grants
+	MCPURL string
+	// Briefing, if set, returns text every session of the project in dir
+	// starts with after its prompt (the index of its memory notes).
+	Briefing func(ctx context.Context, dir string) string
+	Logger   *slog.Logger
+	Ceiling  time.Duration // absolute ask limit; default DefaultCeiling
 	// StopTimeout bounds a session's Close when an agent stops; default 5s.
 	StopTimeout time.Duration
 }
@@ -284,4 +287,14 @@ func newID(prefix string) string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return prefix + hex.EncodeToString(b)
+}
+
+// Queued tells the runtime that another component (the task manager) put m
+// into its recipient's inbox: the recipient wakes. A message recorded as
+// already delivered (for the person) is only published.
+func (r *Runtime) Queued(m troupe.Message) {
+	r.publish("message.queued", m.Key(), m)
+	if m.State == troupe.MsgQueued {
+		r.wake(m.Key())
+	}
 }

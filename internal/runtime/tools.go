@@ -54,7 +54,7 @@ func (h toolHost) Call(ctx context.Context, tool string, args json.RawMessage) (
 			Question    string  `json:"question"`
 			WaitSeconds float64 `json:"wait_seconds"`
 		}
-		if err := decodeArgs(args, &in, "to", "question"); err != nil {
+		if err := DecodeArgs(args, &in, "to", "question"); err != nil {
 			return "", err
 		}
 		if in.WaitSeconds < 0 {
@@ -77,7 +77,7 @@ func (h toolHost) Call(ctx context.Context, tool string, args json.RawMessage) (
 		return "", errors.New(req.Error)
 	case "send_message":
 		var in struct{ To, Text string }
-		if err := decodeArgs(args, &in, "to", "text"); err != nil {
+		if err := DecodeArgs(args, &in, "to", "text"); err != nil {
 			return "", err
 		}
 		m, err := h.r.Send(ctx, h.target(in.To), h.key.Agent, troupe.KindMessage, in.Text)
@@ -87,7 +87,7 @@ func (h toolHost) Call(ctx context.Context, tool string, args json.RawMessage) (
 		return fmt.Sprintf("sent to %s (message %d); it reads it at the end of its current turn", in.To, m.ID), nil
 	case "delegate":
 		var in struct{ To, Task string }
-		if err := decodeArgs(args, &in, "to", "task"); err != nil {
+		if err := DecodeArgs(args, &in, "to", "task"); err != nil {
 			return "", err
 		}
 		req, err := h.r.Delegate(ctx, h.target(in.To), h.key.Agent, in.Task)
@@ -97,12 +97,12 @@ func (h toolHost) Call(ctx context.Context, tool string, args json.RawMessage) (
 		return fmt.Sprintf("delegated to %s as request %s; its result will arrive in your inbox and wake you", in.To, req.ID), nil
 	case "reply":
 		var in struct{ Text string }
-		if err := decodeArgs(args, &in, "text"); err != nil {
+		if err := DecodeArgs(args, &in, "text"); err != nil {
 			return "", err
 		}
 		return "your answer was delivered", h.r.Reply(ctx, h.key, in.Text)
 	case "list_agents":
-		if err := decodeArgs(args, &struct{}{}); err != nil {
+		if err := DecodeArgs(args, &struct{}{}); err != nil {
 			return "", err
 		}
 		type row struct {
@@ -132,8 +132,9 @@ func (h toolHost) target(name string) troupe.RuntimeKey {
 	return troupe.RuntimeKey{Project: h.key.Project, Agent: troupe.AgentID(name)}
 }
 
-// decodeArgs decodes tool arguments strictly and names missing fields.
-func decodeArgs(args json.RawMessage, v any, required ...string) error {
+// DecodeArgs decodes tool arguments strictly (unknown fields refused) and
+// names the first missing required field, in sentences an agent can act on.
+func DecodeArgs(args json.RawMessage, v any, required ...string) error {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}

@@ -100,6 +100,9 @@ type LimitError struct {
 	Limit   int
 }
 
+// Unwrap makes a LimitError match troupe.ErrInvalid: the caller can act on it.
+func (e *LimitError) Unwrap() error { return troupe.ErrInvalid }
+
 func (e *LimitError) Error() string {
 	return fmt.Sprintf("project %s already runs %d background tasks, the most one project may run at once (the per-project task limit): wait for one to end or kill one", e.Project, e.Limit)
 }

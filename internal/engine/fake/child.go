@@ -1,6 +1,8 @@
 package fake
 
 import (
+	"github.com/troupe-dev/troupe/internal/troupe"
+
 	"bufio"
 	"encoding/json"
 	"errors"
@@ -164,7 +166,7 @@ func (c *child) message(m wireMessage) error {
 		if steps, _, err = parseSteps(m.Text); err != nil {
 			return err
 		}
-	case c.script != nil:
+	case c.script != nil && newWork(m.Kind):
 		steps = c.script
 	default:
 		return c.say("echo: " + m.Text)
@@ -178,6 +180,17 @@ func (c *child) message(m wireMessage) error {
 		}
 	}
 	return nil
+}
+
+// newWork reports whether a message of this kind is work the respond script
+// handles; replies, delegation results and task completions are
+// acknowledged with echo (a script reacting to them would loop).
+func newWork(kind string) bool {
+	switch troupe.MessageKind(kind) {
+	case troupe.KindReply, troupe.KindResult, troupe.KindTask:
+		return false
+	}
+	return true
 }
 
 // step runs one line.

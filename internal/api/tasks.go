@@ -1,0 +1,149 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/task"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// Tasks is what the API needs of the background task manager.
+type Tasks interface {
+	Start(ctx context.Context, owner troupe.RuntimeKey, projectDir, command, cwd string, timeout time.Duration) (task.Task, error)
+	Task(ctx context.Context, p troupe.ProjectID, id task.ID) (task.Task, error)
+	Tasks(ctx context.Context, p troupe.ProjectID) ([]task.Task, error)
+	Kill(ctx context.Context, p troupe.ProjectID, id task.ID) error
+	Output(ctx context.Context, p troupe.ProjectID, id task.ID, maxBytes int) (string, error)
+}
+
+// RunTaskRequest is the body of POST /api/projects/{id}/tasks.
+type RunTaskRequest struct {
+	Command        string  `json:"command"`
+	Cwd            string  `json:"cwd,omitempty"`
+	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+	// Owner is the agent the completion goes to (it wakes); empty: the person.
+	Owner troupe.AgentID `json:"owner,omitempty"`
+}
+
+// TaskOutput is the answer of GET .../tasks/{task}/output.
+type TaskOutput struct {
+	Output string `json:"output"`
+}
+
+func (s *Server) routeTasks() {
+	s.mux.HandleFunc("GET /api/projects/{id}/tasks", s.listTasks)
+	s.mux.HandleFunc("POST /api/projects/{id}/tasks", s.runTask)
+	s.mux.HandleFunc("GET /api/projects/{id}/tasks/{task}", s.showTask)
+	s.mux.HandleFunc("GET /api/projects/{id}/tasks/{task}/output", s.taskOutput)
+	s.mux.HandleFunc("POST /api/projects/{id}/tasks/{task}/kill", s.killTask)
+}
+
+// taskProject resolves {id} for the task endpoints; it answers errors itself.
+func (s *Server) taskProject(w http.ResponseWriter, r *http.Request) (troupe.ProjectID, string, bool) {
+	id := troupe.ProjectID(r.PathValue("id"))
+	info, ok := s.o.Registry.Get(id)
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", "project "+string(id)+" is not registered: see `troupe project list`")
+		return "", "", false
+	}
+	if s.o.Tasks == nil {
+		writeError(w, http.StatusServiceUnavailable, "internal", "this daemon runs no background tasks")
+		return "", "", false
+	}
+	return id, info.Path, true
+}
+
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
+	p, _, ok := s.taskProject(w, r)
+	if !ok {
+		return
+	}
+	ts, err := s.o.Tasks.Tasks(r.Context(), p)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if ts == nil {
+		ts = []task.Task{}
+	}
+	writeJSON(w, http.StatusOK, ts)
+}
+
+func (s *Server) runTask(w http.ResponseWriter, r *http.Request) {
+	var in RunTaskRequest
+	if !decode(w, r, &in) {
+		return
+	}
+	p, dir, ok := s.taskProject(w, r)
+	if !ok {
+		return
+	}
+	owner := troupe.RuntimeKey{Project: p, Agent: troupe.Person}
+	if in.Owner != "" {
+		if _, _, ok := s.o.Registry.Agent(troupe.RuntimeKey{Project: p, Agent: in.Owner}); !ok {
+			writeError(w, http.StatusBadRequest, "invalid", "owner: no agent named "+strconv.Quote(string(in.Owner))+" in this project: see `troupe agents`")
+			return
+		}
+		owner.Agent = in.Owner
+	}
+	if in.TimeoutSeconds < 0 {
+		writeError(w, http.StatusBadRequest, "invalid", "timeout_seconds: must be 0 (no limit) or more")
+		return
+	}
+	t, err := s.o.Tasks.Start(r.Context(), owner, dir, in.Command, in.Cwd, seconds(in.TimeoutSeconds))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, t)
+}
+
+func (s *Server) showTask(w http.ResponseWriter, r *http.Request) {
+	p, _, ok := s.taskProject(w, r)
+	if !ok {
+		return
+	}
+	t, err := s.o.Tasks.Task(r.Context(), p, task.ID(r.PathValue("task")))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t)
+}
+
+func (s *Server) taskOutput(w http.ResponseWriter, r *http.Request) {
+	p, _, ok := s.taskProject(w, r)
+	if !ok {
+		return
+	}
+	max := 64 << 10
+	if q := r.URL.Query().Get("max_bytes"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n <= 0 {
+			writeError(w, http.StatusBadRequest, "invalid", "max_bytes: give a positive number of bytes")
+			return
+		}
+		max = n
+	}
+	out, err := s.o.Tasks.Output(r.Context(), p, task.ID(r.PathValue("task")), max)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, TaskOutput{Output: out})
+}
+
+func (s *Server) killTask(w http.ResponseWriter, r *http.Request) {
+	p, _, ok := s.taskProject(w, r)
+	if !ok {
+		return
+	}
+	if err := s.o.Tasks.Kill(r.Context(), p, task.ID(r.PathValue("task"))); err != nil {
+		s.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+}
