@@ -91,7 +91,7 @@ func cpuTicks(b *testing.B, pid int) int64 {
 	return u + s
 }
 
-func rssKB(b *testing.B, pid int) int64 {
+func rssKB(b testing.TB, pid int) int64 {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Fatal(err)

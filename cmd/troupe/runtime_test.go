@@ -48,7 +48,7 @@ func TestBinaryDemoTeamAnswersAnAsk(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, _ := cl.ResolveProject(ctx, demo)
-	waitTaskMessage(t, ctx, cl, p.ID, "lead")
+	waitTaskMessages(t, ctx, cl, p.ID, "lead", 1)
 	var ms []troupe.Message
 	json.Unmarshal([]byte(mustTroupe(t, state, demo, "inbox", "lead", "--json")), &ms)
 	last := ms[len(ms)-1]
@@ -57,21 +57,22 @@ func TestBinaryDemoTeamAnswersAnAsk(t *testing.T) {
 	}
 }
 
-// waitTaskMessage follows events until agent's turn that handled a task
-// completion ended.
-func waitTaskMessage(t *testing.T, ctx context.Context, cl *client.Client, p troupe.ProjectID, agent troupe.AgentID) {
+// waitTaskMessages follows events until agent has handled n task
+// completions (their turns ended).
+func waitTaskMessages(t *testing.T, ctx context.Context, cl *client.Client, p troupe.ProjectID, agent troupe.AgentID, n int) {
 	t.Helper()
 	done := func() bool {
 		ms, err := cl.Messages(ctx, p, agent, 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
+		c := 0
 		for _, m := range ms {
 			if m.Kind == troupe.KindTask && m.To == agent && m.State.Final() {
-				return true
+				c++
 			}
 		}
-		return false
+		return c >= n
 	}
 	if done() {
 		return
@@ -83,7 +84,7 @@ func waitTaskMessage(t *testing.T, ctx context.Context, cl *client.Client, p tro
 		return nil
 	})
 	if !errors.Is(err, errStop) {
-		t.Fatalf("waiting for %s to handle a task completion: %v", agent, err)
+		t.Fatalf("waiting for %s to handle %d task completions: %v", agent, n, err)
 	}
 }
 

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/task"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+const ownerTeam = `
+[[agent]]
+name = "lead"
+engine = "fake"
+
+[[agent]]
+name = "worker"
+engine = "fake"
+`
+
+// fifo makes a named pipe the test opens to release tasks blocked on it.
+func fifo(t *testing.T, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestC6_TaskCompletionsSurviveDaemonSIGKILL: tasks run while the daemon is
+// SIGKILLed; some end while it is down, one goes on after the restart; one
+// is killed with task_kill. After the restart every completion reaches its
+// owner exactly once, the kill is reported as such.
+func TestC6_TaskCompletionsSurviveDaemonSIGKILL(t *testing.T) {
+	state, proj, pipes := t.TempDir(), t.TempDir(), t.TempDir()
+	writeTeam(t, proj, ownerTeam)
+	d := startDaemon(t, state, "--project", proj)
+	cl, _ := client.FromStateDir(state)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each task blocks reading its fifo until the test writes to it.
+	var ids []task.ID
+	var started []task.Task
+	var gates []string
+	for i := range 5 {
+		gate := fifo(t, pipes, fmt.Sprint("gate", i))
+		owner := []troupe.AgentID{"lead", "worker"}[i%2]
+		tk, err := cl.RunTask(ctx, p.ID, api.RunTaskRequest{Command: fmt.Sprintf("read line < %s; echo task-%d says $line", gate, i), Owner: owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, gates, started = append(ids, tk.ID), append(gates, gate), append(started, tk)
+	}
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.done
+	// Three tasks end while no daemon runs.
+	for i := range 3 {
+		release(t, gates[i])
+	}
+	waitExited(t, started[:3])
+
+	d = startDaemon(t, state)
+	cl, _ = client.FromStateDir(state)
+	if err := cl.KillTask(ctx, p.ID, ids[4]); err != nil {
+		t.Fatal(err)
+	}
+	release(t, gates[3]) // ends with the new daemon watching
+	for _, a := range []troupe.AgentID{"lead", "worker"} {
+		waitTaskMessages(t, ctx, cl, p.ID, a, map[troupe.AgentID]int{"lead": 3, "worker": 2}[a])
+	}
+	ms, _ := cl.Messages(ctx, p.ID, "", 0, 0)
+	seen := map[string]int{}
+	for _, m := range ms {
+		if m.Kind != troupe.KindTask {
+			continue
+		}
+		if m.State != troupe.MsgDelivered {
+			t.Errorf("completion %q ended %s, want delivered", m.Text, m.State)
+		}
+		for i, id := range ids {
+			if strings.Contains(m.Text, string(id)) {
+				seen[fmt.Sprint(i)]++
+				if want := []troupe.AgentID{"lead", "worker"}[i%2]; m.To != want {
+					t.Errorf("completion of task %d went to %s, want its owner %s", i, m.To, want)
+				}
+				if i < 4 && !strings.Contains(m.Text, fmt.Sprintf("task-%d says go", i)) {
+					t.Errorf("completion of task %d lacks its output: %q", i, m.Text)
+				}
+				if i == 4 && !strings.Contains(m.Text, "killed") {
+					t.Errorf("completion of the killed task does not say so: %q", m.Text)
+				}
+			}
+		}
+	}
+	for i := range ids {
+		if seen[fmt.Sprint(i)] != 1 {
+			t.Errorf("task %d's completion reached its owner %d times, want exactly once", i, seen[fmt.Sprint(i)])
+		}
+	}
+	tk, _ := cl.Task(ctx, p.ID, ids[4])
+	if tk.State != task.Killed {
+		t.Errorf("killed task state = %s, want killed", tk.State)
+	}
+	d.stop(syscall.SIGTERM)
+}
+
+func release(t *testing.T, gate string) {
+	t.Helper()
+	f, err := os.OpenFile(gate, os.O_WRONLY, 0) // blocks until the task reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(f, "go")
+	f.Close()
+}
+
+// waitExited waits, without polling, for the supervisors of tasks to exit
+// (each writes its status file just before): a pidfd becomes readable when
+// its process ends, for processes that are not our children too.
+func waitExited(t *testing.T, tasks []task.Task) {
+	t.Helper()
+	for _, tk := range tasks {
+		fd, err := unix.PidfdOpen(tk.SupervisorPID, 0)
+		if errors.Is(err, unix.ESRCH) {
+			continue // already gone
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			n, err := unix.Poll(fds, 30_000)
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			if err != nil || n == 0 {
+				t.Fatalf("supervisor of task %s did not exit within 30s: %v", tk.ID, err)
+			}
+			break
+		}
+		unix.Close(fd)
+	}
+}
+
+// TestC1_TaskCompletionStaysInItsProject is the seed's QA case, extended:
+// project B is a cp -r of A, same agent ids. A's lead starts background
+// jobs through MCP while B's lead works too; every completion of A reaches
+// A's lead, and nothing of it enters B's inbox or B's sessions.
+func TestC1_TaskCompletionStaysInItsProject(t *testing.T) {
+	state, a := t.TempDir(), t.TempDir()
+	writeTeam(t, a, ownerTeam)
+	b := filepath.Join(t.TempDir(), "copy")
+	copyDir(t, a, b)
+	startDaemon(t, state, "--project", a, "--project", b)
+	cl, _ := client.FromStateDir(state)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pa, _ := cl.ResolveProject(ctx, a)
+	pb, _ := cl.ResolveProject(ctx, b)
+	for i := range 4 {
+		req, err := cl.Ask(ctx, pa.ID, "lead", fmt.Sprintf("!bg echo from-A-%d\n!say {result}", i), 0)
+		if err != nil || !strings.Contains(req.Answer, "started task") {
+			t.Fatalf("A's lead could not start a job: %+v %v", req, err)
+		}
+		if req, err := cl.Ask(ctx, pb.ID, "lead", fmt.Sprintf("busy in B %d", i), 0); err != nil || req.Answer != fmt.Sprintf("echo: busy in B %d", i) {
+			t.Fatalf("B's lead: %+v %v", req, err)
+		}
+	}
+	waitTaskMessages(t, ctx, cl, pa.ID, "lead", 4)
+	msA, _ := cl.Messages(ctx, pa.ID, "", 0, 0)
+	n := 0
+	for _, m := range msA {
+		if m.Kind == troupe.KindTask {
+			n++
+			if m.To != "lead" || m.Project != pa.ID || !strings.Contains(m.Text, "from-A-") {
+				t.Errorf("A's completion %+v", m)
+			}
+		}
+	}
+	if n != 4 {
+		t.Errorf("A's lead got %d completions, want 4", n)
+	}
+	msB, _ := cl.Messages(ctx, pb.ID, "", 0, 0)
+	for _, m := range msB {
+		if m.Kind == troupe.KindTask || strings.Contains(m.Text, "from-A") {
+			t.Errorf("B holds a message of A's jobs: %+v", m)
+		}
+	}
+	tasksB, _ := cl.Tasks(ctx, pb.ID)
+	if len(tasksB) != 0 {
+		t.Errorf("B lists A's tasks: %+v", tasksB)
+	}
+	// A's task ids are unknown in B.
+	tasksA, _ := cl.Tasks(ctx, pa.ID)
+	if _, err := cl.Task(ctx, pb.ID, tasksA[0].ID); !errors.Is(err, troupe.ErrNotFound) {
+		t.Errorf("A's task seen through B: %v", err)
+	}
+}
+
+// TestTaskWith100MBOfOutputDoesNotGrowTheDaemon: a task writes 100 MB; the
+// daemon, which tails it for the completion message and for task output,
+// stays small.
+func TestTaskWith100MBOfOutputDoesNotGrowTheDaemon(t *testing.T) {
+	state, proj := t.TempDir(), t.TempDir()
+	writeTeam(t, proj, ownerTeam)
+	d := startDaemon(t, state, "--project", proj)
+	cl, _ := client.FromStateDir(state)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, _ := cl.ResolveProject(ctx, proj)
+	before := rssKB(t, d.cmd.Process.Pid)
+	tk, err := cl.RunTask(ctx, p.ID, api.RunTaskRequest{Command: "head -c " + cmpOr(os.Getenv("TROUPE_TEST_BYTES"), "100000000") + " /dev/zero | tr '\\\\0' x; echo; echo the-end", Owner: "lead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTaskMessages(t, ctx, cl, p.ID, "lead", 1)
+	out, err := cl.TaskOutput(ctx, p.ID, tk.ID, 64<<10)
+	if err != nil || !strings.HasSuffix(out, "the-end\n") || len(out) > 64<<10 {
+		t.Fatalf("output tail: %d bytes, %v", len(out), err)
+	}
+	after := rssKB(t, d.cmd.Process.Pid)
+	if after-before > 10<<10 {
+		t.Fatalf("daemon RSS grew from %d KB to %d KB over a 100 MB task", before, after)
+	}
+	t.Logf("daemon RSS %d KB before, %d KB after a 100 MB task", before, after)
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
