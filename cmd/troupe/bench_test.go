@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -105,4 +107,50 @@ func rssKB(b testing.TB, pid int) int64 {
 	}
 	b.Fatal("no VmRSS")
 	return 0
+}
+
+// BenchmarkTaskExitToOwnerTurn: a background task owned by an idle agent
+// exits → the agent's turn with the completion has started. Measured from
+// the task's end as its supervisor recorded it to the turn.started event
+// (both stamped by this machine's clock), through the real daemon: pidfd
+// wake-up, status file, one SQLite transaction, wake, turn start.
+func BenchmarkTaskExitToOwnerTurn(b *testing.B) {
+	state, proj := b.TempDir(), b.TempDir()
+	writeTeam(b, proj, "[[agent]]\nname = \"lead\"\nengine = \"fake\"\n")
+	d := startDaemon(b, state, "--project", proj)
+	defer d.stop(syscall.SIGTERM)
+	cl, _ := client.FromStateDir(state)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := cl.Ask(ctx, p.ID, "lead", "warm up", 0); err != nil {
+		b.Fatal(err)
+	}
+	st, _ := cl.Status(ctx)
+	turns := make(chan time.Time, 16)
+	go cl.Events(ctx, st.LastEvent, nil, func(ev events.Event) error {
+		if ev.Type == "turn.started" && ev.Agent == "lead" {
+			turns <- ev.Time
+		}
+		return nil
+	})
+	var ds []time.Duration
+	for b.Loop() {
+		tk, err := cl.RunTask(ctx, p.ID, api.RunTaskRequest{Command: "true", Owner: "lead"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		started := <-turns
+		tk, err = cl.Task(ctx, p.ID, tk.ID)
+		if err != nil || !tk.State.Final() {
+			b.Fatalf("task after its completion turn: %+v %v", tk, err)
+		}
+		ds = append(ds, started.Sub(tk.EndedAt))
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(ds[len(ds)*99/100].Microseconds())/1000, "p99-ms")
 }
