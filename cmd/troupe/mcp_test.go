@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -127,5 +130,115 @@ func TestC2_SessionTokenDiesWithItsSession(t *testing.T) {
 	}
 	if code := list(); code != http.StatusUnauthorized {
 		t.Fatalf("old token after restart: status %d, want 401", code)
+	}
+}
+
+type bearerRT struct{ tok string }
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.tok)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// sessionToken asks agent to say its MCP token (the fake's !env).
+func sessionToken(t *testing.T, ctx context.Context, cl *client.Client, p troupe.ProjectID, agent troupe.AgentID) string {
+	t.Helper()
+	req, err := cl.Ask(ctx, p, agent, "!env TROUPE_MCP_TOKEN", 0)
+	_, tok, _ := strings.Cut(strings.TrimSpace(req.Answer), "=")
+	if err != nil || !strings.HasPrefix(tok, "trp_") {
+		t.Fatalf("token of %s: %+v %v", agent, req, err)
+	}
+	return tok
+}
+
+// TestMCPGoSDKClientOnTheDaemon: the official go-sdk client, holding a live
+// session's token, lists and calls every tool on the daemon's /mcp. A token
+// of project A reaches nothing of project B (a copy, same agent names).
+// The session started with the index of the project's memory notes.
+func TestMCPGoSDKClientOnTheDaemon(t *testing.T) {
+	state, a := t.TempDir(), t.TempDir()
+	writeTeam(t, a, ownerTeam)
+	os.MkdirAll(filepath.Join(a, ".troupe", "memory"), 0o755)
+	os.WriteFile(filepath.Join(a, ".troupe", "memory", "deploy.md"),
+		[]byte("---\nname: deploy\ndescription: how we deploy the app\nmetadata:\n  type: howto\n---\nRun make release, then tag.\n"), 0o644)
+	b := filepath.Join(t.TempDir(), "copy")
+	copyDir(t, a, b)
+	d := startDaemon(t, state, "--project", a, "--project", b)
+	cl, _ := client.FromStateDir(state)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pa, _ := cl.ResolveProject(ctx, a)
+	pb, _ := cl.ResolveProject(ctx, b)
+
+	req, err := cl.Ask(ctx, pa.ID, "lead", "!instructions", 0)
+	if err != nil || !strings.Contains(req.Answer, "- deploy: how we deploy the app") || !strings.Contains(req.Answer, `You are "lead"`) {
+		t.Fatalf("session instructions = %q %v; want the memory index", req.Answer, err)
+	}
+	tokA := sessionToken(t, ctx, cl, pa.ID, "lead")
+	tb, err := cl.RunTask(ctx, pb.ID, api.RunTaskRequest{Command: "echo in-B", Owner: "lead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := sdk.NewClient(&sdk.Implementation{Name: "go-sdk-test", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: "http://" + d.addr + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerRT{tokA}}, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) != 12 {
+		t.Fatalf("tools: %d %v", len(tools.Tools), err)
+	}
+	call := func(tool string, args map[string]any) (string, bool) {
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		var s strings.Builder
+		for _, ct := range res.Content {
+			if tc, ok := ct.(*sdk.TextContent); ok {
+				s.WriteString(tc.Text)
+			}
+		}
+		return s.String(), res.IsError
+	}
+	out, _ := call("run_in_background", map[string]any{"command": "echo from-sdk"})
+	_, idA, _ := strings.Cut(out, "started task ")
+	idA, _, _ = strings.Cut(idA, ";")
+	for _, c := range []struct {
+		tool    string
+		args    map[string]any
+		want    string
+		isError bool
+	}{
+		{"list_agents", map[string]any{}, `"you":true`, false},
+		{"ask_agent", map[string]any{"to": "worker", "question": "hello"}, "echo: hello", false},
+		{"send_message", map[string]any{"to": "worker", "text": "note"}, "sent to worker", false},
+		{"delegate", map[string]any{"to": "worker", "task": "x"}, "delegated", false},
+		{"reply", map[string]any{"text": "x"}, "no question to answer", true},
+		{"task_status", map[string]any{"task_id": idA}, `"command": "echo from-sdk"`, false},
+		{"task_output", map[string]any{"task_id": idA}, "", false},
+		{"task_kill", map[string]any{"task_id": "nope"}, "", true},
+		{"memory_search", map[string]any{"query": "release"}, "deploy", false},
+		{"memory_read", map[string]any{"name": "deploy"}, "Run make release", false},
+		{"memory_write", map[string]any{"name": "n2", "description": "d", "body": "b"}, "saved note n2", false},
+		// Project B is out of reach, even by its task id.
+		{"task_status", map[string]any{"task_id": string(tb.ID)}, "not found", true},
+		{"task_kill", map[string]any{"task_id": string(tb.ID)}, "not found", true},
+		{"task_output", map[string]any{"task_id": string(tb.ID)}, "not found", true},
+	} {
+		got, isErr := call(c.tool, c.args)
+		if isErr != c.isError || !strings.Contains(got, c.want) {
+			t.Errorf("%s %v = %q (error %v), want %q (error %v)", c.tool, c.args, got, isErr, c.want, c.isError)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(b, ".troupe", "memory", "n2.md")); err == nil {
+		t.Error("A's memory_write wrote into B")
+	}
+	if ms, _ := cl.Messages(ctx, pb.ID, "worker", 0, 0); len(ms) != 0 {
+		t.Errorf("A's token reached B's worker: %+v", ms)
 	}
 }

@@ -135,6 +135,7 @@ func serveCmd(g *globals) *cobra.Command {
 	var addr, level string
 	var projects []string
 	var ceiling time.Duration
+	var maxTasks int
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon in the foreground",
@@ -143,6 +144,9 @@ func serveCmd(g *globals) *cobra.Command {
 			dir, err := g.dir()
 			if err != nil {
 				return err
+			}
+			if maxTasks < 1 {
+				return fmt.Errorf("--max-tasks-per-project: %d is not a limit: give 1 or more", maxTasks)
 			}
 			if ceiling <= 0 {
 				return fmt.Errorf("--ask-ceiling: %v is not a limit: give a positive duration like 4h", ceiling)
@@ -155,13 +159,14 @@ func serveCmd(g *globals) *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return daemon.Run(ctx, daemon.Config{Addr: addr, StateDir: dir, Version: version(),
-				Logger: log, Out: g.out, Projects: projects, AskCeiling: ceiling})
+				Logger: log, Out: g.out, Projects: projects, AskCeiling: ceiling, MaxTasksPerProject: maxTasks})
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", daemon.DefaultAddr, "address to listen on (loopback unless you mean otherwise)")
 	c.Flags().StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	c.Flags().StringArrayVar(&projects, "project", nil, "register this folder at start if it is not registered yet (repeatable)")
 	c.Flags().DurationVar(&ceiling, "ask-ceiling", 4*time.Hour, "absolute limit of an ask, however active its target")
+	c.Flags().IntVar(&maxTasks, "max-tasks-per-project", 8, "background tasks one project may run at once")
 	return c
 }
 

@@ -56,15 +56,16 @@ func Main() int {
 // child is the state of the fake agent's single main goroutine; a second
 // goroutine only decodes stdin into in.
 type child struct {
-	in        chan frame // closed at end of input
-	out       io.Writer
-	errw      io.Writer
-	script    []step     // the respond script; nil when there is none
-	mcpURL    string     // troupe's MCP endpoint; "" to call tools over stdio
-	mcpToken  string     // the session's bearer token
-	mcpDone   chan frame // results of MCP tool calls, as tool_result frames
-	ignoreEOF bool
-	calls     int64 // the last tool call id
+	in           chan frame // closed at end of input
+	out          io.Writer
+	errw         io.Writer
+	script       []step     // the respond script; nil when there is none
+	instructions string     // what the session was started with
+	mcpURL       string     // troupe's MCP endpoint; "" to call tools over stdio
+	mcpToken     string     // the session's bearer token
+	mcpDone      chan frame // results of MCP tool calls, as tool_result frames
+	ignoreEOF    bool
+	calls        int64 // the last tool call id
 
 	// The running turn ("" between turns) and its state.
 	turn      string
@@ -85,6 +86,7 @@ func runChild(stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fake agent: the first line must be a start frame, not %q\n", f.Type)
 		return 2
 	}
+	c.instructions = f.Instructions
 	if f.Respond != "" {
 		steps, line, err := parseSteps(f.Respond)
 		if err != nil {
@@ -267,6 +269,8 @@ func (c *child) step(s step, v vars) error {
 			return fmt.Errorf("!cwd: %w", err)
 		}
 		return c.say(wd)
+	case "instructions":
+		return c.say(c.instructions)
 	}
 	return nil
 }

@@ -42,24 +42,26 @@ import (
 //	                      while waiting (in !sleep and for tool results)
 //	!env NAME             say "NAME=value", or "NAME unset"
 //	!cwd                  say the working directory
+//	!instructions         say the instructions the session was started with
 var directives = map[string]directive{
-	"say":         {usage: "!say TEXT", args: 1},
-	"sleep":       {usage: "!sleep DUR", args: 1, required: 1},
-	"stream":      {usage: "!stream DUR EVERY", args: 2, required: 2},
-	"ask":         {usage: "!ask AGENT QUESTION", args: 2, required: 2, tool: "ask_agent", keys: []string{"to", "question"}},
-	"send":        {usage: "!send AGENT TEXT", args: 2, required: 2, tool: "send_message", keys: []string{"to", "text"}},
-	"delegate":    {usage: "!delegate AGENT TEXT", args: 2, required: 2, tool: "delegate", keys: []string{"to", "task"}},
-	"reply":       {usage: "!reply TEXT", args: 1, required: 1, tool: "reply", keys: []string{"text"}},
-	"bg":          {usage: "!bg COMMAND", args: 1, required: 1, tool: "run_in_background", keys: []string{"command"}},
-	"tool":        {usage: "!tool NAME JSON", args: 2, required: 1},
-	"fail":        {usage: "!fail REASON", args: 1, required: 1},
-	"crash":       {usage: "!crash"},
-	"exit":        {usage: "!exit"},
-	"ignore-eof":  {usage: "!ignore-eof"},
-	"ignore-term": {usage: "!ignore-term"},
-	"heartbeat":   {usage: "!heartbeat EVERY", args: 1, required: 1},
-	"env":         {usage: "!env NAME", args: 1, required: 1},
-	"cwd":         {usage: "!cwd"},
+	"say":          {usage: "!say TEXT", args: 1},
+	"sleep":        {usage: "!sleep DUR", args: 1, required: 1},
+	"stream":       {usage: "!stream DUR EVERY", args: 2, required: 2},
+	"ask":          {usage: "!ask AGENT QUESTION", args: 2, required: 2, tool: "ask_agent", keys: []string{"to", "question"}},
+	"send":         {usage: "!send AGENT TEXT", args: 2, required: 2, tool: "send_message", keys: []string{"to", "text"}},
+	"delegate":     {usage: "!delegate AGENT TEXT", args: 2, required: 2, tool: "delegate", keys: []string{"to", "task"}},
+	"reply":        {usage: "!reply TEXT", args: 1, required: 1, tool: "reply", keys: []string{"text"}},
+	"bg":           {usage: "!bg COMMAND", args: 1, required: 1, tool: "run_in_background", keys: []string{"command"}},
+	"tool":         {usage: "!tool NAME JSON", args: 2, required: 1},
+	"fail":         {usage: "!fail REASON", args: 1, required: 1},
+	"crash":        {usage: "!crash"},
+	"exit":         {usage: "!exit"},
+	"ignore-eof":   {usage: "!ignore-eof"},
+	"ignore-term":  {usage: "!ignore-term"},
+	"heartbeat":    {usage: "!heartbeat EVERY", args: 1, required: 1},
+	"env":          {usage: "!env NAME", args: 1, required: 1},
+	"cwd":          {usage: "!cwd"},
+	"instructions": {usage: "!instructions"},
 }
 
 // directive describes one directive's arguments: args fields separated by

@@ -10,7 +10,11 @@
 // "echo: <text>", or runs the directive lines the message carries ("!say",
 // "!sleep", "!stream", "!ask", "!send", "!delegate", "!reply", "!bg",
 // "!tool", "!fail", "!crash", "!exit"), or the agent's `respond` script
-// from the [agent.fake] table of team.toml. See directives.go for the list.
+// from the [agent.fake] table of team.toml — for new work only (messages,
+// asks, delegations); replies, delegation results and task completions are
+// acknowledged with echo. See directives.go for the list. When the session
+// has an MCP endpoint and token (TROUPE_MCP_URL, TROUPE_MCP_TOKEN), tool
+// calls go over MCP as a real CLI's do; otherwise over the stdio protocol.
 //
 // Concurrency: Engine is stateless and safe for concurrent use. Each Session
 // owns one child process (own process group) and these goroutines: a reaper

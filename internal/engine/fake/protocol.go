@@ -47,17 +47,18 @@ const maxLine = 16 << 20
 
 // frame is one line of the protocol, in either direction.
 type frame struct {
-	Type     string          `json:"type"`
-	Agent    string          `json:"agent,omitempty"`   // start
-	Respond  string          `json:"respond,omitempty"` // start: the respond script
-	Turn     string          `json:"turn,omitempty"`
-	Messages []wireMessage   `json:"messages,omitempty"` // input
-	ID       int64           `json:"id,omitempty"`       // tool_call, tool_result
-	Tool     string          `json:"tool,omitempty"`     // tool_call
-	Args     json.RawMessage `json:"args,omitempty"`     // tool_call: a JSON object
-	Result   string          `json:"result,omitempty"`   // tool_result
-	Text     string          `json:"text,omitempty"`     // output, turn_end
-	Error    string          `json:"error,omitempty"`    // tool_result, turn_end
+	Type         string          `json:"type"`
+	Agent        string          `json:"agent,omitempty"`        // start
+	Respond      string          `json:"respond,omitempty"`      // start: the respond script
+	Instructions string          `json:"instructions,omitempty"` // start: the session's instructions
+	Turn         string          `json:"turn,omitempty"`
+	Messages     []wireMessage   `json:"messages,omitempty"` // input
+	ID           int64           `json:"id,omitempty"`       // tool_call, tool_result
+	Tool         string          `json:"tool,omitempty"`     // tool_call
+	Args         json.RawMessage `json:"args,omitempty"`     // tool_call: a JSON object
+	Result       string          `json:"result,omitempty"`   // tool_result
+	Text         string          `json:"text,omitempty"`     // output, turn_end
+	Error        string          `json:"error,omitempty"`    // tool_result, turn_end
 }
 
 // wireMessage is what the child is told of one inbox message.
