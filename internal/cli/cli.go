@@ -99,6 +99,16 @@ func (g *globals) resolveProject(ctx context.Context, c *client.Client) (api.Pro
 	return c.ResolveProject(ctx, ref)
 }
 
+// projectClient is the client and the project a project command acts on.
+func (g *globals) projectClient(ctx context.Context) (*client.Client, api.Project, error) {
+	cl, err := g.client()
+	if err != nil {
+		return nil, api.Project{}, err
+	}
+	p, err := g.resolveProject(ctx, cl)
+	return cl, p, err
+}
+
 func abs(p string) string {
 	a, err := filepath.Abs(p)
 	if err != nil {
@@ -289,11 +299,7 @@ func projectCmd(g *globals) *cobra.Command {
 			if len(args) == 1 {
 				g.project = args[0]
 			}
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			p, err := g.resolveProject(cmd.Context(), cl)
+			cl, p, err := g.projectClient(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -314,11 +320,7 @@ func agentsCmd(g *globals) *cobra.Command {
 		Short: "List a project's team with each agent's state",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			p, err := g.resolveProject(cmd.Context(), cl)
+			cl, p, err := g.projectClient(cmd.Context())
 			if err != nil {
 				return err
 			}

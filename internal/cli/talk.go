@@ -18,11 +18,7 @@ func askCmd(g *globals) *cobra.Command {
 		Short: "Ask an agent a question and print its answer",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			p, err := g.resolveProject(cmd.Context(), cl)
+			cl, p, err := g.projectClient(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -56,11 +52,7 @@ func sendCmd(g *globals) *cobra.Command {
 		Short: "Put a message into an agent's inbox (it reads it at its next turn)",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			p, err := g.resolveProject(cmd.Context(), cl)
+			cl, p, err := g.projectClient(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -87,11 +79,7 @@ func inboxCmd(g *globals) *cobra.Command {
 		Short: "List the conversation of an agent (or of the whole project)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			p, err := g.resolveProject(cmd.Context(), cl)
+			cl, p, err := g.projectClient(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -20,11 +20,7 @@ func tasksCmd(g *globals) *cobra.Command {
 		Short: "List the project's background tasks",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			p, err := g.resolveProject(cmd.Context(), cl)
+			cl, p, err := g.projectClient(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -63,11 +59,7 @@ func taskCmd(g *globals) *cobra.Command {
 		Short: "Run a shell command in the background (its end goes to --owner's inbox, or to you)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			p, err := g.resolveProject(cmd.Context(), cl)
+			cl, p, err := g.projectClient(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -93,11 +85,7 @@ func taskCmd(g *globals) *cobra.Command {
 		Short: "Show a task and the end of its output",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			p, err := g.resolveProject(cmd.Context(), cl)
+			cl, p, err := g.projectClient(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -131,11 +119,7 @@ func taskCmd(g *globals) *cobra.Command {
 		Short: "Stop a running task (SIGTERM, then SIGKILL)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
-			p, err := g.resolveProject(cmd.Context(), cl)
+			cl, p, err := g.projectClient(cmd.Context())
 			if err != nil {
 				return err
 			}
