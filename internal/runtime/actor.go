@@ -266,10 +266,11 @@ func (a *actor) next(ctx context.Context) {
 		return
 	}
 	spec, dir, ok := a.rt.o.Teams.Agent(a.key)
-	if !ok {
+	if !ok { // removed from its team, or its project is gone: the actor ends too
 		if _, err := a.rt.o.Store.Expire(ctx, a.key, "no such agent in the project's team"); err != nil {
 			a.log.Error("expire inbox", "err", err)
 		}
+		a.stop("no such agent in the project's team")
 		return
 	}
 	batch := pickBatch(pending)

@@ -162,6 +162,16 @@ func (r *Runtime) wake(k troupe.RuntimeKey) {
 				delete(r.actors, k)
 			}
 			r.mu.Unlock()
+			// Mail that arrived while the actor was stopping pokes nobody:
+			// a new actor takes it if the agent still exists (C5: never
+			// stuck as queued).
+			if ctx.Err() == nil {
+				if _, _, ok := r.o.Teams.Agent(k); ok {
+					if p, err := r.o.Store.Pending(ctx, k); err == nil && len(p) > 0 {
+						r.wake(k)
+					}
+				}
+			}
 		})
 	}
 	r.mu.Unlock()
