@@ -86,7 +86,7 @@ type teamParser struct {
 
 	agents []map[string]any // the [[agent]] tables
 	team   Team
-	named  map[troupe.AgentID]int // header line of each named agent so far
+	named  map[string]int // header line of each agent name seen so far in this one file (parse state, not runtime state)
 
 	// The agent being read.
 	cur   *AgentSpec
@@ -97,7 +97,7 @@ type teamParser struct {
 func (p *teamParser) parse() (*Team, error) {
 	agents, isArray := p.raw["agent"].([]map[string]any)
 	p.agents = agents
-	p.named = make(map[troupe.AgentID]int)
+	p.named = make(map[string]int)
 	for i, k := range p.keys {
 		if k[0] != "agent" {
 			return nil, p.errorf(i, toml.Key{k[0]}.String(), "unknown top-level key: a team file holds only [[agent]] tables")
@@ -192,14 +192,14 @@ func (p *teamParser) agentKey(i int, rel toml.Key) error {
 			return p.errorf(i, field, fmt.Sprintf("bad name %q: %s", s, nameRule))
 		}
 		id := troupe.AgentID(s)
-		if line, dup := p.named[id]; dup {
+		if line, dup := p.named[string(id)]; dup {
 			where := "another agent"
 			if line > 0 {
 				where = fmt.Sprintf("the agent on line %d", line)
 			}
 			return p.errorf(i, field, fmt.Sprintf("duplicate name %q: %s has it too; give each agent a unique name", s, where))
 		}
-		p.named[id] = a.Line
+		p.named[string(id)] = a.Line
 		a.Name = id
 	case "engine":
 		s, err := p.str(i, field, v, `engine = "claude"`)

@@ -1234,7 +1234,7 @@ func testConcurrentAppends(t *testing.T, s runtime.Store) {
 	seen := map[int64]bool{}
 	total := 0
 	for _, k := range keys {
-		last := map[troupe.AgentID]int{}
+		last := map[troupe.RuntimeKey]int{} // the sender's last number in k's inbox
 		var prev int64
 		for _, m := range mustPending(t, s, k) {
 			total++
@@ -1250,10 +1250,11 @@ func testConcurrentAppends(t *testing.T, s runtime.Store) {
 			if _, err := fmt.Sscan(m.Text, &i); err != nil {
 				t.Fatalf("message text %q: %v", m.Text, err)
 			}
-			if l, ok := last[m.From]; ok && i <= l {
+			from := troupe.RuntimeKey{Project: m.Project, Agent: m.From}
+			if l, ok := last[from]; ok && i <= l {
 				t.Errorf("Pending(%s): %s's message %d after its %d, want the order it appended them", k, m.From, i, l)
 			}
-			last[m.From] = i
+			last[from] = i
 		}
 	}
 	if total != goroutines*each {
