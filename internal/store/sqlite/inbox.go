@@ -28,7 +28,9 @@ const messageCols = `id, project, to_agent, from_agent, kind, text, request, sta
 const requestCols = `id, project, from_agent, to_agent, kind, question, state, answer, error, detached, message_id, created_at, done_at`
 
 // Append implements runtime.Store. A CreatedAt (or DoneAt) outside the
-// years 1677 to 2262 is refused with troupe.ErrInvalid.
+// years 1677 to 2262 is refused with troupe.ErrInvalid. Concurrent Appends
+// share one transaction (group commit, see appendQueue); each returns once
+// its message is durable.
 func (db *DB) Append(ctx context.Context, m troupe.Message) (troupe.Message, error) {
 	if !m.Key().Valid() {
 		return troupe.Message{}, fmt.Errorf("append message: recipient %q: %w", m.Key(), troupe.ErrInvalid)
@@ -37,11 +39,17 @@ func (db *DB) Append(ctx context.Context, m troupe.Message) (troupe.Message, err
 	if m.CreatedAt.IsZero() {
 		m.CreatedAt = time.Now().UTC()
 	}
-	err := db.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		m, err = insertMessage(ctx, tx, m)
-		return err
-	})
+	if err := ctx.Err(); err != nil {
+		return troupe.Message{}, fmt.Errorf("append message to %s: %w", m.Key(), err)
+	}
+	// Refuse what would fail the whole batch before joining one.
+	if _, ok := toNanos(m.CreatedAt); !ok {
+		return troupe.Message{}, fmt.Errorf("append message to %s: created_at %s outside years 1677-2262: %w", m.Key(), m.CreatedAt, troupe.ErrInvalid)
+	}
+	if _, ok := nullNanos(m.DoneAt); !ok {
+		return troupe.Message{}, fmt.Errorf("append message to %s: done_at %s outside years 1677-2262: %w", m.Key(), m.DoneAt, troupe.ErrInvalid)
+	}
+	m, err := db.appendDurably(m)
 	if err != nil {
 		return troupe.Message{}, fmt.Errorf("append message to %s: %w", m.Key(), err)
 	}

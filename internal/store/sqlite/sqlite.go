@@ -52,6 +52,8 @@ type DB struct {
 	log  *slog.Logger
 	w    *sql.DB // one connection, BEGIN IMMEDIATE: all writes go here
 	r    *sql.DB // query_only pool: all reads outside write transactions
+
+	appends appendQueue // group commit of Append
 }
 
 // busyTimeout bounds how long a statement waits for a lock held by another
