@@ -3,9 +3,11 @@ package sqlite
 import (
 	"context"
 	"errors"
+	"fmt"
 	goruntime "runtime"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -260,4 +262,50 @@ func BenchmarkInboxCycle(b *testing.B) {
 		}
 	}
 	reportRate(b)
+}
+
+// TestGroupCommitEachAppendDurableWithItsOwnID: concurrent Appends share
+// transactions, yet each returns its own message with a distinct ID, and
+// every one of them is there after the store is closed and reopened.
+func TestGroupCommitEachAppendDurableWithItsOwnID(t *testing.T) {
+	ctx := t.Context()
+	path := newPath(t)
+	db := openTest(t, path)
+	k := troupe.RuntimeKey{Project: "p1", Agent: "dev"}
+	const n = 64
+	got := make([]troupe.Message, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			m, err := db.Append(ctx, troupe.Message{Project: k.Project, To: k.Agent, From: "lead", Kind: troupe.KindMessage, Text: fmt.Sprint(i)})
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = m
+		})
+	}
+	wg.Wait()
+	ids := map[int64]string{}
+	for i, m := range got {
+		if m.Text != fmt.Sprint(i) || m.ID == 0 {
+			t.Fatalf("append %d returned %+v", i, m)
+		}
+		if prev, dup := ids[m.ID]; dup {
+			t.Fatalf("id %d returned for %q and %q", m.ID, prev, m.Text)
+		}
+		ids[m.ID] = m.Text
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, path)
+	pending, err := db.Pending(ctx, k)
+	if err != nil || len(pending) != n {
+		t.Fatalf("after reopen: %d pending, %v; want %d", len(pending), err, n)
+	}
+	for _, m := range pending {
+		if ids[m.ID] != m.Text {
+			t.Errorf("stored message %d = %q, but Append returned that id for %q", m.ID, m.Text, ids[m.ID])
+		}
+	}
 }
