@@ -25,6 +25,7 @@ type actor struct {
 	pokeC chan struct{} // wake-ups, coalesced (capacity 1)
 	quit  chan struct{} // closed by stop
 	once  sync.Once
+	idle  *time.Timer // the turn inactivity watchdog; used by the loop only
 
 	// mu guards the fields below; the loop writes them, others read.
 	mu         sync.Mutex
@@ -40,13 +41,16 @@ type actor struct {
 
 // turn is a turn in flight.
 type turn struct {
-	id   troupe.TurnID
-	msgs []troupe.Message
+	id     troupe.TurnID
+	msgs   []troupe.Message
+	window time.Duration // the agent's turn_timeout: silence longer than this cuts the turn
 }
 
 func newActor(r *Runtime, k troupe.RuntimeKey) *actor {
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
 	return &actor{rt: r, key: k, log: r.log.With("project", k.Project, "agent", k.Agent),
-		pokeC: make(chan struct{}, 1), quit: make(chan struct{}), state: troupe.StateStopped}
+		pokeC: make(chan struct{}, 1), quit: make(chan struct{}), state: troupe.StateStopped, idle: idle}
 }
 
 func (a *actor) poke() {
@@ -137,6 +141,8 @@ func (a *actor) run(ctx context.Context) {
 			a.setState(troupe.StateStopped, reason)
 			return
 		case <-a.pokeC:
+		case <-a.idle.C:
+			a.checkIdle(ctx)
 		case ev, ok := <-evs:
 			if !ok {
 				a.sessionEnded(ctx)
@@ -209,15 +215,46 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 	}
 }
 
+// checkIdle runs when the turn watchdog fires: a turn whose session made no
+// output for a whole turn_timeout is cut (engines can hang or retry forever
+// when their model is unreachable): its session is closed, its messages
+// fail with the reason, and the next message starts a new session.
+// Activity since the timer was armed re-arms it for the rest of the window.
+func (a *actor) checkIdle(ctx context.Context) {
+	t := a.currentTurn()
+	if t == nil {
+		return
+	}
+	if quiet := time.Since(a.activity().At); quiet < t.window {
+		a.idle.Reset(t.window - quiet)
+		return
+	}
+	last := a.rt.lastActivity(a.key, time.Time{})
+	reason := fmt.Sprintf("no output for %v (the agent's turn_timeout): troupe cut the turn and stopped the session", t.window)
+	a.log.Warn("turn cut", "turn", t.id, "reason", reason)
+	a.closeSession()
+	// Its asks end as the ask watchdog would end them (C4): no reply.
+	a.finishTurn(ctx, "", reason, troupe.ReqNoReply, fmt.Sprintf(
+		"no reply from %s: no activity for its whole inactivity window of %v (its turn_timeout); last activity %s; troupe cut the turn",
+		a.key.Agent, t.window, last))
+	a.setState(troupe.StateFailed, reason)
+}
+
 // endTurn records the end of the turn in flight and the outcome of the
 // requests it handled: the final text answers its asks and delegations
 // (unless the agent already answered with reply).
 func (a *actor) endTurn(ctx context.Context, text, errText string) {
+	a.finishTurn(ctx, text, errText, troupe.ReqFailed, fmt.Sprintf("%s could not answer: %s", a.key.Agent, errText))
+}
+
+// finishTurn is endTurn with the outcome a failed turn gives its requests.
+func (a *actor) finishTurn(ctx context.Context, text, errText string, failState troupe.RequestState, failMsg string) {
 	ctx = context.WithoutCancel(ctx)
 	a.mu.Lock()
 	t := a.turn
 	a.turn = nil
 	a.mu.Unlock()
+	a.idle.Stop()
 	state := troupe.MsgDelivered
 	if errText != "" {
 		state = troupe.MsgFailed
@@ -230,8 +267,7 @@ func (a *actor) endTurn(ctx context.Context, text, errText string) {
 		if errText == "" {
 			results = append(results, RequestResult{ID: m.Request, State: troupe.ReqAnswered, Answer: text})
 		} else {
-			results = append(results, RequestResult{ID: m.Request, State: troupe.ReqFailed,
-				Error: fmt.Sprintf("%s could not answer: %s", a.key.Agent, errText)})
+			results = append(results, RequestResult{ID: m.Request, State: failState, Error: failMsg})
 		}
 	}
 	finished, err := a.rt.o.Store.EndTurn(ctx, a.key, t.id, state, errText, results)
@@ -295,10 +331,15 @@ func (a *actor) next(ctx context.Context) {
 		a.log.Error("start turn", "err", err)
 		return
 	}
+	window := spec.TurnTimeout
+	if window <= 0 {
+		window = troupe.DefaultTurnTimeout
+	}
 	a.mu.Lock()
-	a.turn = &turn{id: id, msgs: batch}
+	a.turn = &turn{id: id, msgs: batch, window: window}
 	a.actAt = time.Now()
 	a.mu.Unlock()
+	a.idle.Reset(window)
 	a.setState(troupe.StateBusy, "")
 	a.rt.publish("turn.started", a.key, map[string]any{"turn": id, "messages": ids})
 	if err := s.Send(ctx, engine.Input{Turn: id, Messages: batch}); err != nil {

@@ -17,7 +17,7 @@ func TestC5_MessagesToABusyAgentAreBatchedIntoItsNextTurn(t *testing.T) {
 		h := newHarness(t, twoAgents(10*time.Minute), 0)
 		ctx := t.Context()
 		r := key(p1, "researcher")
-		if _, err := h.rt.Send(ctx, r, "lead", troupe.KindMessage, "silent 10m then done"); err != nil {
+		if _, err := h.rt.Send(ctx, r, "lead", troupe.KindMessage, "silent 9m then done"); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
@@ -209,7 +209,8 @@ func TestC1_TwoProjectsWithTheSameAgentIDsNeverCrossTalk(t *testing.T) {
 // unchanged agent keeps its session; a removed agent's mail expires.
 func TestTeamChangeRestartsOnlyChangedAgents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, twoAgents(10*time.Minute), 0)
+		teams := twoAgents(10 * time.Minute)
+		h := newHarness(t, teams, 0)
 		ctx := t.Context()
 		lead, res := key(p1, "lead"), key(p1, "researcher")
 		h.rt.Ask(ctx, lead, troupe.Person, "hi", 0)
@@ -226,6 +227,8 @@ func TestTeamChangeRestartsOnlyChangedAgents(t *testing.T) {
 		h.rt.Send(ctx, res, troupe.Person, troupe.KindMessage, "silent 1h then x")
 		synctest.Wait()
 		h.rt.Send(ctx, res, troupe.Person, troupe.KindMessage, "queued behind")
+		synctest.Wait()
+		teams[p1] = teams[p1][:1] // the registry drops the agent, then tells the runtime
 		h.rt.TeamChanged(project.TeamChange{Project: p1, Removed: []troupe.AgentID{"researcher"}})
 		synctest.Wait()
 		conv, _ := h.store.Conversation(ctx, p1, "researcher", 0, 0)
@@ -236,6 +239,50 @@ func TestTeamChangeRestartsOnlyChangedAgents(t *testing.T) {
 		}
 		if st, _ := h.rt.AgentState(res); st != troupe.StateStopped {
 			t.Errorf("removed agent state = %s, want stopped", st)
+		}
+	})
+}
+
+// TestTurnWithoutOutputForAWindowIsCut: an engine that hangs (no output,
+// no end of turn) has its turn cut after exactly its turn_timeout of
+// silence: the message fails with the reason, the agent is failed, and the
+// next message gets a new session. A turn that keeps producing output is
+// never cut.
+func TestTurnWithoutOutputForAWindowIsCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(10*time.Minute), 0)
+		ctx := t.Context()
+		r := key(p1, "researcher")
+		start := time.Now()
+		m, _ := h.rt.Send(ctx, r, troupe.Person, troupe.KindMessage, "work 20m every 4m line then hang")
+		<-time.After(29 * time.Minute)
+		synctest.Wait()
+		if st, _ := h.rt.AgentState(r); st != troupe.StateBusy {
+			t.Fatalf("at 29m (9m after its last output) state = %s, want still busy", st)
+		}
+		<-time.After(time.Minute)
+		synctest.Wait()
+		st, reason := h.rt.AgentState(r)
+		if st != troupe.StateFailed || !strings.Contains(reason, "no output for 10m0s") {
+			t.Fatalf("at 30m state = %s (%s), want failed: turn cut", st, reason)
+		}
+		conv, _ := h.store.Conversation(ctx, p1, "researcher", 0, 0)
+		if conv[0].ID != m.ID || conv[0].State != troupe.MsgFailed || !strings.Contains(conv[0].Reason, "turn_timeout") {
+			t.Fatalf("message = %+v, want failed with the reason", conv[0])
+		}
+		if took := time.Since(start); took != 30*time.Minute {
+			t.Fatalf("cut at %v, want 30m", took)
+		}
+		req, err := h.rt.Ask(ctx, r, troupe.Person, "answer back", 0)
+		if err != nil || req.Answer != "back" || h.eng.starts != 2 {
+			t.Fatalf("after the cut: %+v %v, %d sessions; want a new session answering", req, err, h.eng.starts)
+		}
+		h.rt.Send(ctx, r, troupe.Person, troupe.KindMessage, "work 3h every 9m chunk then done")
+		<-time.After(4 * time.Hour)
+		synctest.Wait()
+		conv, _ = h.store.Conversation(ctx, p1, "researcher", 0, 0)
+		if last := conv[len(conv)-1]; last.State != troupe.MsgDelivered {
+			t.Fatalf("a turn with output every 9m for 3h ended %s (%s), want delivered", last.State, last.Reason)
 		}
 	})
 }
