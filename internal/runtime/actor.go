@@ -35,7 +35,8 @@ type actor struct {
 	sess       engine.Session
 	token      string // the session's MCP token; "" when none
 	turn       *turn
-	actAt      time.Time // last activity seen by the actor itself (turn starts)
+	actAt      time.Time // last activity seen by the actor itself (turn starts, tool results)
+	toolCalls  int       // troupe tool calls of this agent in flight
 	restart    bool      // the definition changed: new session at the next boundary
 }
 
@@ -82,9 +83,16 @@ func (a *actor) status() (troupe.AgentState, string) {
 	return a.state, a.reason
 }
 
+// activity is the agent's activity: its session's output, its turn starts,
+// and its troupe tool calls. A tool call in flight (an ask of a teammate
+// that is working, a task start) counts as activity now: the agent waits,
+// it is not silent; the wait has its own watchdog.
 func (a *actor) activity() engine.Activity {
 	a.mu.Lock()
 	act := engine.Activity{At: a.actAt}
+	if a.toolCalls > 0 {
+		act.At = time.Now()
+	}
 	s := a.sess
 	a.mu.Unlock()
 	if s != nil {
@@ -212,6 +220,20 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 		}
 		a.endTurn(ctx, ev.Text, ev.Error)
 		a.setState(troupe.StateIdle, "")
+	}
+}
+
+// toolCall marks a troupe tool call of this agent in flight; the returned
+// func ends it, which counts as activity.
+func (a *actor) toolCall() (end func()) {
+	a.mu.Lock()
+	a.toolCalls++
+	a.mu.Unlock()
+	return func() {
+		a.mu.Lock()
+		a.toolCalls--
+		a.actAt = time.Now()
+		a.mu.Unlock()
 	}
 }
 

@@ -286,3 +286,17 @@ func TestTurnWithoutOutputForAWindowIsCut(t *testing.T) {
 		}
 	})
 }
+
+// TestAWaitingAskerIsNotCut: the lead's turn waits hours in ask_agent for a
+// researcher that keeps working; the lead itself is silent meanwhile, yet
+// its turn is not cut: a tool call in flight is not silence.
+func TestAWaitingAskerIsNotCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(10*time.Minute), 0)
+		req, err := h.rt.Ask(t.Context(), key(p1, "lead"), troupe.Person,
+			`tool ask_agent {"to":"researcher","question":"work 2h every 9m line then found"}`, 0)
+		if err != nil || req.State != troupe.ReqAnswered || req.Answer != "found" {
+			t.Fatalf("ask through a waiting lead = %+v %v; want the researcher's answer", req, err)
+		}
+	})
+}

@@ -47,6 +47,9 @@ func toolNames() string {
 
 // Call implements engine.Tools.
 func (h toolHost) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
+	if a := h.r.actor(h.key); a != nil {
+		defer a.toolCall()()
+	}
 	switch tool {
 	case "ask_agent":
 		var in struct {
