@@ -247,3 +247,23 @@ func cmpOr(a, b string) string {
 	}
 	return b
 }
+
+// TestRemovingAProjectKillsItsTasks: nobody would hear of their end.
+func TestRemovingAProjectKillsItsTasks(t *testing.T) {
+	state, proj := t.TempDir(), t.TempDir()
+	writeTeam(t, proj, ownerTeam)
+	startDaemon(t, state, "--project", proj)
+	cl, _ := client.FromStateDir(state)
+	ctx := context.Background()
+	p, _ := cl.ResolveProject(ctx, proj)
+	tk, err := cl.RunTask(ctx, p.ID, api.RunTaskRequest{Command: "sleep 300", Owner: "lead"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustTroupe(t, state, proj, "project", "remove")
+	waitExited(t, []task.Task{tk})
+	raw, err := os.ReadFile(filepath.Join(state, "tasks", string(tk.ID), "status.json"))
+	if err != nil || !strings.Contains(string(raw), `"killed"`) {
+		t.Fatalf("status of the removed project's task: %s %v; want killed", raw, err)
+	}
+}

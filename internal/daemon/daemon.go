@@ -97,6 +97,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	hub := events.New(events.Options{})
 	var rt *runtime.Runtime // set below; the registry's first reload precedes it
+	var tasks *task.Manager // likewise
 	reg, err := project.Open(ctx, project.Options{
 		Store:  db,
 		Logger: log,
@@ -110,6 +111,9 @@ func Run(ctx context.Context, cfg Config) error {
 			hub.Publish("project.removed", troupe.RuntimeKey{Project: id}, nil)
 			if rt != nil {
 				rt.ProjectRemoved(id)
+			}
+			if tasks != nil {
+				killTasks(ctx, log, tasks, id) // nobody is left to hear of them
 			}
 		},
 	})
@@ -133,7 +137,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Warn("listening beyond loopback: anyone who can reach this address and holds the token can drive your agents", "addr", addr)
 	}
 	tokens := mcp.NewTokens()
-	tasks := task.New(task.Options{Store: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
+	tasks = task.New(task.Options{Store: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
 		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject,
 		Notify: func(m troupe.Message) {
 			if rt != nil {
@@ -234,4 +238,21 @@ func lock(dir statedir.Dir) (unlock func(), err error) {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
 	}, nil
+}
+
+// killTasks stops the running background tasks of a removed project.
+func killTasks(ctx context.Context, log *slog.Logger, tasks *task.Manager, p troupe.ProjectID) {
+	ts, err := tasks.Tasks(ctx, p)
+	if err != nil {
+		log.Error("list tasks of a removed project", "project", p, "err", err)
+		return
+	}
+	for _, t := range ts {
+		if t.State.Final() {
+			continue
+		}
+		if err := tasks.Kill(ctx, p, t.ID); err != nil {
+			log.Warn("kill task of a removed project", "project", p, "task", t.ID, "err", err)
+		}
+	}
 }

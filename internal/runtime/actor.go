@@ -40,6 +40,9 @@ type actor struct {
 	restart    bool      // the definition changed: new session at the next boundary
 }
 
+// maxOutputEvent bounds the text of one agent.output event.
+const maxOutputEvent = 4096
+
 // turn is a turn in flight.
 type turn struct {
 	id     troupe.TurnID
@@ -212,7 +215,11 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 	t := a.currentTurn()
 	switch ev.Kind {
 	case engine.EventOutput:
-		a.rt.publish("agent.output", a.key, map[string]string{"turn": string(ev.Turn), "text": ev.Text})
+		text := ev.Text
+		if len(text) > maxOutputEvent { // the feed is for watching; the session keeps it all
+			text = strings.ToValidUTF8(text[:maxOutputEvent], "") + "…"
+		}
+		a.rt.publish("agent.output", a.key, map[string]string{"turn": string(ev.Turn), "text": text})
 	case engine.EventTurnEnd:
 		if t == nil || ev.Turn != t.id {
 			a.log.Warn("end of a turn not in flight", "turn", ev.Turn)
