@@ -238,6 +238,24 @@ func TestMCPGoSDKClientOnTheDaemon(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(b, ".troupe", "memory", "n2.md")); err == nil {
 		t.Error("A's memory_write wrote into B")
 	}
+	// task_kill on a running job: its completion says it was killed.
+	out, _ = call("run_in_background", map[string]any{"command": "sleep 300"})
+	_, idK, _ := strings.Cut(out, "started task ")
+	idK, _, _ = strings.Cut(idK, ";")
+	if got, isErr := call("task_kill", map[string]any{"task_id": idK}); isErr || !strings.Contains(got, "being stopped") {
+		t.Fatalf("task_kill = %q (error %v)", got, isErr)
+	}
+	waitTaskMessages(t, ctx, cl, pa.ID, "lead", 2)
+	ms, _ := cl.Messages(ctx, pa.ID, "lead", 0, 0)
+	killed := false
+	for _, m := range ms {
+		if m.Kind == troupe.KindTask && strings.Contains(m.Text, idK) && strings.Contains(m.Text, "killed") {
+			killed = true
+		}
+	}
+	if !killed {
+		t.Errorf("no completion of task %s saying it was killed reached lead", idK)
+	}
 	if ms, _ := cl.Messages(ctx, pb.ID, "worker", 0, 0); len(ms) != 0 {
 		t.Errorf("A's token reached B's worker: %+v", ms)
 	}
