@@ -191,18 +191,6 @@ func (r *Registry) projectOfEvent(name string) (troupe.ProjectID, bool) {
 	return "", false
 }
 
-// Reload reads the project's team file again now. The watcher calls it on
-// changes; it is exported for callers that know a file changed.
-func (r *Registry) Reload(ctx context.Context, id troupe.ProjectID) (TeamChange, error) {
-	r.mu.Lock()
-	_, ok := r.projects[id]
-	r.mu.Unlock()
-	if !ok {
-		return TeamChange{}, fmt.Errorf("reload team of project %s: %w", id, troupe.ErrNotFound)
-	}
-	return r.reload(ctx, id, false), nil
-}
-
 // reload loads the team file of project id. initial forces a notification of
 // the whole team (as added) for a project just loaded or added.
 func (r *Registry) reload(ctx context.Context, id troupe.ProjectID, initial bool) TeamChange {
