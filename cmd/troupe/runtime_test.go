@@ -241,10 +241,13 @@ name = "worker"
 engine = "fake"
 [agent.fake]
 respond = "!sleep 20ms\n!say done {text}"
+journal = "worker.journal"
 
 [[agent]]
 name = "helper"
 engine = "fake"
+[agent.fake]
+journal = "helper.journal"
 `)
 	accepted := map[int64]bool{}
 	var asks []troupe.RequestID
@@ -315,6 +318,21 @@ engine = "fake"
 			redelivered++
 		}
 	}
+	// What the agents themselves received, from their journals.
+	received := map[int64]int{}
+	for _, name := range []string{"worker.journal", "helper.journal"} {
+		raw, err := os.ReadFile(filepath.Join(proj, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.SplitSeq(strings.TrimSpace(string(raw)), "\n") {
+			var e struct{ ID int64 }
+			if err := json.Unmarshal([]byte(line), &e); err != nil {
+				continue // a line cut by the SIGKILL of its writer
+			}
+			received[e.ID]++
+		}
+	}
 	for id := range accepted {
 		m, ok := byID[id]
 		switch {
@@ -322,6 +340,10 @@ engine = "fake"
 			t.Errorf("accepted message %d is lost", id)
 		case m.State != troupe.MsgDelivered:
 			t.Errorf("message %d ended %s (%s), want delivered", id, m.State, m.Reason)
+		case received[id] == 0:
+			t.Errorf("message %d is marked delivered but its agent never got it", id)
+		case received[id] > 1 && !m.Redelivered:
+			t.Errorf("message %d reached its agent %d times without being marked redelivered", id, received[id])
 		}
 	}
 	for _, id := range asks {
@@ -330,7 +352,13 @@ engine = "fake"
 			t.Errorf("ask %s after the kills: %+v %v; want answered", id, req, err)
 		}
 	}
-	t.Logf("%d messages and %d asks accepted over %d SIGKILLs; %d redelivered", len(accepted), len(asks), runs, redelivered)
+	twice := 0
+	for _, n := range received {
+		if n > 1 {
+			twice++
+		}
+	}
+	t.Logf("%d messages and %d asks accepted over %d SIGKILLs; %d marked redelivered, %d received more than once (all marked)", len(accepted), len(asks), runs, redelivered, twice)
 	d.stop(syscall.SIGTERM)
 }
 

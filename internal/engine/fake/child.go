@@ -61,6 +61,7 @@ type child struct {
 	errw         io.Writer
 	script       []step     // the respond script; nil when there is none
 	instructions string     // what the session was started with
+	journal      string     // file (relative to the cwd) logging every message received; "" for none
 	mcpURL       string     // troupe's MCP endpoint; "" to call tools over stdio
 	mcpToken     string     // the session's bearer token
 	mcpDone      chan frame // results of MCP tool calls, as tool_result frames
@@ -87,6 +88,7 @@ func runChild(stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	c.instructions = f.Instructions
+	c.journal = f.Journal
 	if f.Respond != "" {
 		steps, line, err := parseSteps(f.Respond)
 		if err != nil {
@@ -161,6 +163,11 @@ func (c *child) runTurn(f frame) (int, bool) {
 
 // message handles one message of the turn.
 func (c *child) message(m wireMessage) error {
+	if c.journal != "" {
+		if err := c.log(m); err != nil {
+			return err
+		}
+	}
 	var steps []step
 	switch {
 	case hasDirectives(m.Text):
@@ -182,6 +189,18 @@ func (c *child) message(m wireMessage) error {
 		}
 	}
 	return nil
+}
+
+// log appends one JSON line for m to the journal, for tests that count
+// what each agent received (C6: exactly once, or marked redelivered).
+func (c *child) log(m wireMessage) error {
+	f, err := os.OpenFile(c.journal, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("open journal: %w", err)
+	}
+	line, _ := json.Marshal(m)
+	_, err = f.Write(append(line, '\n'))
+	return errors.Join(err, f.Close())
 }
 
 // newWork reports whether a message of this kind is work the respond script

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -182,34 +183,48 @@ func toolArgs(d directive, values []string) json.RawMessage {
 	return b
 }
 
-// optRespond is the only option of the [agent.fake] table.
-const optRespond = "respond"
+// The options of the [agent.fake] table.
+const (
+	optRespond = "respond" // directive lines run for every new piece of work
+	optJournal = "journal" // a file (relative to the project) where the agent logs every message it gets
+)
 
-// parseOptions checks the [agent.fake] table of an agent and returns its
-// respond script ("" when none).
-func parseOptions(agent troupe.AgentID, opts map[string]any) (string, error) {
+// fakeOptions are the parsed options of the [agent.fake] table.
+type fakeOptions struct {
+	respond string
+	journal string
+}
+
+// parseOptions checks the [agent.fake] table.
+func parseOptions(agent troupe.AgentID, opts map[string]any) (fakeOptions, error) {
 	keys := make([]string, 0, len(opts))
 	for k := range opts {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	var respond string
+	var o fakeOptions
 	for _, k := range keys {
 		switch k {
 		case optRespond:
 			s, ok := opts[k].(string)
 			if !ok {
-				return "", fmt.Errorf("agent %q: [agent.fake]: respond must be a string of directive lines, not %T", agent, opts[k])
+				return o, fmt.Errorf("agent %q: [agent.fake]: respond must be a string of directive lines, not %T", agent, opts[k])
 			}
 			if _, line, err := parseSteps(s); err != nil {
-				return "", fmt.Errorf("agent %q: [agent.fake]: respond: line %d: %w", agent, line, err)
+				return o, fmt.Errorf("agent %q: [agent.fake]: respond: line %d: %w", agent, line, err)
 			}
-			respond = s
+			o.respond = s
+		case optJournal:
+			s, ok := opts[k].(string)
+			if !ok || !filepath.IsLocal(s) {
+				return o, fmt.Errorf("agent %q: [agent.fake]: journal must be a file path inside the project, like \"agent.journal\"", agent)
+			}
+			o.journal = s
 		default:
-			return "", fmt.Errorf("agent %q: [agent.fake]: unknown option %q: valid options are %s", agent, k, optRespond)
+			return o, fmt.Errorf("agent %q: [agent.fake]: unknown option %q: valid options are %s, %s", agent, k, optJournal, optRespond)
 		}
 	}
-	return respond, nil
+	return o, nil
 }
 
 // errInterrupted ends a turn that the parent interrupted.

@@ -65,7 +65,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if name == "" {
 		name = spec.Key.Agent
 	}
-	respond, err := parseOptions(name, spec.Agent.Options)
+	opts, err := parseOptions(name, spec.Agent.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if err != nil {
 		return nil, fmt.Errorf("start fake agent %s: %w", name, err)
 	}
-	if err := s.write(frame{Type: typeStart, Agent: string(name), Respond: respond, Instructions: spec.Instructions}); err != nil {
+	if err := s.write(frame{Type: typeStart, Agent: string(name), Respond: opts.respond, Journal: opts.journal, Instructions: spec.Instructions}); err != nil {
 		// The child closed its stdin: it is dying; its exit says why.
 		log.Debug("write start frame", "err", err)
 	}

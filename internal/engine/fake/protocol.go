@@ -51,6 +51,7 @@ type frame struct {
 	Agent        string          `json:"agent,omitempty"`        // start
 	Respond      string          `json:"respond,omitempty"`      // start: the respond script
 	Instructions string          `json:"instructions,omitempty"` // start: the session's instructions
+	Journal      string          `json:"journal,omitempty"`      // start: file logging every message received
 	Turn         string          `json:"turn,omitempty"`
 	Messages     []wireMessage   `json:"messages,omitempty"` // input
 	ID           int64           `json:"id,omitempty"`       // tool_call, tool_result
@@ -63,9 +64,11 @@ type frame struct {
 
 // wireMessage is what the child is told of one inbox message.
 type wireMessage struct {
-	From string `json:"from"`
-	Kind string `json:"kind,omitempty"`
-	Text string `json:"text"`
+	ID          int64  `json:"id,omitempty"`
+	From        string `json:"from"`
+	Kind        string `json:"kind,omitempty"`
+	Text        string `json:"text"`
+	Redelivered bool   `json:"redelivered,omitempty"`
 }
 
 // encode renders f as one protocol line, newline included.

@@ -162,7 +162,7 @@ func (s *Session) Send(ctx context.Context, in engine.Input) error {
 
 	f := frame{Type: typeInput, Turn: string(in.Turn), Messages: make([]wireMessage, len(in.Messages))}
 	for i, m := range in.Messages {
-		f.Messages[i] = wireMessage{From: string(m.From), Kind: string(m.Kind), Text: m.Text}
+		f.Messages[i] = wireMessage{ID: m.ID, From: string(m.From), Kind: string(m.Kind), Text: m.Text, Redelivered: m.Redelivered}
 	}
 	if err := s.write(f); err != nil {
 		s.mu.Lock()
