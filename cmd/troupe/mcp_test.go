@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -258,5 +260,50 @@ func TestMCPGoSDKClientOnTheDaemon(t *testing.T) {
 	}
 	if ms, _ := cl.Messages(ctx, pb.ID, "worker", 0, 0); len(ms) != 0 {
 		t.Errorf("A's token reached B's worker: %+v", ms)
+	}
+}
+
+// TestC4_AskReturnsARequestIDBeforeTheClientsToolTimeout: the lead's MCP
+// client gives up on a tool call after 2 s (like a real CLI's tool
+// timeout). Its ask of a researcher who needs 4 s returns a request id in
+// time; the answer then arrives in the lead's inbox and wakes it.
+func TestC4_AskReturnsARequestIDBeforeTheClientsToolTimeout(t *testing.T) {
+	state, proj := t.TempDir(), t.TempDir()
+	writeTeam(t, proj, `
+[[agent]]
+name = "lead"
+engine = "fake"
+[agent.fake]
+tool_timeout = "2s"
+
+[[agent]]
+name = "researcher"
+engine = "fake"
+`)
+	startDaemon(t, state, "--project", proj)
+	cl, _ := client.FromStateDir(state)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, _ := cl.ResolveProject(ctx, proj)
+	req, err := cl.Ask(ctx, p.ID, "lead", `!tool ask_agent {"to":"researcher","question":"!sleep 4s\n!say the slow answer"}`+"\n!say {result}", 0)
+	if err != nil || !strings.Contains(req.Answer, "has not answered yet (request r") {
+		t.Fatalf("lead's ask with a 2s client limit = %+v %v; want a request id, not a client timeout", req, err)
+	}
+	// The reply lands in the lead's inbox and wakes it.
+	st, _ := cl.Status(ctx)
+	_, err = cl.Events(ctx, st.LastEvent, nil, func(ev events.Event) error {
+		if ev.Type != "turn.ended" || ev.Agent != "lead" {
+			return nil
+		}
+		ms, _ := cl.Messages(ctx, p.ID, "lead", 0, 0)
+		for _, m := range ms {
+			if m.Kind == troupe.KindReply && m.To == "lead" && m.Text == "the slow answer" && m.State == troupe.MsgDelivered {
+				return errStop
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("the late answer never woke the lead: %v", err)
 	}
 }

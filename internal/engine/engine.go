@@ -55,6 +55,15 @@ type Tools interface {
 	Call(ctx context.Context, tool string, args json.RawMessage) (string, error)
 }
 
+// ToolCallLimiter is implemented by engines whose MCP client cuts a tool
+// call after some time (Claude Code's MCP tool timeout, Codex's
+// tool_timeout_sec). The runtime mints the session's token with a limit a
+// little shorter, so ask_agent returns a request id before the client gives
+// up, and the answer comes to the agent's inbox (C4).
+type ToolCallLimiter interface {
+	ToolCallLimit(agent project.AgentSpec) time.Duration
+}
+
 // Session is one running conversation with an engine for one agent.
 //
 // Send starts a turn; it fails if a turn is already running. The session

@@ -421,7 +421,7 @@ func (a *actor) start(ctx context.Context, spec project.AgentSpec, dir string) (
 	}
 	var access engine.MCPAccess
 	if g := a.rt.o.Grants; g != nil && a.rt.o.MCPURL != "" {
-		access = engine.MCPAccess{URL: a.rt.o.MCPURL, Token: g.Mint(a.key, 0)}
+		access = engine.MCPAccess{URL: a.rt.o.MCPURL, Token: g.Mint(a.key, callLimit(eng, spec))}
 	}
 	s, err := eng.Start(ctx, engine.StartSpec{Key: a.key, Agent: spec, Dir: dir, Instructions: instr,
 		Tools: a.rt.Tools(a.key), MCP: access, Logger: a.log})
@@ -436,6 +436,20 @@ func (a *actor) start(ctx context.Context, spec project.AgentSpec, dir string) (
 	a.mu.Unlock()
 	a.log.Info("session started", "engine", spec.Engine)
 	return s, nil
+}
+
+// callLimit is how long troupe lets one tool call of this agent run before
+// answering with a request id: a margin under its client's own limit.
+func callLimit(eng engine.Engine, spec project.AgentSpec) time.Duration {
+	l, ok := eng.(engine.ToolCallLimiter)
+	if !ok {
+		return 0
+	}
+	limit := l.ToolCallLimit(spec)
+	if limit <= 0 {
+		return 0
+	}
+	return limit - min(limit/10, 5*time.Second)
 }
 
 // instructions is the agent's prompt plus what troupe tells every agent.

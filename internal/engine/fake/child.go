@@ -59,12 +59,13 @@ type child struct {
 	in           chan frame // closed at end of input
 	out          io.Writer
 	errw         io.Writer
-	script       []step     // the respond script; nil when there is none
-	instructions string     // what the session was started with
-	journal      string     // file (relative to the cwd) logging every message received; "" for none
-	mcpURL       string     // troupe's MCP endpoint; "" to call tools over stdio
-	mcpToken     string     // the session's bearer token
-	mcpDone      chan frame // results of MCP tool calls, as tool_result frames
+	script       []step        // the respond script; nil when there is none
+	instructions string        // what the session was started with
+	journal      string        // file (relative to the cwd) logging every message received; "" for none
+	toolTimeout  time.Duration // the MCP client gives up on a tool call after this; 0: never
+	mcpURL       string        // troupe's MCP endpoint; "" to call tools over stdio
+	mcpToken     string        // the session's bearer token
+	mcpDone      chan frame    // results of MCP tool calls, as tool_result frames
 	ignoreEOF    bool
 	calls        int64 // the last tool call id
 
@@ -89,6 +90,9 @@ func runChild(stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	c.instructions = f.Instructions
 	c.journal = f.Journal
+	if d, err := time.ParseDuration(f.ToolTimeout); err == nil && d > 0 {
+		c.toolTimeout = d
+	}
 	if f.Respond != "" {
 		steps, line, err := parseSteps(f.Respond)
 		if err != nil {
@@ -311,7 +315,7 @@ func (c *child) call(tool string, args json.RawMessage) error {
 	if c.mcpURL != "" {
 		turn := c.turn
 		go func() { // ends with its HTTP call; its result may outlive the turn
-			res, errText := mcpCall(c.mcpURL, c.mcpToken, tool, args)
+			res, errText := mcpCall(c.mcpURL, c.mcpToken, tool, args, c.toolTimeout)
 			c.mcpDone <- frame{Type: typeToolResult, Turn: turn, ID: id, Result: res, Error: errText}
 		}()
 	} else if err := c.write(frame{Type: typeToolCall, Turn: c.turn, ID: id, Tool: tool, Args: args}); err != nil {

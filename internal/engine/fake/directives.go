@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -185,14 +186,16 @@ func toolArgs(d directive, values []string) json.RawMessage {
 
 // The options of the [agent.fake] table.
 const (
-	optRespond = "respond" // directive lines run for every new piece of work
-	optJournal = "journal" // a file (relative to the project) where the agent logs every message it gets
+	optRespond     = "respond"      // directive lines run for every new piece of work
+	optJournal     = "journal"      // a file (relative to the project) where the agent logs every message it gets
+	optToolTimeout = "tool_timeout" // how long its MCP client lets one tool call run, like a real CLI's
 )
 
 // fakeOptions are the parsed options of the [agent.fake] table.
 type fakeOptions struct {
-	respond string
-	journal string
+	respond     string
+	journal     string
+	toolTimeout time.Duration
 }
 
 // parseOptions checks the [agent.fake] table.
@@ -220,8 +223,15 @@ func parseOptions(agent troupe.AgentID, opts map[string]any) (fakeOptions, error
 				return o, fmt.Errorf("agent %q: [agent.fake]: journal must be a file path inside the project, like \"agent.journal\"", agent)
 			}
 			o.journal = s
+		case optToolTimeout:
+			s, _ := opts[k].(string)
+			d, err := time.ParseDuration(s)
+			if err != nil || d <= 0 {
+				return o, fmt.Errorf("agent %q: [agent.fake]: tool_timeout must be a duration like \"30s\", not %v", agent, opts[k])
+			}
+			o.toolTimeout = d
 		default:
-			return o, fmt.Errorf("agent %q: [agent.fake]: unknown option %q: valid options are %s, %s", agent, k, optJournal, optRespond)
+			return o, fmt.Errorf("agent %q: [agent.fake]: unknown option %q: valid options are %s, %s, %s", agent, k, optJournal, optRespond, optToolTimeout)
 		}
 	}
 	return o, nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/project"
 )
 
 var (
@@ -88,7 +89,8 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if err != nil {
 		return nil, fmt.Errorf("start fake agent %s: %w", name, err)
 	}
-	if err := s.write(frame{Type: typeStart, Agent: string(name), Respond: opts.respond, Journal: opts.journal, Instructions: spec.Instructions}); err != nil {
+	if err := s.write(frame{Type: typeStart, Agent: string(name), Respond: opts.respond, Journal: opts.journal, Instructions: spec.Instructions,
+		ToolTimeout: opts.toolTimeout.String()}); err != nil {
 		// The child closed its stdin: it is dying; its exit says why.
 		log.Debug("write start frame", "err", err)
 	}
@@ -122,6 +124,18 @@ func checkDir(dir string) error {
 	}
 	return nil
 }
+
+// ToolCallLimit implements engine.ToolCallLimiter: the agent's
+// tool_timeout option, which its MCP client enforces (0: none).
+func (e *Engine) ToolCallLimit(agent project.AgentSpec) time.Duration {
+	opts, err := parseOptions(agent.Name, agent.Options)
+	if err != nil {
+		return 0
+	}
+	return opts.toolTimeout
+}
+
+var _ engine.ToolCallLimiter = (*Engine)(nil)
 
 // EnvMCPURL and EnvMCPToken give the child troupe's MCP endpoint and its
 // session token: with them, its tool calls go over MCP, as a real CLI's do;

@@ -7,13 +7,17 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // mcpCall runs one tools/call against troupe's MCP endpoint, as a real agent
 // CLI does: JSON-RPC over streamable HTTP with the session's bearer token.
 // It returns the text of the result, or the error text of a tool error or
 // of a failed call.
-func mcpCall(url, token, tool string, args json.RawMessage) (result, errText string) {
+//
+// A timeout > 0 is the client's tool-call limit, as real CLIs have one: the
+// call is abandoned after it.
+func mcpCall(url, token, tool string, args json.RawMessage, timeout time.Duration) (result, errText string) {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
@@ -29,7 +33,7 @@ func mcpCall(url, token, tool string, args json.RawMessage) (result, errText str
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Timeout: timeout}).Do(req)
 	if err != nil {
 		return "", "call troupe over MCP: " + err.Error()
 	}

@@ -52,6 +52,7 @@ type frame struct {
 	Respond      string          `json:"respond,omitempty"`      // start: the respond script
 	Instructions string          `json:"instructions,omitempty"` // start: the session's instructions
 	Journal      string          `json:"journal,omitempty"`      // start: file logging every message received
+	ToolTimeout  string          `json:"tool_timeout,omitempty"` // start: how long the MCP client lets a tool call run
 	Turn         string          `json:"turn,omitempty"`
 	Messages     []wireMessage   `json:"messages,omitempty"` // input
 	ID           int64           `json:"id,omitempty"`       // tool_call, tool_result

@@ -154,7 +154,7 @@ func TestStartRejectsBadOptions(t *testing.T) {
 		opts map[string]any
 		want string
 	}{
-		{map[string]any{"respond": "!say hi", "foo": 1}, `agent "x": [agent.fake]: unknown option "foo": valid options are journal, respond`},
+		{map[string]any{"respond": "!say hi", "foo": 1}, `agent "x": [agent.fake]: unknown option "foo": valid options are journal, respond, tool_timeout`},
 		{map[string]any{"respond": 3}, `agent "x": [agent.fake]: respond must be a string of directive lines, not int`},
 		{map[string]any{"respond": "!say ok\n!xyz"}, `agent "x": [agent.fake]: respond: line 2: unknown directive "!xyz": see the fake engine's directives`},
 	}
