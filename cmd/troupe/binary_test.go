@@ -186,8 +186,20 @@ func TestBinaryServeProjectAgentsAndCleanStop(t *testing.T) {
 	if !strings.Contains(status, "running") || !strings.Contains(status, "projects: 1, agents: 2") {
 		t.Fatalf("status = %q", status)
 	}
+	// Agents have live sessions: child processes in their own process groups.
+	mustTroupe(t, state, proj, "ask", "lead", "hi")
+	mustTroupe(t, state, proj, "ask", "researcher", "hi")
+	kids := children(t, d.cmd.Process.Pid)
+	if len(kids) < 2 {
+		t.Fatalf("daemon has %d child processes, want the 2 agents' sessions", len(kids))
+	}
 	if err := d.stop(syscall.SIGTERM); err != nil {
 		t.Fatalf("daemon exit after SIGTERM: %v", err)
+	}
+	for _, pid := range kids {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			t.Errorf("agent process %d outlived the daemon's clean stop", pid)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(state, "addr")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("addr file left behind after a clean stop: %v", err)
@@ -344,4 +356,28 @@ var errStop = errors.New("stop")
 type teamChange struct {
 	Added, Removed, Changed []string
 	Error                   string
+}
+
+// children lists the pids whose parent is pid.
+func children(t *testing.T, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+		var ppid, self int
+		fmt.Sscan(f[1], &ppid) // field 4 of the whole line
+		fmt.Sscan(e.Name(), &self)
+		if ppid == pid {
+			out = append(out, self)
+		}
+	}
+	return out
 }
