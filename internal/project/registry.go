@@ -213,6 +213,9 @@ func (r *Registry) reload(ctx context.Context, id troupe.ProjectID, initial bool
 		loadErr = fmt.Errorf("read team file: %w", readErr)
 	default:
 		team, loadErr = ParseTeam(path, src)
+		if loadErr == nil {
+			loadErr = checkPromptFiles(path, filepath.Dir(filepath.Dir(path)), team)
+		}
 	}
 
 	r.mu.Lock()
@@ -458,4 +461,23 @@ func (r *Registry) Agents(p troupe.ProjectID) []AgentSpec {
 		return nil
 	}
 	return slices.Clone(e.info.Team.Agents)
+}
+
+// checkPromptFiles refuses a team whose prompt_file names a file that is not
+// there: better said when the file is saved than when the agent starts.
+func checkPromptFiles(file, root string, t *Team) error {
+	for _, a := range t.Agents {
+		if a.PromptFile == "" {
+			continue
+		}
+		p := a.PromptFile
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(root, p)
+		}
+		if st, err := os.Stat(p); err != nil || st.IsDir() {
+			return &troupe.FieldError{File: file, Line: a.Line, Field: fmt.Sprintf("agent %q: prompt_file", a.Name),
+				Msg: fmt.Sprintf("%s is not a readable file: create it, or fix the path (relative to the project folder)", p)}
+		}
+	}
+	return nil
 }
