@@ -92,6 +92,13 @@ func TestBrowserWebUIShowsTheTeamAndTalksToIt(t *testing.T) {
 		t.Errorf("tasks = %q", tasks)
 	}
 	do("see the worker idle", chromedp.WaitVisible(`//tr[@data-agent="worker"]/td[contains(., "idle")]`))
+	if out := os.Getenv("TROUPE_UI_SCREENSHOT"); out != "" { // a debugging knob: look at the page
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(out, png, 0o644)
+	}
 	// The login link was for one use only.
 	do("reuse the login link", chromedp.Navigate(d.login))
 	if body := text("body"); !strings.Contains(body, "already used") {
