@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
-	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -290,20 +288,13 @@ engine = "fake"
 		t.Fatalf("lead's ask with a 2s client limit = %+v %v; want a request id, not a client timeout", req, err)
 	}
 	// The reply lands in the lead's inbox and wakes it.
-	st, _ := cl.Status(ctx)
-	_, err = cl.Events(ctx, st.LastEvent, nil, func(ev events.Event) error {
-		if ev.Type != "turn.ended" || ev.Agent != "lead" {
-			return nil
-		}
+	waitFor(t, ctx, cl, "the late answer to wake the lead", func() bool {
 		ms, _ := cl.Messages(ctx, p.ID, "lead", 0, 0)
 		for _, m := range ms {
 			if m.Kind == troupe.KindReply && m.To == "lead" && m.Text == "the slow answer" && m.State == troupe.MsgDelivered {
-				return errStop
+				return true
 			}
 		}
-		return nil
+		return false
 	})
-	if !errors.Is(err, errStop) {
-		t.Fatalf("the late answer never woke the lead: %v", err)
-	}
 }

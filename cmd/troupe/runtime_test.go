@@ -74,18 +74,7 @@ func waitTaskMessages(t *testing.T, ctx context.Context, cl *client.Client, p tr
 		}
 		return c >= n
 	}
-	if done() {
-		return
-	}
-	_, err := cl.Events(ctx, 0, nil, func(ev events.Event) error {
-		if ev.Type == "turn.ended" && ev.Agent == agent && done() {
-			return errStop
-		}
-		return nil
-	})
-	if !errors.Is(err, errStop) {
-		t.Fatalf("waiting for %s to handle %d task completions: %v", agent, n, err)
-	}
+	waitFor(t, ctx, cl, fmt.Sprintf("%s to handle %d task completions", agent, n), done)
 }
 
 const crashTeam = `
@@ -211,21 +200,28 @@ func waitSettled(t *testing.T, ctx context.Context, cl *client.Client, ps ...tro
 		}
 		return true
 	}
+	waitFor(t, ctx, cl, "the inboxes to settle", settled)
+}
+
+// waitFor follows the event stream until done holds: it checks it first,
+// then after every turn that ends (no polling).
+func waitFor(t *testing.T, ctx context.Context, cl *client.Client, what string, done func() bool) {
+	t.Helper()
 	st, err := cl.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if settled() {
+	if done() {
 		return
 	}
 	_, err = cl.Events(ctx, st.LastEvent, nil, func(ev events.Event) error {
-		if ev.Type == "turn.ended" && settled() {
+		if ev.Type == "turn.ended" && done() {
 			return errStop
 		}
 		return nil
 	})
 	if !errors.Is(err, errStop) {
-		t.Fatalf("waiting for the inboxes to settle: %v", err)
+		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 
