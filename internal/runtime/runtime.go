@@ -194,8 +194,9 @@ func (r *Runtime) AgentState(k troupe.RuntimeKey) (troupe.AgentState, string) {
 	return troupe.StateStopped, ""
 }
 
-// Activity returns k's activity: it advances with every output of its
-// session and when a turn starts.
+// Activity returns k's activity (C3): it advances with every output of its
+// session and when a turn starts, and reads as "now" while the agent waits
+// inside a troupe tool call (asking a teammate who works is not silence).
 func (r *Runtime) Activity(k troupe.RuntimeKey) engine.Activity {
 	if a := r.actor(k); a != nil {
 		return a.activity()
