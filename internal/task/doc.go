@@ -11,7 +11,11 @@
 // the troupe binary's hidden `task-supervise` command (SuperviseMain), in a
 // new session (setsid), stdin from /dev/null, stdout and stderr to a file, so
 // it outlives the daemon, a SIGKILL of the daemon's process group included.
-// Only then is the task recorded in the Store, as running.
+// Only then is the task recorded in the Store, as running, and only after
+// that does the supervisor run the job: it waits at a start gate (a pipe on
+// its fd 3) that the Manager opens once the task is recorded. A daemon that
+// dies in between closes the gate unopened; the job never runs and the
+// supervisor records why, so no job runs that its owner cannot hear of.
 //
 // The supervisor runs `/bin/sh -c COMMAND` in its own process group with a
 // built environment (PATH, HOME, LANG, TMPDIR and Options.Env; never the

@@ -216,6 +216,22 @@ func (m *Manager) adopt(ctx context.Context) error {
 type supervisorProc struct {
 	fd   *pidfd
 	proc *os.Process
+	gate *os.File // write end of the supervisor's start gate (its fd 3); nil once opened
+}
+
+// open lets the supervisor run its job: the task is recorded.
+func (s *supervisorProc) open() error {
+	_, err := s.gate.Write([]byte(gateGo))
+	return errors.Join(err, s.closeGate())
+}
+
+func (s *supervisorProc) closeGate() error {
+	if s.gate == nil {
+		return nil
+	}
+	err := s.gate.Close()
+	s.gate = nil
+	return err
 }
 
 // release drops the handles without waiting: the next Run adopts the
@@ -448,6 +464,12 @@ func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir
 		m.abandon(sup, start)
 		return Task{}, fmt.Errorf("start task %s: %w", id, err)
 	}
+	// Only now does the job run: a daemon that dies before this line
+	// closes the gate unopened, and the supervisor exits without running
+	// the job (recording why, for a task that was recorded).
+	if err := sup.open(); err != nil {
+		m.log.Warn("open the start gate of a task", "task", id, "err", err) // the supervisor records the failure
+	}
 	m.log.Info("task started", "task", id, "project", t.Project, "agent", t.Owner, "supervisor", t.SupervisorPID)
 	m.track(t, sup)
 	return t, nil
@@ -525,14 +547,21 @@ func (m *Manager) spawn(taskDir string) (*supervisorProc, uint64, error) {
 	}
 	defer logf.Close() // the child has its own copy
 	argv := append(append([]string(nil), m.supervisor...), taskDir)
+	gateR, gateW, err := os.Pipe()
+	if err != nil {
+		return nil, 0, fmt.Errorf("start supervisor: %w", err)
+	}
+	defer gateR.Close() // the child has its own copy
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = taskDir
 	cmd.Env = m.supEnv
 	cmd.Stdout, cmd.Stderr = logf, logf // stdin: /dev/null
+	cmd.ExtraFiles = []*os.File{gateR}  // fd 3: the start gate
 	// A new session: no controlling terminal, and out of the daemon's
 	// process group, so that neither a ^C nor a kill of the group ends it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
+		gateW.Close()
 		return nil, 0, fmt.Errorf("start supervisor %s: %w", argv[0], err)
 	}
 	proc := cmd.Process
@@ -546,16 +575,18 @@ func (m *Manager) spawn(taskDir string) (*supervisorProc, uint64, error) {
 		}
 	}
 	if err != nil {
+		gateW.Close()
 		proc.Kill()
 		proc.Wait()
 		killSession(proc.Pid, 0) // a job it may have started; start 0: the leader is reaped
 		return nil, 0, fmt.Errorf("start supervisor: %w", err)
 	}
-	return &supervisorProc{fd: fd, proc: proc}, st.Start, nil
+	return &supervisorProc{fd: fd, proc: proc, gate: gateW}, st.Start, nil
 }
 
 // abandon ends a supervisor whose task could not be recorded, with its job.
 func (m *Manager) abandon(sup *supervisorProc, start uint64) {
+	sup.closeGate() // the job never runs
 	pid := sup.proc.Pid
 	sup.fd.signal(unix.SIGKILL)
 	sup.proc.Wait()

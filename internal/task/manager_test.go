@@ -1,6 +1,7 @@
 package task
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -565,5 +566,39 @@ func TestSuperviseRecordsStartFailure(t *testing.T) {
 	}
 	if _, err := readSpec(dir); err == nil || !strings.Contains(err.Error(), "read task spec") {
 		t.Errorf("readSpec of a folder without spec: %v", err)
+	}
+}
+
+// TestC6_AJobNeverRunsUnrecorded: the supervisor waits at its start gate
+// until the task is in the store. A daemon that dies between starting the
+// supervisor and recording the task closes the gate unopened (simulated
+// here): the job never runs and the supervisor records why.
+func TestC6_AJobNeverRunsUnrecorded(t *testing.T) {
+	h := newHarness(t, nil)
+	m := New(h.opts)
+	_, taskDir, err := m.newTaskDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(h.proj, "ran")
+	b, _ := json.Marshal(spec{ID: "x", Command: "touch " + marker, Cwd: h.proj, KillGrace: time.Second})
+	if err := writeFileAtomic(taskDir, specFile, b); err != nil {
+		t.Fatal(err)
+	}
+	sup, _, err := m.spawn(taskDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup.closeGate() // the daemon "died" before recording the task
+	if _, err := sup.proc.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	sup.fd.Close()
+	raw, err := os.ReadFile(filepath.Join(taskDir, statusFile))
+	if err != nil || !strings.Contains(string(raw), "never ran") {
+		t.Fatalf("status = %s, %v; want the never-ran reason", raw, err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the job ran although its task was never recorded")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -121,7 +122,9 @@ func SuperviseMain(args []string) int {
 
 	var st status
 	sp, err := readSpec(dir)
-	if err != nil {
+	if err == nil && !waitGate() {
+		st = status{State: Failed, ExitCode: -1, Reason: neverRan, EndedAt: time.Now().UTC()}
+	} else if err != nil {
 		st = status{State: Failed, ExitCode: -1, Reason: err.Error(), EndedAt: time.Now().UTC()}
 	} else {
 		st = supervise(dir, sp, sigs)
@@ -135,6 +138,28 @@ func SuperviseMain(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// The start gate: the Manager gives the supervisor the read end of a pipe
+// as fd 3 and writes gateGo to it once the task is recorded in its store.
+// If the daemon dies first, the pipe closes without it and the job never
+// runs: no job runs that the daemon could not tell its owner about.
+const gateGo = "go\n"
+
+// neverRan is the reason of a task whose daemon stopped before recording it.
+const neverRan = "the daemon stopped before it had recorded the task: the command never ran"
+
+// waitGate blocks until the Manager opens the gate (true) or the pipe
+// closes without it (false).
+func waitGate() bool {
+	f := os.NewFile(3, "gate")
+	if f == nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, len(gateGo))
+	n, _ := io.ReadFull(f, b)
+	return string(b[:n]) == gateGo
 }
 
 func readSpec(dir string) (spec, error) {
