@@ -62,6 +62,10 @@ type Options struct {
 	// KillGrace is how long a job has between SIGTERM and SIGKILL on a
 	// timeout or a kill. Default 5 s.
 	KillGrace time.Duration
+	// Retention is how long a task's folder (its output) is kept after it
+	// ended; Run prunes older ones when it starts. Default 7 days; negative:
+	// forever.
+	Retention time.Duration
 	// Logger receives task events. Nil discards them.
 	Logger *slog.Logger
 }
@@ -77,6 +81,7 @@ type Manager struct {
 	jobEnv     []string
 	supEnv     []string
 	grace      time.Duration
+	retention  time.Duration // <0: forever
 	log        *slog.Logger
 
 	// startMu serializes Start: the per-project count and the new row are
@@ -120,6 +125,7 @@ func New(o Options) *Manager {
 		notify:     o.Notify,
 		max:        o.MaxPerProject,
 		grace:      o.KillGrace,
+		retention:  o.Retention,
 		log:        o.Logger,
 		watching:   make(map[ID]bool),
 	}
@@ -135,6 +141,9 @@ func New(o Options) *Manager {
 	}
 	if m.grace <= 0 {
 		m.grace = defaultGrace
+	}
+	if m.retention == 0 {
+		m.retention = 7 * 24 * time.Hour
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
@@ -180,6 +189,7 @@ func (m *Manager) Run(ctx context.Context) error {
 
 	err := m.adopt(ctx)
 	if err == nil {
+		m.prune()
 		if m.adopted != nil {
 			m.adopted()
 		}
@@ -194,6 +204,37 @@ func (m *Manager) Run(ctx context.Context) error {
 		return fmt.Errorf("run task manager: %w", err)
 	}
 	return nil
+}
+
+// prune removes the folders (spec, output, status) of tasks that ended
+// longer ago than the retention; their rows stay, their output goes.
+func (m *Manager) prune() {
+	if m.retention < 0 {
+		return
+	}
+	entries, err := os.ReadDir(m.dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) { // no task ever ran
+			m.log.Warn("list task folders", "err", err)
+		}
+		return
+	}
+	cutoff := time.Now().Add(-m.retention)
+	n := 0
+	for _, e := range entries {
+		st, err := os.Stat(filepath.Join(m.dir, e.Name(), statusFile))
+		if err != nil || st.ModTime().After(cutoff) {
+			continue // running, or ended recently
+		}
+		if err := os.RemoveAll(filepath.Join(m.dir, e.Name())); err != nil {
+			m.log.Warn("prune task folder", "task", e.Name(), "err", err)
+			continue
+		}
+		n++
+	}
+	if n > 0 {
+		m.log.Info("pruned the folders of old tasks", "count", n, "retention", m.retention)
+	}
 }
 
 // adopt watches every task recorded as running.
@@ -641,6 +682,9 @@ func (m *Manager) Output(ctx context.Context, p troupe.ProjectID, id ID, maxByte
 	maxBytes = min(maxBytes, MaxOutput)
 	b, err := tailFile(filepath.Join(m.taskDir(id), outputFile), maxBytes)
 	if errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(m.taskDir(id)); errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("read task output %s: its output is no longer kept (tasks keep it %v after they end)", id, m.retention)
+		}
 		return "", nil // not started yet
 	}
 	if err != nil {

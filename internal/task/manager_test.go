@@ -602,3 +602,36 @@ func TestC6_AJobNeverRunsUnrecorded(t *testing.T) {
 		t.Fatal("the job ran although its task was never recorded")
 	}
 }
+
+// TestRunPrunesTheFoldersOfOldTasks: at start, the folders of tasks that
+// ended longer ago than the retention go; running and recent ones stay, and
+// asking for a pruned task's output says it is no longer kept.
+func TestRunPrunesTheFoldersOfOldTasks(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Retention = time.Hour })
+	m, stop := h.run(t)
+	old := h.start(t, m, "echo old", 0)
+	h.next(t)
+	recent := h.start(t, m, "echo recent", 0)
+	h.next(t)
+	gate := fifo(t, "gate")
+	running := h.start(t, m, "read x < "+gate, 0)
+	stop()
+	past := time.Now().Add(-2 * time.Hour)
+	os.Chtimes(filepath.Join(h.dir, string(old.ID), statusFile), past, past)
+
+	m, stop = h.run(t)
+	defer stop()
+	if _, err := os.Stat(filepath.Join(h.dir, string(old.ID))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the old task's folder is still there: %v", err)
+	}
+	for _, tk := range []Task{recent, running} {
+		if _, err := os.Stat(filepath.Join(h.dir, string(tk.ID))); err != nil {
+			t.Errorf("task %s lost its folder: %v", tk.Command, err)
+		}
+	}
+	if _, err := m.Output(t.Context(), old.Project, old.ID, 100); err == nil || !strings.Contains(err.Error(), "no longer kept") {
+		t.Errorf("output of a pruned task: %v", err)
+	}
+	release(t, gate)
+	h.next(t)
+}
