@@ -68,10 +68,13 @@ type ToolCallLimiter interface {
 //
 // Send starts a turn; it fails if a turn is already running. The session
 // reports the turn through Events and ends it with exactly one EventTurnEnd
-// (contract C7: from the protocol, never from silence). Events is closed
-// when the session ends, for whatever reason; Err then says why (nil after
-// Close). Close may be called concurrently with everything else, more than
-// once, and unblocks Events.
+// (contract C7: from the protocol, never from silence). A session whose
+// process dies mid-turn sends no EventTurnEnd: Events closes and Err says
+// why (the runtime fails the turn with that reason). Err is nil when Close
+// ended the session, and keeps the reason of an earlier death. Interrupt
+// asks the running turn to stop and returns without waiting; the turn then
+// ends with an EventTurnEnd whose Error is "interrupted". Close may be called
+// concurrently with everything else, more than once, and unblocks Events.
 type Session interface {
 	Send(ctx context.Context, in Input) error
 	Events() <-chan Event
