@@ -105,10 +105,12 @@ func TestBinaryAgentCrashMidTurn(t *testing.T) {
 	}
 }
 
-// TestC1_CopiedProjectsNeverCrossTalk: project B is a cp -r of A, same agent
-// ids. Concurrent asks (lead asks researcher through its tools) and sends in
-// both, on real fake-agent processes: every answer and every message stays
-// in its project. Sends to B, which nobody asks or watches, still run.
+// TestC1_CopiedProjectsNeverCrossTalk: projects B and C are cp -r copies
+// of A, same agent ids. For a sustained run (4 s of continuous load), A and
+// B get concurrent asks (the lead asks the researcher through MCP) and
+// sends, on real fake-agent processes; C, which nobody asks or watches, gets
+// sends only, which must wake it. Every answer and every message stays in
+// its project.
 func TestC1_CopiedProjectsNeverCrossTalk(t *testing.T) {
 	state, a := t.TempDir(), t.TempDir()
 	writeTeam(t, a, `
@@ -122,44 +124,77 @@ respond = "!ask researcher {text}\n!say {result}"
 name = "researcher"
 engine = "fake"
 `)
-	b := filepath.Join(t.TempDir(), "copy")
+	b, c := filepath.Join(t.TempDir(), "copy-b"), filepath.Join(t.TempDir(), "copy-c")
 	copyDir(t, a, b)
-	startDaemon(t, state, "--project", a, "--project", b)
+	copyDir(t, a, c)
+	startDaemon(t, state, "--project", a, "--project", b, "--project", c)
 	cl, err := client.FromStateDir(state)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pa, _ := cl.ResolveProject(ctx, a)
-	pb, _ := cl.ResolveProject(ctx, b)
-	if pa.ID == pb.ID {
-		t.Fatal("copied project got the same id")
+	var ps []api.Project
+	for _, dir := range []string{a, b, c} {
+		p, err := cl.ResolveProject(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
 	}
-	const rounds = 50
+	if ps[0].ID == ps[1].ID || ps[0].ID == ps[2].ID || ps[1].ID == ps[2].ID {
+		t.Fatal("copied projects share an id")
+	}
+	stop := time.After(4 * time.Second) // the length of the load, not a wait for a result
+	done := make(chan struct{})
+	go func() { <-stop; close(done) }()
+	var mu sync.Mutex
+	sent := map[troupe.ProjectID]int{}
+	asked := map[troupe.ProjectID]int{}
 	var wg sync.WaitGroup
-	for _, p := range []api.Project{pa, pb} {
-		for i := range rounds {
-			mark := fmt.Sprintf("%s#%d", p.ID, i)
-			if p.ID == pa.ID {
+	for pi, p := range ps {
+		for w := range 2 {
+			if pi < 2 { // A and B are asked
 				wg.Go(func() {
-					req, err := cl.Ask(ctx, p.ID, "lead", mark, 0)
-					if err != nil || req.Answer != "echo: "+mark {
-						t.Errorf("ask lead in %s: %+v %v; want echo: %s", p.Name, req, err, mark)
+					for i := 0; ; i++ {
+						select {
+						case <-done:
+							return
+						default:
+						}
+						mark := fmt.Sprintf("%s#ask%d-%d", p.ID, w, i)
+						req, err := cl.Ask(ctx, p.ID, "lead", mark, 0)
+						if err != nil || req.Answer != "echo: "+mark {
+							t.Errorf("ask lead in %s: %+v %v; want echo: %s", p.Name, req, err, mark)
+							return
+						}
+						mu.Lock()
+						asked[p.ID]++
+						mu.Unlock()
 					}
 				})
 			}
 			wg.Go(func() {
-				if _, err := cl.Send(ctx, p.ID, "researcher", mark); err != nil {
-					t.Errorf("send: %v", err)
+				for i := 0; ; i++ {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					if _, err := cl.Send(ctx, p.ID, "researcher", fmt.Sprintf("%s#send%d-%d", p.ID, w, i)); err != nil {
+						t.Errorf("send: %v", err)
+						return
+					}
+					mu.Lock()
+					sent[p.ID]++
+					mu.Unlock()
 				}
 			})
 		}
 	}
 	wg.Wait()
-	// Wait until nothing is queued or in a turn in either project.
-	waitSettled(t, ctx, cl, pa.ID, pb.ID)
-	for _, p := range []api.Project{pa, pb} {
+	waitSettled(t, ctx, cl, ps[0].ID, ps[1].ID, ps[2].ID)
+	for _, p := range ps {
 		ms, err := cl.Messages(ctx, p.ID, "", 0, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -176,10 +211,14 @@ engine = "fake"
 				sends++
 			}
 		}
-		if sends != rounds {
-			t.Errorf("project %s: %d sends recorded, want %d", p.ID, sends, rounds)
+		if sends != sent[p.ID] {
+			t.Errorf("project %s: %d sends recorded, %d accepted", p.ID, sends, sent[p.ID])
 		}
 	}
+	if asked[ps[0].ID] < 10 || asked[ps[1].ID] < 10 || sent[ps[2].ID] < 10 {
+		t.Fatalf("the load was too light to mean anything: asks %v, sends %v", asked, sent)
+	}
+	t.Logf("4 s of load: asks %v, sends %v; no cross-delivery", asked, sent)
 }
 
 // waitSettled follows the event stream until no message of the projects is
