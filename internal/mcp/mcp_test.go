@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/engine/fake"
 	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/runtime"
+	"github.com/troupe-dev/troupe/internal/store/sqlite"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -300,6 +302,54 @@ func BenchmarkMCPListAgents(b *testing.B) {
 		if err != nil || res.IsError {
 			b.Fatal(err, res)
 		}
+	}
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(ds[len(ds)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkMCPAskRoundTrip: the design's orchestration overhead of an ask
+// through MCP (design.md §8): the go-sdk client, holding the lead's token,
+// calls ask_agent; the researcher (a warm fake agent that answers at once)
+// answers; SQLite with fsync on, as in the daemon.
+func BenchmarkMCPAskRoundTrip(b *testing.B) {
+	dir := b.TempDir()
+	db, err := sqlite.Open(context.Background(), filepath.Join(dir, "troupe.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	spec := func(n string) project.AgentSpec {
+		return project.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: time.Minute}
+	}
+	rt := runtime.New(runtime.Options{Store: db, Teams: teams{"pa": {spec("lead"), spec("researcher")}},
+		Engines: map[troupe.Engine]engine.Engine{troupe.EngineFake: fake.New(fake.Options{Command: fake.TestCommand()})}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { rt.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	tokens := NewTokens()
+	ts := httptest.NewServer(Handler(Options{Tokens: tokens, Tools: rt}))
+	defer ts.Close()
+	c := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: ts.URL, MaxRetries: -1,
+		HTTPClient: &http.Client{Transport: bearer{tokens.Mint(troupe.RuntimeKey{Project: "pa", Agent: "lead"}, 0)}}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	ask := func() {
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "ask_agent", Arguments: map[string]any{"to": "researcher", "question": "ping"}})
+		if err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+	}
+	ask() // warm: the researcher's session starts
+	var ds []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		ask()
+		ds = append(ds, time.Since(start))
 	}
 	slices.Sort(ds)
 	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
