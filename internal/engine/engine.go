@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -28,7 +27,7 @@ type Engine interface {
 // StartSpec is what an engine needs to start one agent's session.
 type StartSpec struct {
 	Key          troupe.RuntimeKey
-	Agent        project.AgentSpec
+	Agent        troupe.AgentSpec
 	Dir          string // the project's folder: the agent's working directory
 	Instructions string // the agent's prompt plus what troupe tells every agent
 	// Tools serves the troupe tools the agent calls, bound to Key (C2).
@@ -61,7 +60,7 @@ type Tools interface {
 // little shorter, so ask_agent returns a request id before the client gives
 // up, and the answer comes to the agent's inbox (C4).
 type ToolCallLimiter interface {
-	ToolCallLimit(agent project.AgentSpec) time.Duration
+	ToolCallLimit(agent troupe.AgentSpec) time.Duration
 }
 
 // Session is one running conversation with an engine for one agent.

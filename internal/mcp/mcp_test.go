@@ -17,7 +17,6 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
-	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/runtime"
 	"github.com/troupe-dev/troupe/internal/store/sqlite"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -28,17 +27,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-type teams map[troupe.ProjectID][]project.AgentSpec
+type teams map[troupe.ProjectID][]troupe.AgentSpec
 
-func (t teams) Agent(k troupe.RuntimeKey) (project.AgentSpec, string, bool) {
+func (t teams) Agent(k troupe.RuntimeKey) (troupe.AgentSpec, string, bool) {
 	for _, a := range t[k.Project] {
 		if a.Name == k.Agent {
 			return a, os.TempDir(), true
 		}
 	}
-	return project.AgentSpec{}, "", false
+	return troupe.AgentSpec{}, "", false
 }
-func (t teams) Agents(p troupe.ProjectID) []project.AgentSpec { return t[p] }
+func (t teams) Agents(p troupe.ProjectID) []troupe.AgentSpec { return t[p] }
 
 type env struct {
 	rt     *runtime.Runtime
@@ -49,8 +48,8 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	spec := func(n string) project.AgentSpec {
-		return project.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: time.Minute}
+	spec := func(n string) troupe.AgentSpec {
+		return troupe.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: time.Minute}
 	}
 	tm := teams{"pa": {spec("lead"), spec("researcher")}, "pb": {spec("lead"), spec("researcher")}}
 	e := &env{store: runtime.NewMemStore(), tokens: NewTokens()}
@@ -279,8 +278,8 @@ func TestBridgeRelaysAStdioClient(t *testing.T) {
 // BenchmarkMCPListAgents: one list_agents tool call over loopback HTTP with
 // the go-sdk client, on a warm connection.
 func BenchmarkMCPListAgents(b *testing.B) {
-	spec := func(n string) project.AgentSpec {
-		return project.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: time.Minute}
+	spec := func(n string) troupe.AgentSpec {
+		return troupe.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: time.Minute}
 	}
 	rt := runtime.New(runtime.Options{Store: runtime.NewMemStore(), Teams: teams{"pa": {spec("lead"), spec("researcher")}}})
 	tokens := NewTokens()
@@ -319,8 +318,8 @@ func BenchmarkMCPAskRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	spec := func(n string) project.AgentSpec {
-		return project.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: time.Minute}
+	spec := func(n string) troupe.AgentSpec {
+		return troupe.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: time.Minute}
 	}
 	rt := runtime.New(runtime.Options{Store: db, Teams: teams{"pa": {spec("lead"), spec("researcher")}},
 		Engines: map[troupe.Engine]engine.Engine{troupe.EngineFake: fake.New(fake.Options{Command: fake.TestCommand()})}})

@@ -14,7 +14,6 @@ package project
 
 import (
 	"context"
-	"time"
 
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -42,36 +41,18 @@ type Store interface {
 
 // Team is a parsed, validated team file.
 type Team struct {
-	Agents []AgentSpec
+	Agents []troupe.AgentSpec
 }
 
 // Agent returns the agent named name, or false.
-func (t *Team) Agent(name troupe.AgentID) (AgentSpec, bool) {
+func (t *Team) Agent(name troupe.AgentID) (troupe.AgentSpec, bool) {
 	if t == nil {
-		return AgentSpec{}, false
+		return troupe.AgentSpec{}, false
 	}
 	for _, a := range t.Agents {
 		if a.Name == name {
 			return a, true
 		}
 	}
-	return AgentSpec{}, false
-}
-
-// AgentSpec is one [[agent]] table of a team file, with defaults applied.
-type AgentSpec struct {
-	Name         troupe.AgentID    `json:"name"`
-	Engine       troupe.Engine     `json:"engine"`
-	Model        string            `json:"model,omitempty"`
-	Mode         troupe.Mode       `json:"mode"`
-	TurnTimeout  time.Duration     `json:"turn_timeout"`
-	Prompt       string            `json:"prompt,omitempty"`
-	PromptFile   string            `json:"prompt_file,omitempty"`
-	AllowedTools []string          `json:"allowed_tools,omitempty"`
-	Env          map[string]string `json:"env,omitempty"`
-	// Options holds the engine-specific table ([agent.<engine>]), checked by
-	// the engine when it starts the agent.
-	Options map[string]any `json:"options,omitempty"`
-	// Line is the line of the [[agent]] header in the file, for errors.
-	Line int `json:"-"`
+	return troupe.AgentSpec{}, false
 }

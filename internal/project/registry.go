@@ -269,7 +269,7 @@ func (r *Registry) notify(c TeamChange) {
 
 // diffTeams lists agents added, removed and changed from a to b.
 func diffTeams(a, b *Team) (added, removed, changed []troupe.AgentID) {
-	var as, bs []AgentSpec
+	var as, bs []troupe.AgentSpec
 	if a != nil {
 		as = a.Agents
 	}
@@ -277,7 +277,7 @@ func diffTeams(a, b *Team) (added, removed, changed []troupe.AgentID) {
 		bs = b.Agents
 	}
 	for _, nb := range bs {
-		i := slices.IndexFunc(as, func(x AgentSpec) bool { return x.Name == nb.Name })
+		i := slices.IndexFunc(as, func(x troupe.AgentSpec) bool { return x.Name == nb.Name })
 		switch {
 		case i < 0:
 			added = append(added, nb.Name)
@@ -286,7 +286,7 @@ func diffTeams(a, b *Team) (added, removed, changed []troupe.AgentID) {
 		}
 	}
 	for _, na := range as {
-		if !slices.ContainsFunc(bs, func(x AgentSpec) bool { return x.Name == na.Name }) {
+		if !slices.ContainsFunc(bs, func(x troupe.AgentSpec) bool { return x.Name == na.Name }) {
 			removed = append(removed, na.Name)
 		}
 	}
@@ -294,7 +294,7 @@ func diffTeams(a, b *Team) (added, removed, changed []troupe.AgentID) {
 }
 
 // sameSpec compares two definitions, ignoring where they sit in the file.
-func sameSpec(a, b AgentSpec) bool {
+func sameSpec(a, b troupe.AgentSpec) bool {
 	a.Line, b.Line = 0, 0
 	return fmt.Sprintf("%#v", a) == fmt.Sprintf("%#v", b)
 }
@@ -441,19 +441,19 @@ func NewProjectID() troupe.ProjectID {
 
 // Agent returns the definition of agent k.Agent in project k.Project, and
 // the project's folder. It implements the runtime's view of teams.
-func (r *Registry) Agent(k troupe.RuntimeKey) (AgentSpec, string, bool) {
+func (r *Registry) Agent(k troupe.RuntimeKey) (troupe.AgentSpec, string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.projects[k.Project]
 	if !ok {
-		return AgentSpec{}, "", false
+		return troupe.AgentSpec{}, "", false
 	}
 	a, ok := e.info.Team.Agent(k.Agent)
 	return a, e.info.Path, ok
 }
 
 // Agents lists the agents of project p in team order.
-func (r *Registry) Agents(p troupe.ProjectID) []AgentSpec {
+func (r *Registry) Agents(p troupe.ProjectID) []troupe.AgentSpec {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.projects[p]

@@ -89,7 +89,7 @@ type teamParser struct {
 	named  map[string]int // header line of each agent name seen so far in this one file (parse state, not runtime state)
 
 	// The agent being read.
-	cur   *AgentSpec
+	cur   *troupe.AgentSpec
 	label string              // `agent "lead"` or `agent #2`
 	seen  map[string]struct{} // its keys read so far; env entries as "env.NAME"
 }
@@ -131,7 +131,7 @@ func (p *teamParser) startAgent(i int) error {
 		return p.errorf(i, "agent", "unexpected [[agent]] table")
 	}
 	m := p.agents[n]
-	p.cur = &AgentSpec{
+	p.cur = &troupe.AgentSpec{
 		Mode:        troupe.ModeStructured,
 		TurnTimeout: troupe.DefaultTurnTimeout,
 		Line:        p.line(i),

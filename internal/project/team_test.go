@@ -14,9 +14,9 @@ import (
 
 const testTeamFile = ".troupe/team.toml"
 
-// teamAgent returns an AgentSpec with the defaults ParseTeam applies.
-func teamAgent(name string, engine troupe.Engine, line int) AgentSpec {
-	return AgentSpec{
+// teamAgent returns an troupe.AgentSpec with the defaults ParseTeam applies.
+func teamAgent(name string, engine troupe.Engine, line int) troupe.AgentSpec {
+	return troupe.AgentSpec{
 		Name:        troupe.AgentID(name),
 		Engine:      engine,
 		Mode:        troupe.ModeStructured,
@@ -26,7 +26,7 @@ func teamAgent(name string, engine troupe.Engine, line int) AgentSpec {
 }
 
 // withSpec returns a after applying f, for table literals.
-func withSpec(a AgentSpec, f func(*AgentSpec)) AgentSpec {
+func withSpec(a troupe.AgentSpec, f func(*troupe.AgentSpec)) troupe.AgentSpec {
 	f(&a)
 	return a
 }
@@ -34,14 +34,14 @@ func withSpec(a AgentSpec, f func(*AgentSpec)) AgentSpec {
 var goodTeams = []struct {
 	name string
 	src  string
-	want []AgentSpec
+	want []troupe.AgentSpec
 }{
 	{"empty file", "", nil},
 	{"only comments and blank lines", "# the team\n\n   \n# nobody yet\n", nil},
 	{
 		"minimal agent gets defaults",
 		"[[agent]]\nname = \"lead\"\nengine = \"claude\"\n",
-		[]AgentSpec{teamAgent("lead", troupe.EngineClaude, 1)},
+		[]troupe.AgentSpec{teamAgent("lead", troupe.EngineClaude, 1)},
 	},
 	{
 		"every key",
@@ -70,8 +70,8 @@ prompt_file = "prompts/review.md"
 [agent.env]
 HOME = "/tmp/home"
 `,
-		[]AgentSpec{
-			withSpec(teamAgent("lead", troupe.EngineClaude, 3), func(a *AgentSpec) {
+		[]troupe.AgentSpec{
+			withSpec(teamAgent("lead", troupe.EngineClaude, 3), func(a *troupe.AgentSpec) {
 				a.Model = "opus"
 				a.Mode = troupe.ModeTerminal
 				a.TurnTimeout = 90 * time.Minute
@@ -84,7 +84,7 @@ HOME = "/tmp/home"
 					"nested":          map[string]any{"a": []any{int64(1), int64(2)}},
 				}
 			}),
-			withSpec(teamAgent("reviewer-2", troupe.EngineFake, 18), func(a *AgentSpec) {
+			withSpec(teamAgent("reviewer-2", troupe.EngineFake, 18), func(a *troupe.AgentSpec) {
 				a.PromptFile = "prompts/review.md"
 				a.Env = map[string]string{"HOME": "/tmp/home"}
 			}),
@@ -93,12 +93,12 @@ HOME = "/tmp/home"
 	{
 		"explicit structured mode and 24h limit",
 		"[[agent]]\nname = \"a\"\nengine = \"codex\"\nmode = \"structured\"\nturn_timeout = \"24h\"\n",
-		[]AgentSpec{withSpec(teamAgent("a", troupe.EngineCodex, 1), func(a *AgentSpec) { a.TurnTimeout = 24 * time.Hour })},
+		[]troupe.AgentSpec{withSpec(teamAgent("a", troupe.EngineCodex, 1), func(a *troupe.AgentSpec) { a.TurnTimeout = 24 * time.Hour })},
 	},
 	{
 		"empty tools and env are kept, not dropped",
 		"[[agent]]\nname = \"a\"\nengine = \"acp\"\nallowed_tools = []\nenv = {}\n",
-		[]AgentSpec{withSpec(teamAgent("a", troupe.EngineACP, 1), func(a *AgentSpec) {
+		[]troupe.AgentSpec{withSpec(teamAgent("a", troupe.EngineACP, 1), func(a *troupe.AgentSpec) {
 			a.AllowedTools = []string{}
 			a.Env = map[string]string{}
 		})},
@@ -106,7 +106,7 @@ HOME = "/tmp/home"
 	{
 		"dotted keys for env and engine options",
 		"[[agent]]\nname = \"a\"\nengine = \"openai\"\nenv.A = \"1\"\nenv.B = \"2\"\nopenai.base_url = \"http://localhost\"\n",
-		[]AgentSpec{withSpec(teamAgent("a", troupe.EngineOpenAI, 1), func(a *AgentSpec) {
+		[]troupe.AgentSpec{withSpec(teamAgent("a", troupe.EngineOpenAI, 1), func(a *troupe.AgentSpec) {
 			a.Env = map[string]string{"A": "1", "B": "2"}
 			a.Options = map[string]any{"base_url": "http://localhost"}
 		})},
@@ -114,21 +114,21 @@ HOME = "/tmp/home"
 	{
 		"inline engine options",
 		"[[agent]]\nname = \"a\"\nengine = \"opencode\"\nopencode = { agent = \"build\" }\n",
-		[]AgentSpec{withSpec(teamAgent("a", troupe.EngineOpenCode, 1), func(a *AgentSpec) {
+		[]troupe.AgentSpec{withSpec(teamAgent("a", troupe.EngineOpenCode, 1), func(a *troupe.AgentSpec) {
 			a.Options = map[string]any{"agent": "build"}
 		})},
 	},
 	{
 		"engine table before the engine key",
 		"[[agent]]\nname = \"a\"\nfake.script = \"echo\"\nengine = \"fake\"\n",
-		[]AgentSpec{withSpec(teamAgent("a", troupe.EngineFake, 1), func(a *AgentSpec) {
+		[]troupe.AgentSpec{withSpec(teamAgent("a", troupe.EngineFake, 1), func(a *troupe.AgentSpec) {
 			a.Options = map[string]any{"script": "echo"}
 		})},
 	},
 	{
 		"longest and shortest names",
 		"[[agent]]\nname = \"" + strings.Repeat("a", 63) + "\"\nengine = \"fake\"\n[[agent]]\nname = \"0\"\nengine = \"fake\"\n[[agent]]\nname = \"9a_b-c\"\nengine = \"fake\"\n",
-		[]AgentSpec{
+		[]troupe.AgentSpec{
 			teamAgent(strings.Repeat("a", 63), troupe.EngineFake, 1),
 			teamAgent("0", troupe.EngineFake, 4),
 			teamAgent("9a_b-c", troupe.EngineFake, 7),
@@ -137,13 +137,13 @@ HOME = "/tmp/home"
 	{
 		"byte order mark and CRLF line ends",
 		"\xef\xbb\xbf# team\r\n\r\n[[agent]]\r\nname = \"a\"\r\nengine = \"fake\"\r\n",
-		[]AgentSpec{teamAgent("a", troupe.EngineFake, 3)},
+		[]troupe.AgentSpec{teamAgent("a", troupe.EngineFake, 3)},
 	},
 	{
 		"multi-line prompt that looks like TOML",
 		"[[agent]]\nname = \"a\"\nengine = \"fake\"\nprompt = \"\"\"\n[[agent]]\nname = \"b\"\n\"\"\"\n\n[[agent]]\nname = \"c\"\nengine = \"fake\"\n",
-		[]AgentSpec{
-			withSpec(teamAgent("a", troupe.EngineFake, 1), func(a *AgentSpec) { a.Prompt = "[[agent]]\nname = \"b\"\n" }),
+		[]troupe.AgentSpec{
+			withSpec(teamAgent("a", troupe.EngineFake, 1), func(a *troupe.AgentSpec) { a.Prompt = "[[agent]]\nname = \"b\"\n" }),
 			teamAgent("c", troupe.EngineFake, 9),
 		},
 	},

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
-	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -410,7 +409,7 @@ func (a *actor) failBatch(ctx context.Context, batch []troupe.Message, reason st
 	a.endTurn(ctx, "", reason)
 }
 
-func (a *actor) start(ctx context.Context, spec project.AgentSpec, dir string) (engine.Session, error) {
+func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (engine.Session, error) {
 	eng, ok := a.rt.o.Engines[spec.Engine]
 	if !ok {
 		return nil, fmt.Errorf("engine %q is not available in this daemon", spec.Engine)
@@ -440,7 +439,7 @@ func (a *actor) start(ctx context.Context, spec project.AgentSpec, dir string) (
 
 // callLimit is how long troupe lets one tool call of this agent run before
 // answering with a request id: a margin under its client's own limit.
-func callLimit(eng engine.Engine, spec project.AgentSpec) time.Duration {
+func callLimit(eng engine.Engine, spec troupe.AgentSpec) time.Duration {
 	l, ok := eng.(engine.ToolCallLimiter)
 	if !ok {
 		return 0
@@ -453,7 +452,7 @@ func callLimit(eng engine.Engine, spec project.AgentSpec) time.Duration {
 }
 
 // instructions is the agent's prompt plus what troupe tells every agent.
-func (a *actor) instructions(ctx context.Context, spec project.AgentSpec, dir string) (string, error) {
+func (a *actor) instructions(ctx context.Context, spec troupe.AgentSpec, dir string) (string, error) {
 	prompt := spec.Prompt
 	if spec.PromptFile != "" {
 		p := spec.PromptFile

@@ -11,7 +11,6 @@ import (
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
 	"github.com/troupe-dev/troupe/internal/events"
-	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/runtime"
 	"github.com/troupe-dev/troupe/internal/store/sqlite"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -24,18 +23,18 @@ func TestMain(m *testing.M) {
 
 type teams struct {
 	dir    string
-	agents []project.AgentSpec
+	agents []troupe.AgentSpec
 }
 
-func (t teams) Agent(k troupe.RuntimeKey) (project.AgentSpec, string, bool) {
+func (t teams) Agent(k troupe.RuntimeKey) (troupe.AgentSpec, string, bool) {
 	for _, a := range t.agents {
 		if a.Name == k.Agent {
 			return a, t.dir, true
 		}
 	}
-	return project.AgentSpec{}, "", false
+	return troupe.AgentSpec{}, "", false
 }
-func (t teams) Agents(troupe.ProjectID) []project.AgentSpec { return t.agents }
+func (t teams) Agents(troupe.ProjectID) []troupe.AgentSpec { return t.agents }
 
 // realRuntime runs a runtime on the SQLite store (fsync on) and fake-agent
 // child processes: what the daemon runs, without HTTP.
@@ -47,10 +46,10 @@ func realRuntime(b *testing.B) (*runtime.Runtime, *events.Hub) {
 		b.Fatal(err)
 	}
 	hub := events.New(events.Options{})
-	spec := func(n string) project.AgentSpec {
-		return project.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: 10 * time.Minute}
+	spec := func(n string) troupe.AgentSpec {
+		return troupe.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: 10 * time.Minute}
 	}
-	rt := runtime.New(runtime.Options{Store: db, Hub: hub, Teams: teams{dir: dir, agents: []project.AgentSpec{spec("lead"), spec("researcher")}},
+	rt := runtime.New(runtime.Options{Store: db, Hub: hub, Teams: teams{dir: dir, agents: []troupe.AgentSpec{spec("lead"), spec("researcher")}},
 		Engines: map[troupe.Engine]engine.Engine{troupe.EngineFake: fake.New(fake.Options{Command: fake.TestCommand()})}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
-	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -183,19 +182,19 @@ func (s *memSession) play(in engine.Input) {
 }
 
 // staticTeams is a fixed set of projects for tests.
-type staticTeams map[troupe.ProjectID][]project.AgentSpec
+type staticTeams map[troupe.ProjectID][]troupe.AgentSpec
 
-func (t staticTeams) Agent(k troupe.RuntimeKey) (project.AgentSpec, string, bool) {
+func (t staticTeams) Agent(k troupe.RuntimeKey) (troupe.AgentSpec, string, bool) {
 	for _, a := range t[k.Project] {
 		if a.Name == k.Agent {
 			return a, "/nonexistent/" + string(k.Project), true
 		}
 	}
-	return project.AgentSpec{}, "", false
+	return troupe.AgentSpec{}, "", false
 }
 
-func (t staticTeams) Agents(p troupe.ProjectID) []project.AgentSpec { return t[p] }
+func (t staticTeams) Agents(p troupe.ProjectID) []troupe.AgentSpec { return t[p] }
 
-func spec(name string, window time.Duration) project.AgentSpec {
-	return project.AgentSpec{Name: troupe.AgentID(name), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: window}
+func spec(name string, window time.Duration) troupe.AgentSpec {
+	return troupe.AgentSpec{Name: troupe.AgentID(name), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: window}
 }

@@ -39,9 +39,9 @@ const DefaultCeiling = 4 * time.Hour
 // Teams tells the runtime about projects and their agents.
 type Teams interface {
 	// Agent returns the definition of the agent and its project's folder.
-	Agent(k troupe.RuntimeKey) (spec project.AgentSpec, dir string, ok bool)
+	Agent(k troupe.RuntimeKey) (spec troupe.AgentSpec, dir string, ok bool)
 	// Agents lists the agents of project p, in team order.
-	Agents(p troupe.ProjectID) []project.AgentSpec
+	Agents(p troupe.ProjectID) []troupe.AgentSpec
 }
 
 // Grants issues the bearer tokens agent sessions use on the MCP endpoint.

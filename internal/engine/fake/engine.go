@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
-	"github.com/troupe-dev/troupe/internal/project"
+	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 var (
@@ -127,7 +127,7 @@ func checkDir(dir string) error {
 
 // ToolCallLimit implements engine.ToolCallLimiter: the agent's
 // tool_timeout option, which its MCP client enforces (0: none).
-func (e *Engine) ToolCallLimit(agent project.AgentSpec) time.Duration {
+func (e *Engine) ToolCallLimit(agent troupe.AgentSpec) time.Duration {
 	opts, err := parseOptions(agent.Name, agent.Options)
 	if err != nil {
 		return 0

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
-	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -170,7 +169,7 @@ func (f *fakeTools) take() []call {
 func fakeSpec(tools engine.Tools, opts map[string]any) engine.StartSpec {
 	return engine.StartSpec{
 		Key:   troupe.RuntimeKey{Project: "p1", Agent: "a"},
-		Agent: project.AgentSpec{Name: "a", Engine: troupe.EngineFake, Options: opts},
+		Agent: troupe.AgentSpec{Name: "a", Engine: troupe.EngineFake, Options: opts},
 		Tools: tools,
 	}
 }
