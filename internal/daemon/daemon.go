@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,9 +145,10 @@ func Run(ctx context.Context, cfg Config) error {
 				rt.Queued(m)
 			}
 		}})
-	svc := services{reg: reg, tasks: tasks, notes: memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})}
+	notes := memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})
 	rt = runtime.New(runtime.Options{Store: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,
-		Grants: tokens, MCPURL: "http://" + addr + "/mcp", Services: svc, Briefing: svc.briefing,
+		Grants: tokens, MCPURL: "http://" + addr + "/mcp", Briefing: notes.Briefing,
+		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)),
 		Engines: map[troupe.Engine]engine.Engine{
 			troupe.EngineFake: fake.New(fake.Options{Command: fakeCmd, Logger: log}),
 		}})

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -47,11 +48,15 @@ type MCPAccess struct {
 	Token string
 }
 
-// Tools runs one troupe tool call for the session's agent. It may block for
-// as long as the tool takes (an ask can take hours) and is safe for
-// concurrent use. A returned error is a tool error to show the agent.
+// Tools are the troupe tools of the session's agent, bound to its key.
+// Specs lists them (name, description, argument schema) for an engine that
+// runs its own model loop and must describe them to its model. Call runs
+// one call; it may block for as long as the tool takes (an ask can take
+// hours) and is safe for concurrent use. A returned error is a tool error
+// to show the agent.
 type Tools interface {
-	Call(ctx context.Context, tool string, args json.RawMessage) (string, error)
+	Specs() []tool.Spec
+	Call(ctx context.Context, name string, args json.RawMessage) (string, error)
 }
 
 // ToolCallLimiter is implemented by engines whose MCP client cuts a tool

@@ -26,7 +26,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/troupe-dev/troupe/internal/engine"
-	"github.com/troupe-dev/troupe/internal/runtime"
+	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -83,8 +83,10 @@ func (t *Tokens) lookup(tok string) (grant, bool) {
 	return g, ok
 }
 
-// ToolSource gives the tools bound to a key, with a tool-call limit.
+// ToolSource is the tool catalogue: its specs, and its tools bound to a
+// key with a tool-call limit.
 type ToolSource interface {
+	Specs() []tool.Spec
 	ToolsWithLimit(k troupe.RuntimeKey, limit time.Duration) engine.Tools
 }
 
@@ -96,15 +98,15 @@ type Options struct {
 	Logger  *slog.Logger
 }
 
-// Handler returns the /mcp endpoint: bearer token → RuntimeKey, then the
-// tool catalog of internal/runtime.
+// Handler returns the /mcp endpoint: bearer token → RuntimeKey, then
+// whatever tools the catalogue (o.Tools) holds.
 func Handler(o Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	sdkLog := slog.New(atLeast{o.Logger.Handler(), slog.LevelWarn}) // the SDK logs every stateless request at info
 	srv := sdk.NewServer(&sdk.Implementation{Name: "troupe", Version: o.Version}, &sdk.ServerOptions{Logger: sdkLog})
-	for _, spec := range runtime.Catalog {
+	for _, spec := range o.Tools.Specs() {
 		srv.AddTool(&sdk.Tool{Name: spec.Name, Description: spec.Description, InputSchema: spec.Schema},
 			func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 				return call(ctx, o, spec.Name, req), nil

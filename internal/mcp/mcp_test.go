@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/engine/fake"
 	"github.com/troupe-dev/troupe/internal/runtime"
 	"github.com/troupe-dev/troupe/internal/store/sqlite"
+	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -53,7 +55,12 @@ func newEnv(t *testing.T) *env {
 	}
 	tm := teams{"pa": {spec("lead"), spec("researcher")}, "pb": {spec("lead"), spec("researcher")}}
 	e := &env{store: runtime.NewMemStore(), tokens: NewTokens()}
-	e.rt = runtime.New(runtime.Options{Store: e.store, Teams: tm,
+	whoami := tool.Tool{Spec: tool.Spec{Name: "whoami", Description: "say who calls",
+		Schema: json.RawMessage(`{"type":"object","additionalProperties":false}`)},
+		Handle: func(_ context.Context, c tool.Caller, _ json.RawMessage) (string, error) {
+			return fmt.Sprintf("%s in %s", c.Key, c.Dir), nil
+		}}
+	e.rt = runtime.New(runtime.Options{Store: e.store, Teams: tm, Tools: []tool.Tool{whoami},
 		Engines: map[troupe.Engine]engine.Engine{troupe.EngineFake: fake.New(fake.Options{Command: fake.TestCommand()})}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -112,8 +119,8 @@ func TestMCPListsAndCallsEveryTool(t *testing.T) {
 			t.Errorf("tool %s lacks a description or schema", tl.Name)
 		}
 	}
-	if len(names) != len(runtime.Catalog) {
-		t.Fatalf("tools = %v, want the %d of the catalog", names, len(runtime.Catalog))
+	if len(names) != len(e.rt.Specs()) {
+		t.Fatalf("tools = %v, want the %d of the catalog", names, len(e.rt.Specs()))
 	}
 	cases := []struct {
 		tool    string
@@ -126,13 +133,8 @@ func TestMCPListsAndCallsEveryTool(t *testing.T) {
 		{"send_message", map[string]any{"to": "researcher", "text": "fyi"}, "sent to researcher", false},
 		{"delegate", map[string]any{"to": "researcher", "task": "do it"}, "delegated to researcher", false},
 		{"reply", map[string]any{"text": "x"}, "no question to answer", true},
-		{"run_in_background", map[string]any{"command": "true"}, "not available", true},
-		{"task_status", map[string]any{}, "not available", true},
-		{"task_output", map[string]any{"task_id": "t1"}, "not available", true},
-		{"task_kill", map[string]any{"task_id": "t1"}, "not available", true},
-		{"memory_search", map[string]any{"query": "x"}, "not available", true},
-		{"memory_read", map[string]any{"name": "x"}, "not available", true},
-		{"memory_write", map[string]any{"name": "x", "description": "d", "body": "b"}, "not available", true},
+		// A tool of another domain, composed into the catalogue, acts as the token's key.
+		{"whoami", map[string]any{}, "pa/lead in " + os.TempDir(), false},
 	}
 	for _, c := range cases {
 		out, isErr := callText(t, cs, c.tool, c.args)

@@ -30,6 +30,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/project"
+	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -56,8 +57,9 @@ type Options struct {
 	Teams   Teams
 	Engines map[troupe.Engine]engine.Engine
 	Hub     *events.Hub // nil: a private hub nobody reads
-	// Services serves the task and memory tools; nil: not served.
-	Services Services
+	// Tools are the tools of other domains (background tasks, memory
+	// notes) offered beside the runtime's own; New composes the catalogue.
+	Tools []tool.Tool
 	// Grants mints each session's MCP token and revokes it when the session
 	// ends (C2); MCPURL is the endpoint given to agents. Both unset: the
 	// agents' tools go through engine.Tools only.
@@ -74,9 +76,10 @@ type Options struct {
 
 // Runtime runs the agents of every project.
 type Runtime struct {
-	o   Options
-	log *slog.Logger
-	hub *events.Hub
+	o     Options
+	log   *slog.Logger
+	hub   *events.Hub
+	tools *tool.Catalog // immutable after New
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -101,8 +104,10 @@ func New(o Options) *Runtime {
 	if o.StopTimeout <= 0 {
 		o.StopTimeout = 5 * time.Second
 	}
-	return &Runtime{o: o, log: o.Logger, hub: o.Hub, actors: map[troupe.RuntimeKey]*actor{},
+	r := &Runtime{o: o, log: o.Logger, hub: o.Hub, actors: map[troupe.RuntimeKey]*actor{},
 		waiters: map[troupe.RequestID]waiter{}}
+	r.tools = tool.NewCatalog(r.ownTools(), o.Tools)
+	return r
 }
 
 // Run recovers what a previous daemon left (messages in a turn go back to

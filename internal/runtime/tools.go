@@ -1,16 +1,14 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -25,135 +23,137 @@ func (r *Runtime) ToolsWithLimit(k troupe.RuntimeKey, limit time.Duration) engin
 	return toolHost{r: r, key: k, limit: limit}
 }
 
+// Specs lists every tool of the catalogue: the runtime's own and those of
+// Options.Tools.
+func (r *Runtime) Specs() []tool.Spec { return r.tools.Specs() }
+
 type toolHost struct {
 	r     *Runtime
 	key   troupe.RuntimeKey
 	limit time.Duration // 0: none
 }
 
-// Services answers the tools the runtime does not own (background tasks,
-// memory notes). The daemon wires it; nil means those tools are not served.
-type Services interface {
-	Call(ctx context.Context, k troupe.RuntimeKey, tool string, args json.RawMessage) (string, error)
-}
+// Specs implements engine.Tools.
+func (h toolHost) Specs() []tool.Spec { return h.r.tools.Specs() }
 
-func toolNames() string {
-	var names []string
-	for _, t := range Catalog {
-		names = append(names, t.Name)
-	}
-	return strings.Join(names, ", ")
-}
-
-// Call implements engine.Tools.
-func (h toolHost) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
+// Call implements engine.Tools: the call counts as the agent's activity
+// while it runs (an agent waiting on a teammate is not silent).
+func (h toolHost) Call(ctx context.Context, name string, args json.RawMessage) (string, error) {
 	if a := h.r.actor(h.key); a != nil {
 		defer a.toolCall()()
 	}
-	switch tool {
-	case "ask_agent":
-		var in struct {
-			To          string  `json:"to"`
-			Question    string  `json:"question"`
-			WaitSeconds float64 `json:"wait_seconds"`
-		}
-		if err := DecodeArgs(args, &in, "to", "question"); err != nil {
-			return "", err
-		}
-		if in.WaitSeconds < 0 {
-			return "", fmt.Errorf("bad argument wait_seconds: %v is negative: give 0 to wait for the answer", in.WaitSeconds)
-		}
-		wait := time.Duration(in.WaitSeconds * float64(time.Second))
-		if h.limit > 0 && (wait == 0 || wait > h.limit) {
-			wait = h.limit
-		}
-		req, err := h.r.Ask(ctx, h.target(in.To), h.key.Agent, in.Question, wait)
-		if err != nil {
-			return "", err
-		}
-		switch req.State {
-		case troupe.ReqAnswered:
-			return req.Answer, nil
-		case troupe.ReqPending:
-			return fmt.Sprintf("%s has not answered yet (request %s). The answer will arrive in your inbox as a reply message; carry on meanwhile.", in.To, req.ID), nil
-		}
-		return "", errors.New(req.Error)
-	case "send_message":
-		var in struct{ To, Text string }
-		if err := DecodeArgs(args, &in, "to", "text"); err != nil {
-			return "", err
-		}
-		m, err := h.r.Send(ctx, h.target(in.To), h.key.Agent, troupe.KindMessage, in.Text)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("sent to %s (message %d); it reads it at the end of its current turn", in.To, m.ID), nil
-	case "delegate":
-		var in struct{ To, Task string }
-		if err := DecodeArgs(args, &in, "to", "task"); err != nil {
-			return "", err
-		}
-		req, err := h.r.Delegate(ctx, h.target(in.To), h.key.Agent, in.Task)
-		if err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("delegated to %s as request %s; its result will arrive in your inbox and wake you", in.To, req.ID), nil
-	case "reply":
-		var in struct{ Text string }
-		if err := DecodeArgs(args, &in, "text"); err != nil {
-			return "", err
-		}
-		return "your answer was delivered", h.r.Reply(ctx, h.key, in.Text)
-	case "list_agents":
-		if err := DecodeArgs(args, &struct{}{}); err != nil {
-			return "", err
-		}
-		type row struct {
-			Name   troupe.AgentID    `json:"name"`
-			Engine troupe.Engine     `json:"engine"`
-			State  troupe.AgentState `json:"state"`
-			You    bool              `json:"you,omitempty"`
-		}
-		var rows []row
-		for _, a := range h.r.o.Teams.Agents(h.key.Project) {
-			st, _ := h.r.AgentState(troupe.RuntimeKey{Project: h.key.Project, Agent: a.Name})
-			rows = append(rows, row{a.Name, a.Engine, st, a.Name == h.key.Agent})
-		}
-		b, _ := json.Marshal(rows)
-		return string(b), nil
+	_, dir, ok := h.r.o.Teams.Agent(h.key)
+	if !ok {
+		return "", fmt.Errorf("%s is no longer an agent of a registered project: its tools are gone", h.key.Agent)
 	}
-	if slices.ContainsFunc(Catalog, func(t ToolSpec) bool { return t.Name == tool }) {
-		if h.r.o.Services == nil {
-			return "", fmt.Errorf("tool %q is not available in this daemon", tool)
-		}
-		return h.r.o.Services.Call(ctx, h.key, tool, args)
-	}
-	return "", fmt.Errorf("unknown tool %q: the tools are %s", tool, toolNames())
+	return h.r.tools.Call(ctx, tool.Caller{Key: h.key, Dir: dir, Limit: h.limit}, name, args)
 }
 
-func (h toolHost) target(name string) troupe.RuntimeKey {
-	return troupe.RuntimeKey{Project: h.key.Project, Agent: troupe.AgentID(name)}
+// ownTools are the tools the runtime serves: asks, replies, messages,
+// delegations and the team list.
+func (r *Runtime) ownTools() []tool.Tool {
+	return []tool.Tool{
+		{Spec: tool.Spec{Name: "ask_agent", Description: "Ask another agent of your team a question and wait for its answer. The answer is the final output of the turn in which it handles your question (or what it passes to reply). While it works, you wait; if it stays silent for its whole turn_timeout you get a 'no reply' error. If you give wait_seconds and the answer takes longer, you get a request id at once and the answer arrives later in your inbox.",
+			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"the agent's name, as list_agents shows it"},"question":{"type":"string","description":"what you want to know; say what form of answer you need"},"wait_seconds":{"type":"number","minimum":0,"description":"give up waiting after this many seconds and get the answer in your inbox instead (0 or absent: wait for it)"}},"required":["to","question"],"additionalProperties":false}`)},
+			Handle: r.askTool},
+		{Spec: tool.Spec{Name: "reply", Description: "Answer the question you were asked in this turn (an ask_agent from a teammate). Optional: by default your final message of the turn is the answer.",
+			Schema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"your answer"}},"required":["text"],"additionalProperties":false}`)},
+			Handle: r.replyTool},
+		{Spec: tool.Spec{Name: "send_message", Description: "Send a message to another agent of your team without waiting. It is delivered into its inbox and read at the start of its next turn.",
+			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"the agent's name"},"text":{"type":"string","description":"the message"}},"required":["to","text"],"additionalProperties":false}`)},
+			Handle: r.sendTool},
+		{Spec: tool.Spec{Name: "delegate", Description: "Give a task to another agent and carry on. When it finishes, its result arrives in your inbox and wakes you.",
+			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"the agent's name"},"task":{"type":"string","description":"what to do, and what result to report"}},"required":["to","task"],"additionalProperties":false}`)},
+			Handle: r.delegateTool},
+		{Spec: tool.Spec{Name: "list_agents", Description: "List the agents of your team with their engine and state (idle, busy, stopped, failed, blocked).",
+			Schema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)},
+			Handle: r.listTool},
+	}
 }
 
-// DecodeArgs decodes tool arguments strictly (unknown fields refused) and
-// names the first missing required field, in sentences an agent can act on.
-func DecodeArgs(args json.RawMessage, v any, required ...string) error {
-	if len(bytes.TrimSpace(args)) == 0 {
-		args = json.RawMessage("{}")
+// target is the agent named name in c's project.
+func target(c tool.Caller, name string) troupe.RuntimeKey {
+	return troupe.RuntimeKey{Project: c.Key.Project, Agent: troupe.AgentID(name)}
+}
+
+func (r *Runtime) askTool(ctx context.Context, c tool.Caller, args json.RawMessage) (string, error) {
+	var in struct {
+		To          string  `json:"to"`
+		Question    string  `json:"question"`
+		WaitSeconds float64 `json:"wait_seconds"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("bad arguments: %v", err)
+	if err := tool.DecodeArgs(args, &in, "to", "question"); err != nil {
+		return "", err
 	}
-	var present map[string]json.RawMessage
-	_ = json.Unmarshal(args, &present)
-	for _, f := range required {
-		if raw, ok := present[f]; !ok || string(raw) == `""` || string(raw) == "null" {
-			return fmt.Errorf("missing argument %q", f)
-		}
+	if in.WaitSeconds < 0 {
+		return "", fmt.Errorf("bad argument wait_seconds: %v is negative: give 0 to wait for the answer", in.WaitSeconds)
 	}
-	return nil
+	wait := time.Duration(in.WaitSeconds * float64(time.Second))
+	if c.Limit > 0 && (wait == 0 || wait > c.Limit) {
+		wait = c.Limit
+	}
+	req, err := r.Ask(ctx, target(c, in.To), c.Key.Agent, in.Question, wait)
+	if err != nil {
+		return "", err
+	}
+	switch req.State {
+	case troupe.ReqAnswered:
+		return req.Answer, nil
+	case troupe.ReqPending:
+		return fmt.Sprintf("%s has not answered yet (request %s). The answer will arrive in your inbox as a reply message; carry on meanwhile.", in.To, req.ID), nil
+	}
+	return "", errors.New(req.Error)
+}
+
+func (r *Runtime) sendTool(ctx context.Context, c tool.Caller, args json.RawMessage) (string, error) {
+	var in struct{ To, Text string }
+	if err := tool.DecodeArgs(args, &in, "to", "text"); err != nil {
+		return "", err
+	}
+	m, err := r.Send(ctx, target(c, in.To), c.Key.Agent, troupe.KindMessage, in.Text)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("sent to %s (message %d); it reads it at the end of its current turn", in.To, m.ID), nil
+}
+
+func (r *Runtime) delegateTool(ctx context.Context, c tool.Caller, args json.RawMessage) (string, error) {
+	var in struct{ To, Task string }
+	if err := tool.DecodeArgs(args, &in, "to", "task"); err != nil {
+		return "", err
+	}
+	req, err := r.Delegate(ctx, target(c, in.To), c.Key.Agent, in.Task)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("delegated to %s as request %s; its result will arrive in your inbox and wake you", in.To, req.ID), nil
+}
+
+func (r *Runtime) replyTool(ctx context.Context, c tool.Caller, args json.RawMessage) (string, error) {
+	var in struct{ Text string }
+	if err := tool.DecodeArgs(args, &in, "text"); err != nil {
+		return "", err
+	}
+	return "your answer was delivered", r.Reply(ctx, c.Key, in.Text)
+}
+
+func (r *Runtime) listTool(_ context.Context, c tool.Caller, args json.RawMessage) (string, error) {
+	if err := tool.DecodeArgs(args, &struct{}{}); err != nil {
+		return "", err
+	}
+	type row struct {
+		Name   troupe.AgentID    `json:"name"`
+		Engine troupe.Engine     `json:"engine"`
+		State  troupe.AgentState `json:"state"`
+		You    bool              `json:"you,omitempty"`
+	}
+	var rows []row
+	for _, a := range r.o.Teams.Agents(c.Key.Project) {
+		st, _ := r.AgentState(troupe.RuntimeKey{Project: c.Key.Project, Agent: a.Name})
+		rows = append(rows, row{a.Name, a.Engine, st, a.Name == c.Key.Agent})
+	}
+	b, _ := json.Marshal(rows)
+	return string(b), nil
 }
 
 // Reply answers, with text, the ask that k's current turn is handling.

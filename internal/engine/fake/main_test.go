@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -142,6 +143,9 @@ type fakeTools struct {
 	mu    sync.Mutex // guards calls
 	calls []call
 }
+
+// Specs implements engine.Tools: the fake agent needs no schemas.
+func (f *fakeTools) Specs() []tool.Spec { return nil }
 
 func (f *fakeTools) Call(ctx context.Context, tool string, args json.RawMessage) (string, error) {
 	var m map[string]any
