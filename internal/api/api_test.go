@@ -32,7 +32,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	hub := events.New(events.Options{})
 	reg, err := project.Open(context.Background(), project.Options{Store: project.NewMemStore(),
-		OnTeamChange: func(c project.TeamChange) { hub.Publish("team.changed", troupe.RuntimeKey{Project: c.Project}, c) }})
+		OnTeamChange: func(c project.TeamChange) { hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{Project: c.Project, Added: c.Added, Removed: c.Removed, Changed: c.Changed, Error: c.Error}) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestAPIEventStreamResumesWithSince(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := range 5 {
-		f.hub.Publish("tick", troupe.RuntimeKey{Project: "p", Agent: troupe.AgentID(rune('a' + i))}, nil)
+		f.hub.Publish(troupe.RuntimeKey{Project: "p", Agent: troupe.AgentID(rune('a' + i))}, events.InboxExpired{})
 	}
 	read := func(since uint64, n int) []uint64 {
 		var got []uint64
@@ -166,7 +166,7 @@ func TestAPIEventStreamResumesWithSince(t *testing.T) {
 	// Live events after the backlog, with no gap.
 	go func() {
 		for range 3 {
-			f.hub.Publish("tick", troupe.RuntimeKey{}, nil)
+			f.hub.Publish(troupe.RuntimeKey{}, events.InboxExpired{})
 		}
 	}()
 	if got := read(4, 4); got[0] != 5 || got[3] != 8 {
@@ -174,7 +174,7 @@ func TestAPIEventStreamResumesWithSince(t *testing.T) {
 	}
 	// A since from another daemon run (ahead of this hub) asks for a reset.
 	resets := 0
-	go f.hub.Publish("tick", troupe.RuntimeKey{}, nil)
+	go f.hub.Publish(troupe.RuntimeKey{}, events.InboxExpired{})
 	_, err := cl.Events(ctx, 1000, func() { resets++ }, func(ev events.Event) error {
 		if ev.Seq == 9 {
 			return errDone

@@ -103,13 +103,13 @@ func Run(ctx context.Context, cfg Config) error {
 		Store:  db,
 		Logger: log,
 		OnTeamChange: func(c project.TeamChange) {
-			hub.Publish("team.changed", troupe.RuntimeKey{Project: c.Project}, c)
+			hub.Publish(troupe.RuntimeKey{Project: c.Project}, teamChanged(c))
 			if rt != nil {
 				rt.TeamChanged(c)
 			}
 		},
 		OnRemove: func(id troupe.ProjectID) {
-			hub.Publish("project.removed", troupe.RuntimeKey{Project: id}, nil)
+			hub.Publish(troupe.RuntimeKey{Project: id}, events.ProjectRemoved{Project: id})
 			if rt != nil {
 				rt.ProjectRemoved(id)
 			}
@@ -196,7 +196,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("write address file: %w", err)
 	}
 	defer os.Remove(dir.AddrFile())
-	hub.Publish("daemon.started", troupe.RuntimeKey{}, map[string]string{"addr": addr})
+	hub.Publish(troupe.RuntimeKey{}, events.DaemonStarted{Addr: addr})
 	fmt.Fprintf(cfg.Out, "troupe %s ready on %s\nweb UI: %s\n", cfg.Version, addr, srv.LoginURL())
 	log.Info("daemon ready", "addr", addr, "state_dir", cfg.StateDir)
 
@@ -257,4 +257,9 @@ func killTasks(ctx context.Context, log *slog.Logger, tasks *task.Manager, p tro
 			log.Warn("kill task of a removed project", "project", p, "task", t.ID, "err", err)
 		}
 	}
+}
+
+// teamChanged is the event of a team reload.
+func teamChanged(c project.TeamChange) events.TeamChanged {
+	return events.TeamChanged{Project: c.Project, Added: c.Added, Removed: c.Removed, Changed: c.Changed, Error: c.Error}
 }

@@ -20,8 +20,15 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// Engine starts sessions. Start may be called concurrently for different keys.
+// Engine starts sessions. Its methods may be called concurrently.
 type Engine interface {
+	// Check validates what the agent's definition asks of this engine (its
+	// [agent.<engine>] options, its mode) when the team is loaded, so a
+	// mistake is a team error, not a failed turn. A problem with one key
+	// is a *troupe.FieldError whose Field is the key's path below the
+	// [[agent]] table ("claude.permission_mode", "mode", "fake"); the team
+	// loader adds the file and the line. Start may assume Check passed.
+	Check(agent troupe.AgentSpec) error
 	Start(ctx context.Context, spec StartSpec) (Session, error)
 }
 
@@ -31,10 +38,18 @@ type StartSpec struct {
 	Agent        troupe.AgentSpec
 	Dir          string // the project's folder: the agent's working directory
 	Instructions string // the agent's prompt plus what troupe tells every agent
+	// Resume is the engine's own id of a conversation to continue (a
+	// Claude session id, a Codex thread id) as an earlier session reported
+	// it (EventSession); empty: start a new conversation.
+	Resume string
 	// Tools serves the troupe tools the agent calls, bound to Key (C2).
 	// Engines that run the agent loop themselves (fake, openai) call it;
 	// the real CLIs reach the same tools through MCP.
 	Tools Tools
+	// Approver decides the engine's permission requests (a command to run,
+	// a file to write) that the agent's allowed_tools and permission_mode
+	// do not settle by themselves. Nil: every request is denied.
+	Approver Approver
 	// MCP is how the agent reaches troupe's MCP endpoint: a URL and a
 	// bearer token minted for this session only (C2), revoked when it ends.
 	// Empty when the daemon serves no MCP endpoint (tests).
@@ -57,6 +72,30 @@ type MCPAccess struct {
 type Tools interface {
 	Specs() []tool.Spec
 	Call(ctx context.Context, name string, args json.RawMessage) (string, error)
+}
+
+// Approver decides permission requests. Approve may block until someone
+// decides (the person, in the web UI or the CLI) or ctx ends; it is safe for
+// concurrent use. An error means no decision: the engine denies.
+type Approver interface {
+	Approve(ctx context.Context, req Permission) (Decision, error)
+}
+
+// Permission is an engine's request to use a tool.
+type Permission struct {
+	ID    string          // the engine's id of the request, for its answer
+	Turn  troupe.TurnID   // the turn that asks
+	Tool  string          // the engine's tool name ("Bash", "Edit", "mcp__x__y")
+	Input json.RawMessage // the tool's input, as the engine gave it
+	// Title says in a sentence what is asked, when the engine says it.
+	Title string
+}
+
+// Decision answers a Permission.
+type Decision struct {
+	Allow bool
+	// Reason is shown to the agent when denied ("not in allowed_tools").
+	Reason string
 }
 
 // ToolCallLimiter is implemented by engines whose MCP client cuts a tool
@@ -105,19 +144,58 @@ type Input struct {
 // EventKind is the kind of an Event.
 type EventKind string
 
-// Event kinds.
+// Event kinds. Every session reports EventOutput and EventTurnEnd; the
+// others when its protocol tells them. Consumers ignore kinds they do not
+// know.
 const (
-	EventOutput  EventKind = "output"   // text the agent produced (a chunk or a line)
-	EventTurnEnd EventKind = "turn_end" // the protocol's end of the turn
+	EventOutput     EventKind = "output"      // text the agent produced (a chunk or a line): Text
+	EventThinking   EventKind = "thinking"    // the model's reasoning, when the engine shows it: Text
+	EventToolCall   EventKind = "tool_call"   // the agent calls a tool: Tool (ID, Name, Input)
+	EventToolResult EventKind = "tool_result" // a tool call's result: Tool (ID, Output, IsError)
+	EventUsage      EventKind = "usage"       // tokens and cost so far in the turn: Usage
+	EventSession    EventKind = "session"     // the engine's own id of the conversation: SessionID
+	EventPermission EventKind = "permission"  // a permission request and how it was decided: Permission, Decision
+	EventTurnEnd    EventKind = "turn_end"    // the protocol's end of the turn: Text, Error
 )
 
-// Event is one thing a session reports.
+// Event is one thing a session reports. Which fields are set depends on
+// Kind (see the kinds).
 type Event struct {
 	Kind EventKind
 	Turn troupe.TurnID
-	// Text: for EventOutput the chunk; for EventTurnEnd the turn's final
-	// output, which answers an ask handled by the turn (C4).
+	// Text: for EventOutput and EventThinking the chunk; for EventTurnEnd
+	// the turn's final output, which answers an ask handled by the turn
+	// (C4).
 	Text string
 	// Error, on EventTurnEnd, says why the turn failed; empty on success.
 	Error string
+	// Tool is the call of EventToolCall and EventToolResult.
+	Tool *ToolUse
+	// Usage is the turn's usage so far, on EventUsage.
+	Usage *Usage
+	// SessionID is the engine's id of the conversation, on EventSession:
+	// the runtime keeps it and gives it back as StartSpec.Resume.
+	SessionID string
+	// Permission and Decision, on EventPermission.
+	Permission *Permission
+	Decision   *Decision
+}
+
+// ToolUse is one tool call of the agent's own (its engine's tools, or
+// troupe's through MCP) and, once known, its result.
+type ToolUse struct {
+	ID      string          // the engine's id, linking a result to its call
+	Name    string          // e.g. "Bash", "mcp__troupe__ask_agent"
+	Input   json.RawMessage // on a call
+	Output  string          // on a result
+	IsError bool            // on a result
+}
+
+// Usage counts a turn's tokens and, when the engine reports it, its cost.
+type Usage struct {
+	InputTokens      int64   `json:"input_tokens"`
+	OutputTokens     int64   `json:"output_tokens"`
+	CacheReadTokens  int64   `json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int64   `json:"cache_write_tokens,omitempty"`
+	CostUSD          float64 `json:"cost_usd,omitempty"`
 }

@@ -27,7 +27,7 @@ import (
 type Event struct {
 	Seq     uint64           `json:"seq"`
 	Time    time.Time        `json:"time"`
-	Type    string           `json:"type"`
+	Type    Type             `json:"type"`
 	Project troupe.ProjectID `json:"project,omitempty"`
 	Agent   troupe.AgentID   `json:"agent,omitempty"`
 	Data    json.RawMessage  `json:"data,omitempty"`
@@ -67,17 +67,11 @@ func New(o Options) *Hub {
 	return &Hub{now: o.Now, buffer: o.Buffer, next: 1, size: o.Backlog, subs: map[*Subscription]struct{}{}}
 }
 
-// Publish appends an event of type typ with data marshalled to JSON, and
-// returns its sequence number. It never blocks.
-func (h *Hub) Publish(typ string, key troupe.RuntimeKey, data any) uint64 {
-	var raw json.RawMessage
-	if data != nil {
-		b, err := json.Marshal(data)
-		if err != nil {
-			b, _ = json.Marshal(map[string]string{"marshal_error": err.Error()})
-		}
-		raw = b
-	}
+// Publish appends an event with p's type and data (marshalled to JSON),
+// about key (zero for the daemon, Agent empty for a project), and returns
+// its sequence number. It never blocks.
+func (h *Hub) Publish(key troupe.RuntimeKey, p Payload) uint64 {
+	typ, raw := p.EventType(), marshal(p)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ev := Event{Seq: h.next, Time: h.now().UTC(), Type: typ, Project: key.Project, Agent: key.Agent, Data: raw}

@@ -18,7 +18,7 @@ func TestSubscribeResumesWithoutGapOrDuplicate(t *testing.T) {
 	h := New(Options{})
 	k := troupe.RuntimeKey{Project: "p1", Agent: "a"}
 	for range 5 {
-		h.Publish("x", k, nil)
+		h.Publish(k, InboxExpired{})
 	}
 	back, sub, ok := h.Subscribe(3)
 	defer sub.Close()
@@ -28,9 +28,9 @@ func TestSubscribeResumesWithoutGapOrDuplicate(t *testing.T) {
 	if got := seqs(back); len(got) != 2 || got[0] != 4 || got[1] != 5 {
 		t.Fatalf("backlog = %v, want [4 5]", got)
 	}
-	h.Publish("y", k, map[string]int{"n": 1})
+	h.Publish(k, InboxExpired{Messages: 1})
 	ev := <-sub.C()
-	if ev.Seq != 6 || ev.Type != "y" || string(ev.Data) != `{"n":1}` || ev.Project != "p1" {
+	if ev.Seq != 6 || ev.Type != TypeInboxExpired || string(ev.Data) != `{"messages":1}` || ev.Project != "p1" {
 		t.Fatalf("live event = %+v", ev)
 	}
 }
@@ -38,7 +38,7 @@ func TestSubscribeResumesWithoutGapOrDuplicate(t *testing.T) {
 func TestSubscribeTooOldOrFromAnotherRunResets(t *testing.T) {
 	h := New(Options{Backlog: 4})
 	for range 20 {
-		h.Publish("x", troupe.RuntimeKey{}, nil)
+		h.Publish(troupe.RuntimeKey{}, InboxExpired{})
 	}
 	back, sub, ok := h.Subscribe(2)
 	sub.Close()
@@ -64,7 +64,7 @@ func TestSlowSubscriberIsDroppedNotBlocking(t *testing.T) {
 	h := New(Options{Buffer: 2})
 	_, sub, _ := h.Subscribe(0)
 	for range 10 { // must not block
-		h.Publish("x", troupe.RuntimeKey{}, nil)
+		h.Publish(troupe.RuntimeKey{}, InboxExpired{})
 	}
 	n := 0
 	for range sub.C() {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -38,9 +39,6 @@ type actor struct {
 	toolCalls  int       // troupe tool calls of this agent in flight
 	restart    bool      // the definition changed: new session at the next boundary
 }
-
-// maxOutputEvent bounds the text of one agent.output event.
-const maxOutputEvent = 4096
 
 // turn is a turn in flight.
 type turn struct {
@@ -119,7 +117,7 @@ func (a *actor) setState(s troupe.AgentState, reason string) {
 	a.state, a.reason = s, reason
 	a.mu.Unlock()
 	if changed {
-		a.rt.publish("agent.state", a.key, map[string]string{"state": string(s), "reason": reason})
+		a.rt.publish(a.key, events.AgentState{State: s, Reason: reason})
 	}
 }
 
@@ -210,22 +208,54 @@ func (a *actor) sessionEnded(ctx context.Context) {
 	a.setState(troupe.StateFailed, reason)
 }
 
+// handle acts on one event of the session: the turn's end ends the turn;
+// the engine's session id is kept for the next start (StartSpec.Resume);
+// everything else is published for the person to watch, clipped
+// (events.MaxText).
 func (a *actor) handle(ctx context.Context, ev engine.Event) {
-	t := a.currentTurn()
 	switch ev.Kind {
 	case engine.EventOutput:
-		text := ev.Text
-		if len(text) > maxOutputEvent { // the feed is for watching; the session keeps it all
-			text = strings.ToValidUTF8(text[:maxOutputEvent], "") + "…"
+		text, cut := events.Clip(ev.Text)
+		a.rt.publish(a.key, events.AgentOutput{Turn: ev.Turn, Text: text, Cut: cut})
+	case engine.EventThinking:
+		text, cut := events.Clip(ev.Text)
+		a.rt.publish(a.key, events.AgentThinking{Turn: ev.Turn, Text: text, Cut: cut})
+	case engine.EventToolCall:
+		if ev.Tool != nil {
+			in, cut := events.Clip(string(ev.Tool.Input))
+			a.rt.publish(a.key, events.AgentToolCall{Turn: ev.Turn, ID: ev.Tool.ID, Name: ev.Tool.Name, Input: in, Cut: cut})
 		}
-		a.rt.publish("agent.output", a.key, map[string]string{"turn": string(ev.Turn), "text": text})
+	case engine.EventToolResult:
+		if ev.Tool != nil {
+			out, cut := events.Clip(ev.Tool.Output)
+			a.rt.publish(a.key, events.AgentToolResult{Turn: ev.Turn, ID: ev.Tool.ID, Output: out, IsError: ev.Tool.IsError, Cut: cut})
+		}
+	case engine.EventUsage:
+		if u := ev.Usage; u != nil {
+			a.rt.publish(a.key, events.AgentUsage{Turn: ev.Turn, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+				CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens, CostUSD: u.CostUSD})
+		}
+	case engine.EventSession:
+		if ev.SessionID != "" {
+			a.rt.setResume(a.key, ev.SessionID)
+			a.rt.publish(a.key, events.AgentSession{SessionID: ev.SessionID})
+		}
+	case engine.EventPermission:
+		if p, d := ev.Permission, ev.Decision; p != nil && d != nil {
+			in, cut := events.Clip(string(p.Input))
+			a.rt.publish(a.key, events.AgentPermission{Turn: ev.Turn, ID: p.ID, Tool: p.Tool, Title: p.Title,
+				Input: in, Cut: cut, Allow: d.Allow, Reason: d.Reason})
+		}
 	case engine.EventTurnEnd:
+		t := a.currentTurn()
 		if t == nil || ev.Turn != t.id {
 			a.log.Warn("end of a turn not in flight", "turn", ev.Turn)
 			return
 		}
 		a.endTurn(ctx, ev.Text, ev.Error)
 		a.setState(troupe.StateIdle, "")
+	default:
+		a.log.Debug("event of an unknown kind", "kind", ev.Kind)
 	}
 }
 
@@ -305,7 +335,7 @@ func (a *actor) finishTurn(ctx context.Context, text, errText string, failState 
 	for _, f := range finished {
 		a.rt.finished(f)
 	}
-	a.rt.publish("turn.ended", a.key, map[string]string{"turn": string(t.id), "error": errText})
+	a.rt.publish(a.key, events.TurnEnded{Turn: t.id, Error: errText})
 }
 
 // next starts a turn when none is in flight and the inbox has mail.
@@ -369,7 +399,7 @@ func (a *actor) next(ctx context.Context) {
 	a.mu.Unlock()
 	a.idle.Reset(window)
 	a.setState(troupe.StateBusy, "")
-	a.rt.publish("turn.started", a.key, map[string]any{"turn": id, "messages": ids})
+	a.rt.publish(a.key, events.TurnStarted{Turn: id, Messages: ids})
 	if err := s.Send(ctx, engine.Input{Turn: id, Messages: batch}); err != nil {
 		a.endTurn(ctx, "", "give the turn to the agent: "+err.Error())
 		a.setState(troupe.StateIdle, "")
@@ -423,7 +453,7 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 		access = engine.MCPAccess{URL: a.rt.o.MCPURL, Token: g.Mint(a.key, callLimit(eng, spec))}
 	}
 	s, err := eng.Start(ctx, engine.StartSpec{Key: a.key, Agent: spec, Dir: dir, Instructions: instr,
-		Tools: a.rt.Tools(a.key), MCP: access, Logger: a.log})
+		Resume: a.rt.resumeID(a.key), Tools: a.rt.Tools(a.key), Approver: a.rt.approver(a.key), MCP: access, Logger: a.log})
 	if err != nil {
 		if access.Token != "" {
 			a.rt.o.Grants.Revoke(access.Token)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -79,7 +80,7 @@ func (r *Runtime) request(ctx context.Context, to troupe.RuntimeKey, from troupe
 		r.releaseWaiter(req.ID)
 		return troupe.Request{}, nil, fmt.Errorf("%s %s: %w", kind, to.Agent, err)
 	}
-	r.publish("message.queued", to, m)
+	r.publish(to, events.MessageQueued{Message: m})
 	r.watch(req, done)
 	r.wake(to)
 	return req, done, nil
@@ -193,9 +194,9 @@ func (r *Runtime) finish(ctx context.Context, id troupe.RequestID, state troupe.
 // asker whose inbox got its outcome.
 func (r *Runtime) finished(f Finished) {
 	r.releaseWaiter(f.Request.ID)
-	r.publish("request.done", troupe.RuntimeKey{Project: f.Request.Project, Agent: f.Request.From}, f.Request)
+	r.publish(troupe.RuntimeKey{Project: f.Request.Project, Agent: f.Request.From}, events.RequestDone{Request: f.Request})
 	if q := f.Queued; q != nil {
-		r.publish("message.queued", q.Key(), *q)
+		r.publish(q.Key(), events.MessageQueued{Message: *q})
 		r.wake(q.Key())
 	}
 }

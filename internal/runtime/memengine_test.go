@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -22,18 +23,32 @@ import (
 //	silent DUR then TEXT         no output for DUR
 //	die                          the session ends mid-turn
 //	tool NAME JSON               call a troupe tool; answer with its result
+//	rich SESSION                 report every event kind (a 5 KB tool input,
+//	                             session id SESSION, permission requests for
+//	                             Read and Bash), then end with the decisions
 //	anything else                "echo: " + the texts of the batch
 type memEngine struct {
-	mu     sync.Mutex // guards starts and inputs
+	mu     sync.Mutex // guards starts, specs and inputs
 	starts int
+	specs  []engine.StartSpec
 	inputs []engine.Input
 }
+
+// Check implements engine.Engine: a memEngine takes any definition.
+func (e *memEngine) Check(troupe.AgentSpec) error { return nil }
 
 func (e *memEngine) Start(ctx context.Context, spec engine.StartSpec) (engine.Session, error) {
 	e.mu.Lock()
 	e.starts++
+	e.specs = append(e.specs, spec)
 	e.mu.Unlock()
 	return &memSession{e: e, spec: spec, events: make(chan engine.Event, 64), closed: make(chan struct{})}, nil
+}
+
+func (e *memEngine) Specs() []engine.StartSpec {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]engine.StartSpec(nil), e.specs...)
 }
 
 func (e *memEngine) Inputs() []engine.Input {
@@ -159,6 +174,33 @@ func (s *memSession) play(in engine.Input) {
 		if s.wait(dur) {
 			end(text[strings.Index(text, " then ")+6:])
 		}
+	case len(f) == 2 && f[0] == "rich":
+		big := json.RawMessage(`{"command":"` + strings.Repeat("x", 5000) + `"}`)
+		var decided []string
+		for _, ev := range []engine.Event{
+			{Kind: engine.EventSession, SessionID: f[1]},
+			{Kind: engine.EventThinking, Text: "let me see"},
+			{Kind: engine.EventToolCall, Tool: &engine.ToolUse{ID: "c1", Name: "Bash", Input: big}},
+			{Kind: engine.EventToolResult, Tool: &engine.ToolUse{ID: "c1", Output: "ok", IsError: true}},
+			{Kind: engine.EventUsage, Usage: &engine.Usage{InputTokens: 10, OutputTokens: 5, CostUSD: 0.25}},
+		} {
+			ev.Turn = in.Turn
+			if !s.emit(ev) {
+				return
+			}
+		}
+		for _, tool := range []string{"Read", "Bash"} {
+			p := engine.Permission{ID: "p-" + tool, Turn: in.Turn, Tool: tool, Input: json.RawMessage(`{}`)}
+			d, err := s.spec.Approver.Approve(context.Background(), p)
+			if err != nil {
+				d = engine.Decision{Reason: err.Error()}
+			}
+			decided = append(decided, fmt.Sprintf("%s:%v", tool, d.Allow))
+			if !s.emit(engine.Event{Kind: engine.EventPermission, Turn: in.Turn, Permission: &p, Decision: &d}) {
+				return
+			}
+		}
+		end(strings.Join(decided, " "))
 	case text == "die":
 		s.mu.Lock()
 		s.err = errors.New("exit status 3: crashed on purpose")

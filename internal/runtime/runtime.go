@@ -86,6 +86,9 @@ type Runtime struct {
 	ctx     context.Context // Run's context; nil before Run
 	actors  map[troupe.RuntimeKey]*actor
 	waiters map[troupe.RequestID]waiter
+	// resume holds each agent's engine conversation id (EventSession), in
+	// memory: a daemon restart starts new conversations.
+	resume  map[troupe.RuntimeKey]string
 	wg      sync.WaitGroup // actors and watchdogs
 	stopped bool
 }
@@ -105,7 +108,7 @@ func New(o Options) *Runtime {
 		o.StopTimeout = 5 * time.Second
 	}
 	r := &Runtime{o: o, log: o.Logger, hub: o.Hub, actors: map[troupe.RuntimeKey]*actor{},
-		waiters: map[troupe.RequestID]waiter{}}
+		waiters: map[troupe.RequestID]waiter{}, resume: map[troupe.RuntimeKey]string{}}
 	r.tools = tool.NewCatalog(r.ownTools(), o.Tools)
 	return r
 }
@@ -218,10 +221,11 @@ func (r *Runtime) TeamChanged(c project.TeamChange) {
 		if a := r.actor(k); a != nil {
 			a.stop("removed from the team")
 		}
+		r.forget(k)
 		if n, err := r.o.Store.Expire(context.Background(), k, "agent removed from the team"); err != nil {
 			r.log.Error("expire inbox", "project", k.Project, "agent", k.Agent, "err", err)
 		} else if n > 0 {
-			r.publish("inbox.expired", k, map[string]int{"messages": n})
+			r.publish(k, events.InboxExpired{Messages: n})
 		}
 	}
 	for _, name := range c.Changed {
@@ -238,6 +242,11 @@ func (r *Runtime) ProjectRemoved(p troupe.ProjectID) {
 	for k, a := range r.actors {
 		if k.Project == p {
 			as = append(as, a)
+		}
+	}
+	for k := range r.resume {
+		if k.Project == p {
+			delete(r.resume, k)
 		}
 	}
 	r.mu.Unlock()
@@ -270,7 +279,7 @@ func (r *Runtime) Send(ctx context.Context, to troupe.RuntimeKey, from troupe.Ag
 	if err != nil {
 		return troupe.Message{}, fmt.Errorf("send to %s: %w", to.Agent, err)
 	}
-	r.publish("message.queued", to, m)
+	r.publish(to, events.MessageQueued{Message: m})
 	r.wake(to)
 	return m, nil
 }
@@ -290,8 +299,8 @@ func (r *Runtime) checkTarget(to troupe.RuntimeKey, from troupe.AgentID) error {
 	return nil
 }
 
-func (r *Runtime) publish(typ string, k troupe.RuntimeKey, data any) {
-	r.hub.Publish(typ, k, data)
+func (r *Runtime) publish(k troupe.RuntimeKey, p events.Payload) {
+	r.hub.Publish(k, p)
 }
 
 // Conversation lists a project's messages (see Store.Conversation).
@@ -309,7 +318,7 @@ func newID(prefix string) string {
 // into its recipient's inbox: the recipient wakes. A message recorded as
 // already delivered (for the person) is only published.
 func (r *Runtime) Queued(m troupe.Message) {
-	r.publish("message.queued", m.Key(), m)
+	r.publish(m.Key(), events.MessageQueued{Message: m})
 	if m.State == troupe.MsgQueued {
 		r.wake(m.Key())
 	}

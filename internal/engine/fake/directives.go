@@ -198,6 +198,27 @@ type fakeOptions struct {
 	toolTimeout time.Duration
 }
 
+// optionError is a bad [agent.fake] option: key is the option ("" for the
+// table), msg what is wrong with it and what to write instead.
+type optionError struct {
+	agent troupe.AgentID
+	key   string
+	msg   string
+}
+
+func (e *optionError) Error() string {
+	return fmt.Sprintf("agent %q: [agent.fake]: %s", e.agent, e.msg)
+}
+
+// field is the error as the team loader reports it (engine.Engine.Check).
+func (e *optionError) field() *troupe.FieldError {
+	f := "fake"
+	if e.key != "" {
+		f += "." + e.key
+	}
+	return &troupe.FieldError{Field: f, Msg: e.msg}
+}
+
 // parseOptions checks the [agent.fake] table.
 func parseOptions(agent troupe.AgentID, opts map[string]any) (fakeOptions, error) {
 	keys := make([]string, 0, len(opts))
@@ -206,32 +227,35 @@ func parseOptions(agent troupe.AgentID, opts map[string]any) (fakeOptions, error
 	}
 	slices.Sort(keys)
 	var o fakeOptions
+	bad := func(key, format string, args ...any) error {
+		return &optionError{agent: agent, key: key, msg: fmt.Sprintf(format, args...)}
+	}
 	for _, k := range keys {
 		switch k {
 		case optRespond:
 			s, ok := opts[k].(string)
 			if !ok {
-				return o, fmt.Errorf("agent %q: [agent.fake]: respond must be a string of directive lines, not %T", agent, opts[k])
+				return o, bad(k, "respond must be a string of directive lines, not %T", opts[k])
 			}
 			if _, line, err := parseSteps(s); err != nil {
-				return o, fmt.Errorf("agent %q: [agent.fake]: respond: line %d: %w", agent, line, err)
+				return o, bad(k, "respond: line %d: %v", line, err)
 			}
 			o.respond = s
 		case optJournal:
 			s, ok := opts[k].(string)
 			if !ok || !filepath.IsLocal(s) {
-				return o, fmt.Errorf("agent %q: [agent.fake]: journal must be a file path inside the project, like \"agent.journal\"", agent)
+				return o, bad(k, "journal must be a file path inside the project, like \"agent.journal\"")
 			}
 			o.journal = s
 		case optToolTimeout:
 			s, _ := opts[k].(string)
 			d, err := time.ParseDuration(s)
 			if err != nil || d <= 0 {
-				return o, fmt.Errorf("agent %q: [agent.fake]: tool_timeout must be a duration like \"30s\", not %v", agent, opts[k])
+				return o, bad(k, "tool_timeout must be a duration like \"30s\", not %v", opts[k])
 			}
 			o.toolTimeout = d
 		default:
-			return o, fmt.Errorf("agent %q: [agent.fake]: unknown option %q: valid options are %s, %s, %s", agent, k, optJournal, optRespond, optToolTimeout)
+			return o, bad(k, "unknown option %q: valid options are %s, %s, %s", k, optJournal, optRespond, optToolTimeout)
 		}
 	}
 	return o, nil
