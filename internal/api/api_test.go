@@ -32,7 +32,9 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	hub := events.New(events.Options{})
 	reg, err := project.Open(context.Background(), project.Options{Store: project.NewMemStore(),
-		OnTeamChange: func(c project.TeamChange) { hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{Project: c.Project, Added: c.Added, Removed: c.Removed, Changed: c.Changed, Error: c.Error}) }})
+		OnTeamChange: func(c project.TeamChange) {
+			hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{Project: c.Project, Added: c.Added, Removed: c.Removed, Changed: c.Changed, Error: c.Error})
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
