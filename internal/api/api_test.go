@@ -2,12 +2,15 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,13 +33,20 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, api.Options{})
+}
+
+// newFixtureWith serves o, its registry, hub, token and version filled in.
+func newFixtureWith(t *testing.T, o api.Options) *fixture {
+	t.Helper()
 	hub := events.New(events.Options{})
 	reg, err := project.Open(context.Background(), project.Options{Store: project.NewMemStore(),
 		OnTeamChange: func(c project.TeamChange) { hub.Publish("team.changed", troupe.RuntimeKey{Project: c.Project}, c) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := api.New(api.Options{Registry: reg, Hub: hub, Token: token, Version: "test"})
+	o.Registry, o.Hub, o.Token, o.Version = reg, hub, token, "test"
+	srv := api.New(o)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	addr := strings.TrimPrefix(ts.URL, "http://")
@@ -115,7 +125,6 @@ func TestAPIRefusesForeignHostAndOrigin(t *testing.T) {
 func TestAPILoginLinkIsOneTime(t *testing.T) {
 	f := newFixture(t)
 	u := f.srv.LoginURL()
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := noFollow.Get(u)
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +144,147 @@ func TestAPILoginLinkIsOneTime(t *testing.T) {
 	}
 	if resp, _ := noFollow.Get(u); resp.StatusCode != 401 {
 		t.Fatalf("login link reused: %d, want 401", resp.StatusCode)
+	}
+}
+
+// clock is a settable clock for the server's Options.Now.
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// login uses a fresh login link and returns the session cookie.
+func (f *fixture) login(t *testing.T) *http.Cookie {
+	t.Helper()
+	resp, err := noFollow.Get(f.srv.LoginURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("login: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	return resp.Cookies()[0]
+}
+
+// withCookie GETs path with the session cookie c and returns the status
+// and the error message of a non-2xx answer.
+func (f *fixture) withCookie(t *testing.T, path string, c *http.Cookie) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", f.ts.URL+path, nil)
+	req.AddCookie(c)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var e api.Error
+	if json.Unmarshal(b, &e) != nil {
+		e.Error = string(b) // the page at /
+	}
+	return resp.StatusCode, e.Error
+}
+
+func TestAPILoginSessionExpiresWhenIdle(t *testing.T) {
+	clk := newClock()
+	f := newFixtureWith(t, api.Options{SessionIdle: time.Hour, Now: clk.Now})
+	active, idle := f.login(t), f.login(t)
+	// Each use refreshes the session: 3 h of requests 50 min apart.
+	for range 4 {
+		clk.Advance(50 * time.Minute)
+		if code, msg := f.withCookie(t, "/api/status", active); code != 200 {
+			t.Fatalf("active session refused after %v: %d %s", 50*time.Minute, code, msg)
+		}
+	}
+	unknown := &http.Cookie{Name: active.Name, Value: "not-a-session"}
+	for _, c := range []struct {
+		name   string
+		cookie *http.Cookie
+		path   string
+	}{
+		{"idle session", idle, "/api/status"},
+		{"unknown session", unknown, "/api/status"},
+		{"unknown session, page", unknown, "/"},
+	} {
+		code, msg := f.withCookie(t, c.path, c.cookie)
+		if code != http.StatusUnauthorized || !strings.Contains(msg, "troupe status --login") {
+			t.Errorf("%s: %d %q; want 401 saying to run troupe status --login", c.name, code, msg)
+		}
+	}
+	// Expiry is at the idle time, not later; an expired session stays gone.
+	clk.Advance(time.Hour)
+	if code, _ := f.withCookie(t, "/api/status", active); code != http.StatusUnauthorized {
+		t.Errorf("session unused for exactly the idle time: %d, want 401", code)
+	}
+	clk.Advance(-30 * time.Minute)
+	if code, _ := f.withCookie(t, "/api/status", active); code != http.StatusUnauthorized {
+		t.Errorf("expired session came back: %d, want 401", code)
+	}
+	// The bearer token does not expire.
+	if code := f.get(t, "/api/status", map[string]string{"Authorization": "Bearer " + token}).StatusCode; code != 200 {
+		t.Errorf("token after the sessions expired: %d", code)
+	}
+}
+
+func TestAPILoginSessionDefaultIdleIs12h(t *testing.T) {
+	clk := newClock()
+	f := newFixtureWith(t, api.Options{Now: clk.Now})
+	c := f.login(t)
+	clk.Advance(12*time.Hour - time.Second)
+	if code, _ := f.withCookie(t, "/api/status", c); code != 200 {
+		t.Fatalf("session idle just under 12h: %d, want 200", code)
+	}
+	clk.Advance(12 * time.Hour)
+	if code, _ := f.withCookie(t, "/api/status", c); code != http.StatusUnauthorized {
+		t.Fatalf("session idle 12h: %d, want 401", code)
+	}
+}
+
+func TestAPILoginSessionsAreBounded(t *testing.T) {
+	const bound = 1000 // maxSessions in auth.go
+	clk := newClock()
+	f := newFixtureWith(t, api.Options{Now: clk.Now})
+	cookies := make([]*http.Cookie, bound)
+	for i := range cookies {
+		cookies[i] = f.login(t)
+		clk.Advance(time.Second)
+	}
+	// The first is used again, so the second is now the least recently used.
+	if code, _ := f.withCookie(t, "/api/status", cookies[0]); code != 200 {
+		t.Fatalf("first session: %d", code)
+	}
+	clk.Advance(time.Second)
+	newest := f.login(t)
+	for _, c := range []struct {
+		name   string
+		cookie *http.Cookie
+		want   int
+	}{
+		{"least recently used", cookies[1], 401},
+		{"recently used", cookies[0], 200},
+		{"third", cookies[2], 200},
+		{"newest", newest, 200},
+	} {
+		if code, _ := f.withCookie(t, "/api/status", c.cookie); code != c.want {
+			t.Errorf("%s session past the bound: %d, want %d", c.name, code, c.want)
+		}
+	}
+	// Once all have expired, new logins still work.
+	clk.Advance(13 * time.Hour)
+	fresh := []*http.Cookie{f.login(t), f.login(t)}
+	for _, c := range fresh {
+		if code, _ := f.withCookie(t, "/api/status", c); code != 200 {
+			t.Errorf("session after expiry: %d", code)
+		}
 	}
 }
 
