@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/project"
+	"github.com/troupe-dev/troupe/internal/task"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -54,7 +58,14 @@ func newFixtureWith(t *testing.T, o api.Options) *fixture {
 	return &fixture{srv: srv, ts: ts, hub: hub, reg: reg, addr: addr}
 }
 
-func (f *fixture) get(t *testing.T, path string, hdr map[string]string) *http.Response {
+// answer is a response read whole.
+type answer struct {
+	StatusCode int
+	Body       string
+}
+
+// get GETs path with the headers hdr ("Host" sets the request's Host).
+func (f *fixture) get(t *testing.T, path string, hdr map[string]string) answer {
 	t.Helper()
 	req, _ := http.NewRequest("GET", f.ts.URL+path, nil)
 	for k, v := range hdr {
@@ -68,8 +79,9 @@ func (f *fixture) get(t *testing.T, path string, hdr map[string]string) *http.Re
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	return resp
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, string(b)}
 }
 
 func TestAPIRequiresToken(t *testing.T) {
@@ -179,19 +191,12 @@ func (f *fixture) login(t *testing.T) *http.Cookie {
 // and the error message of a non-2xx answer.
 func (f *fixture) withCookie(t *testing.T, path string, c *http.Cookie) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", f.ts.URL+path, nil)
-	req.AddCookie(c)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	a := f.get(t, path, map[string]string{"Cookie": c.Name + "=" + c.Value})
 	var e api.Error
-	if json.Unmarshal(b, &e) != nil {
-		e.Error = string(b) // the page at /
+	if json.Unmarshal([]byte(a.Body), &e) != nil {
+		e.Error = a.Body // the page at /
 	}
-	return resp.StatusCode, e.Error
+	return a.StatusCode, e.Error
 }
 
 func TestAPILoginSessionExpiresWhenIdle(t *testing.T) {
@@ -341,13 +346,20 @@ func TestAPIEventStreamResumesWithSince(t *testing.T) {
 
 var errDone = errors.New("done")
 
+// teamDir is a project folder with a team of one fake agent, "a".
+func teamDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, ".troupe"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".troupe", "team.toml"), []byte("[[agent]]\nname = \"a\"\nengine = \"fake\"\n"), 0o644)
+	return dir
+}
+
 func TestAPIProjectsAndAgents(t *testing.T) {
 	f := newFixture(t)
 	cl := client.New(f.ts.URL, token)
 	ctx := context.Background()
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, ".troupe"), 0o755)
-	os.WriteFile(filepath.Join(dir, ".troupe", "team.toml"), []byte("[[agent]]\nname = \"a\"\nengine = \"fake\"\n"), 0o644)
+	dir := teamDir(t)
 	p, err := cl.AddProject(ctx, dir)
 	if err != nil || p.Agents != 1 {
 		t.Fatalf("add: %+v %v", p, err)
@@ -371,4 +383,102 @@ func TestAPIProjectsAndAgents(t *testing.T) {
 	if err := cl.RemoveProject(ctx, p.ID); !errors.Is(err, troupe.ErrNotFound) {
 		t.Fatalf("remove twice: %v", err)
 	}
+}
+
+// fakeTasks is a task manager holding one task per Start, all running.
+type fakeTasks struct {
+	mu    sync.Mutex
+	tasks []task.Task
+}
+
+func (f *fakeTasks) Start(_ context.Context, owner troupe.RuntimeKey, _, command, cwd string, timeout time.Duration) (task.Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := task.Task{ID: task.ID(fmt.Sprint("t", len(f.tasks)+1)), Project: owner.Project, Owner: owner.Agent,
+		Command: command, Cwd: cwd, Timeout: timeout, State: task.Running, ExitCode: -1,
+		StartedAt: time.Now(), SupervisorPID: 4242, SupervisorStart: 99, Notified: false}
+	f.tasks = append(f.tasks, t)
+	return t, nil
+}
+
+func (f *fakeTasks) Task(_ context.Context, p troupe.ProjectID, id task.ID) (task.Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range f.tasks {
+		if t.ID == id && t.Project == p {
+			return t, nil
+		}
+	}
+	return task.Task{}, fmt.Errorf("task %s: %w", id, troupe.ErrNotFound)
+}
+
+func (f *fakeTasks) Tasks(_ context.Context, p troupe.ProjectID) ([]task.Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.tasks), nil
+}
+
+func (f *fakeTasks) Kill(context.Context, troupe.ProjectID, task.ID) error { return nil }
+
+func (f *fakeTasks) Output(context.Context, troupe.ProjectID, task.ID, int) (string, error) {
+	return "", nil
+}
+
+// TestAPITaskJSONHidesTheSupervisorUnlessAsked: the supervisor's pid and
+// start and the notified flag are the daemon's bookkeeping; ?debug=1 shows
+// them, under "debug".
+func TestAPITaskJSONHidesTheSupervisorUnlessAsked(t *testing.T) {
+	f := newFixtureWith(t, api.Options{Tasks: &fakeTasks{}})
+	cl := client.New(f.ts.URL, token)
+	ctx := context.Background()
+	p, err := cl.AddProject(ctx, teamDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := cl.RunTask(ctx, p.ID, api.RunTaskRequest{Command: "make test", TimeoutSeconds: 60, Owner: "a"})
+	if err != nil || tk.Debug != nil || tk.Owner != "a" || tk.Timeout != api.Duration(time.Minute) || tk.State != task.Running {
+		t.Fatalf("run: %+v %v", tk, err)
+	}
+	if tk, err = cl.TaskDebug(ctx, p.ID, tk.ID); err != nil || tk.Debug == nil || tk.Debug.SupervisorPID != 4242 || tk.Debug.SupervisorStart != 99 {
+		t.Fatalf("task with debug: %+v %v", tk, err)
+	}
+	base := "/api/projects/" + string(p.ID) + "/tasks"
+	for _, c := range []struct {
+		path      string
+		wantDebug bool
+	}{
+		{base, false},
+		{base + "/" + string(tk.ID), false},
+		{base + "?debug=0", false},
+		{base + "?debug=1", true},
+		{base + "/" + string(tk.ID) + "?debug=true", true},
+	} {
+		raw := f.getBody(t, c.path)
+		for _, hidden := range []string{"supervisor_pid", "supervisor_start", "notified"} {
+			if strings.Contains(strings.SplitN(raw, `"debug"`, 2)[0], hidden) {
+				t.Errorf("%s shows %s outside debug: %s", c.path, hidden, raw)
+			}
+		}
+		if got := strings.Contains(raw, `"debug":{"supervisor_pid":4242,"supervisor_start":99,"notified":false}`); got != c.wantDebug {
+			t.Errorf("%s: debug part shown %v, want %v: %s", c.path, got, c.wantDebug, raw)
+		}
+		for _, field := range []string{`"id":"t1"`, `"owner":"a"`, `"state":"running"`, `"exit_code":-1`, `"command":"make test"`, `"timeout":"1m0s"`} {
+			if !strings.Contains(raw, field) {
+				t.Errorf("%s lacks %s: %s", c.path, field, raw)
+			}
+		}
+	}
+	if code := f.get(t, base+"?debug=maybe", map[string]string{"Authorization": "Bearer " + token}).StatusCode; code != 400 {
+		t.Errorf("debug=maybe: %d, want 400", code)
+	}
+}
+
+// getBody GETs path with the token and returns the body of a 200 answer.
+func (f *fixture) getBody(t *testing.T, path string) string {
+	t.Helper()
+	a := f.get(t, path, map[string]string{"Authorization": "Bearer " + token})
+	if a.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", path, a.StatusCode, a.Body)
+	}
+	return a.Body
 }
