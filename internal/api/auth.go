@@ -110,9 +110,9 @@ func addBounded(m map[string]time.Time, k string, t time.Time, max int) {
 	for len(m) >= max {
 		var oldest string
 		var ot time.Time
-		for k, t := range m {
-			if oldest == "" || t.Before(ot) {
-				oldest, ot = k, t
+		for id, used := range m {
+			if oldest == "" || used.Before(ot) {
+				oldest, ot = id, used
 			}
 		}
 		delete(m, oldest)
