@@ -56,13 +56,16 @@ func TestC6_TaskCompletionsSurviveDaemonSIGKILL(t *testing.T) {
 	}
 	// Each task blocks reading its fifo until the test writes to it.
 	var ids []task.ID
-	var started []task.Task
+	var started []api.Task
 	var gates []string
 	for i := range 5 {
 		gate := fifo(t, pipes, fmt.Sprint("gate", i))
 		owner := []troupe.AgentID{"lead", "worker"}[i%2]
 		tk, err := cl.RunTask(ctx, p.ID, api.RunTaskRequest{Command: fmt.Sprintf("read line < %s; echo task-%d says $line", gate, i), Owner: owner})
 		if err != nil {
+			t.Fatal(err)
+		}
+		if tk, err = cl.TaskDebug(ctx, p.ID, tk.ID); err != nil { // with its supervisor's pid
 			t.Fatal(err)
 		}
 		ids, gates, started = append(ids, tk.ID), append(gates, gate), append(started, tk)
@@ -133,10 +136,13 @@ func release(t *testing.T, gate string) {
 // waitExited waits, without polling, for the supervisors of tasks to exit
 // (each writes its status file just before): a pidfd becomes readable when
 // its process ends, for processes that are not our children too.
-func waitExited(t *testing.T, tasks []task.Task) {
+func waitExited(t *testing.T, tasks []api.Task) {
 	t.Helper()
 	for _, tk := range tasks {
-		fd, err := unix.PidfdOpen(tk.SupervisorPID, 0)
+		if tk.Debug == nil {
+			t.Fatalf("task %s without its supervisor's pid: get it with TaskDebug", tk.ID)
+		}
+		fd, err := unix.PidfdOpen(tk.Debug.SupervisorPID, 0)
 		if errors.Is(err, unix.ESRCH) {
 			continue // already gone
 		}
@@ -260,8 +266,11 @@ func TestRemovingAProjectKillsItsTasks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if tk, err = cl.TaskDebug(ctx, p.ID, tk.ID); err != nil {
+		t.Fatal(err)
+	}
 	mustTroupe(t, state, proj, "project", "remove")
-	waitExited(t, []task.Task{tk})
+	waitExited(t, []api.Task{tk})
 	raw, err := os.ReadFile(filepath.Join(state, "tasks", string(tk.ID), "status.json"))
 	if err != nil || !strings.Contains(string(raw), `"killed"`) {
 		t.Fatalf("status of the removed project's task: %s %v; want killed", raw, err)

@@ -3,9 +3,13 @@
 // web UI its cookie, and the guards of contract C12 (bearer token, Host and
 // Origin checks against DNS rebinding).
 //
-// The wire types in this file are shared with internal/client, the only way
-// the CLI, the web UI's tests and other tools talk to the daemon. Handlers
-// hold no state of their own beyond the login sessions (guarded by a mutex);
+// The wire types (in this file, talk.go, tasks.go and auth.go) are shared
+// with internal/client, the only way the CLI, the web UI's tests and other
+// tools talk to the daemon. A domain type goes on the wire as it is only
+// when all its fields are the user's business (troupe.Request,
+// troupe.Message); tasks get their own type, since task.Task carries the
+// daemon's bookkeeping. Guards and login are in auth.go. Handlers hold no
+// state of their own beyond the login sessions (guarded by their own mutex);
 // every handler runs on the http.Server's goroutines and returns when its
 // request ends. Only cmd wiring (internal/daemon) and internal/client may
 // import api.

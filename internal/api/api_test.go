@@ -2,12 +2,18 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +21,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/project"
+	"github.com/troupe-dev/troupe/internal/task"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -30,6 +37,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, api.Options{})
+}
+
+// newFixtureWith serves o, its registry, hub, token and version filled in.
+func newFixtureWith(t *testing.T, o api.Options) *fixture {
+	t.Helper()
 	hub := events.New(events.Options{})
 	reg, err := project.Open(context.Background(), project.Options{Store: project.NewMemStore(),
 		OnTeamChange: func(c project.TeamChange) {
@@ -38,7 +51,8 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := api.New(api.Options{Registry: reg, Hub: hub, Token: token, Version: "test"})
+	o.Registry, o.Hub, o.Token, o.Version = reg, hub, token, "test"
+	srv := api.New(o)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
 	addr := strings.TrimPrefix(ts.URL, "http://")
@@ -46,7 +60,14 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{srv: srv, ts: ts, hub: hub, reg: reg, addr: addr}
 }
 
-func (f *fixture) get(t *testing.T, path string, hdr map[string]string) *http.Response {
+// answer is a response read whole.
+type answer struct {
+	StatusCode int
+	Body       string
+}
+
+// get GETs path with the headers hdr ("Host" sets the request's Host).
+func (f *fixture) get(t *testing.T, path string, hdr map[string]string) answer {
 	t.Helper()
 	req, _ := http.NewRequest("GET", f.ts.URL+path, nil)
 	for k, v := range hdr {
@@ -60,8 +81,9 @@ func (f *fixture) get(t *testing.T, path string, hdr map[string]string) *http.Re
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	return resp
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, string(b)}
 }
 
 func TestAPIRequiresToken(t *testing.T) {
@@ -117,7 +139,6 @@ func TestAPIRefusesForeignHostAndOrigin(t *testing.T) {
 func TestAPILoginLinkIsOneTime(t *testing.T) {
 	f := newFixture(t)
 	u := f.srv.LoginURL()
-	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := noFollow.Get(u)
 	if err != nil {
 		t.Fatal(err)
@@ -137,6 +158,140 @@ func TestAPILoginLinkIsOneTime(t *testing.T) {
 	}
 	if resp, _ := noFollow.Get(u); resp.StatusCode != 401 {
 		t.Fatalf("login link reused: %d, want 401", resp.StatusCode)
+	}
+}
+
+// clock is a settable clock for the server's Options.Now.
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// login uses a fresh login link and returns the session cookie.
+func (f *fixture) login(t *testing.T) *http.Cookie {
+	t.Helper()
+	resp, err := noFollow.Get(f.srv.LoginURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("login: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	return resp.Cookies()[0]
+}
+
+// withCookie GETs path with the session cookie c and returns the status
+// and the error message of a non-2xx answer.
+func (f *fixture) withCookie(t *testing.T, path string, c *http.Cookie) (int, string) {
+	t.Helper()
+	a := f.get(t, path, map[string]string{"Cookie": c.Name + "=" + c.Value})
+	var e api.Error
+	if json.Unmarshal([]byte(a.Body), &e) != nil {
+		e.Error = a.Body // the page at /
+	}
+	return a.StatusCode, e.Error
+}
+
+func TestAPILoginSessionExpiresWhenIdle(t *testing.T) {
+	clk := newClock()
+	f := newFixtureWith(t, api.Options{SessionIdle: time.Hour, Now: clk.Now})
+	active, idle := f.login(t), f.login(t)
+	// Each use refreshes the session: 3 h of requests 50 min apart.
+	for range 4 {
+		clk.Advance(50 * time.Minute)
+		if code, msg := f.withCookie(t, "/api/status", active); code != 200 {
+			t.Fatalf("active session refused after %v: %d %s", 50*time.Minute, code, msg)
+		}
+	}
+	unknown := &http.Cookie{Name: active.Name, Value: "not-a-session"}
+	for _, c := range []struct {
+		name   string
+		cookie *http.Cookie
+		path   string
+	}{
+		{"idle session", idle, "/api/status"},
+		{"unknown session", unknown, "/api/status"},
+		{"unknown session, page", unknown, "/"},
+	} {
+		code, msg := f.withCookie(t, c.path, c.cookie)
+		if code != http.StatusUnauthorized || !strings.Contains(msg, "troupe status --login") {
+			t.Errorf("%s: %d %q; want 401 saying to run troupe status --login", c.name, code, msg)
+		}
+	}
+	// Expiry is at the idle time, not later; an expired session stays gone.
+	clk.Advance(time.Hour)
+	if code, _ := f.withCookie(t, "/api/status", active); code != http.StatusUnauthorized {
+		t.Errorf("session unused for exactly the idle time: %d, want 401", code)
+	}
+	clk.Advance(-30 * time.Minute)
+	if code, _ := f.withCookie(t, "/api/status", active); code != http.StatusUnauthorized {
+		t.Errorf("expired session came back: %d, want 401", code)
+	}
+	// The bearer token does not expire.
+	if code := f.get(t, "/api/status", map[string]string{"Authorization": "Bearer " + token}).StatusCode; code != 200 {
+		t.Errorf("token after the sessions expired: %d", code)
+	}
+}
+
+func TestAPILoginSessionDefaultIdleIs12h(t *testing.T) {
+	clk := newClock()
+	f := newFixtureWith(t, api.Options{Now: clk.Now})
+	c := f.login(t)
+	clk.Advance(12*time.Hour - time.Second)
+	if code, _ := f.withCookie(t, "/api/status", c); code != 200 {
+		t.Fatalf("session idle just under 12h: %d, want 200", code)
+	}
+	clk.Advance(12 * time.Hour)
+	if code, _ := f.withCookie(t, "/api/status", c); code != http.StatusUnauthorized {
+		t.Fatalf("session idle 12h: %d, want 401", code)
+	}
+}
+
+func TestAPILoginSessionsAreBounded(t *testing.T) {
+	const bound = 1000 // maxSessions in auth.go
+	clk := newClock()
+	f := newFixtureWith(t, api.Options{Now: clk.Now})
+	cookies := make([]*http.Cookie, bound)
+	for i := range cookies {
+		cookies[i] = f.login(t)
+		clk.Advance(time.Second)
+	}
+	// The first is used again, so the second is now the least recently used.
+	if code, _ := f.withCookie(t, "/api/status", cookies[0]); code != 200 {
+		t.Fatalf("first session: %d", code)
+	}
+	clk.Advance(time.Second)
+	newest := f.login(t)
+	for _, c := range []struct {
+		name   string
+		cookie *http.Cookie
+		want   int
+	}{
+		{"least recently used", cookies[1], 401},
+		{"recently used", cookies[0], 200},
+		{"third", cookies[2], 200},
+		{"newest", newest, 200},
+	} {
+		if code, _ := f.withCookie(t, "/api/status", c.cookie); code != c.want {
+			t.Errorf("%s session past the bound: %d, want %d", c.name, code, c.want)
+		}
+	}
+	// Once all have expired, new logins still work.
+	clk.Advance(13 * time.Hour)
+	fresh := []*http.Cookie{f.login(t), f.login(t)}
+	for _, c := range fresh {
+		if code, _ := f.withCookie(t, "/api/status", c); code != 200 {
+			t.Errorf("session after expiry: %d", code)
+		}
 	}
 }
 
@@ -193,13 +348,20 @@ func TestAPIEventStreamResumesWithSince(t *testing.T) {
 
 var errDone = errors.New("done")
 
+// teamDir is a project folder with a team of one fake agent, "a".
+func teamDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, ".troupe"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".troupe", "team.toml"), []byte("[[agent]]\nname = \"a\"\nengine = \"fake\"\n"), 0o644)
+	return dir
+}
+
 func TestAPIProjectsAndAgents(t *testing.T) {
 	f := newFixture(t)
 	cl := client.New(f.ts.URL, token)
 	ctx := context.Background()
-	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, ".troupe"), 0o755)
-	os.WriteFile(filepath.Join(dir, ".troupe", "team.toml"), []byte("[[agent]]\nname = \"a\"\nengine = \"fake\"\n"), 0o644)
+	dir := teamDir(t)
 	p, err := cl.AddProject(ctx, dir)
 	if err != nil || p.Agents != 1 {
 		t.Fatalf("add: %+v %v", p, err)
@@ -223,4 +385,102 @@ func TestAPIProjectsAndAgents(t *testing.T) {
 	if err := cl.RemoveProject(ctx, p.ID); !errors.Is(err, troupe.ErrNotFound) {
 		t.Fatalf("remove twice: %v", err)
 	}
+}
+
+// fakeTasks is a task manager holding one task per Start, all running.
+type fakeTasks struct {
+	mu    sync.Mutex
+	tasks []task.Task
+}
+
+func (f *fakeTasks) Start(_ context.Context, owner troupe.RuntimeKey, _, command, cwd string, timeout time.Duration) (task.Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := task.Task{ID: task.ID(fmt.Sprint("t", len(f.tasks)+1)), Project: owner.Project, Owner: owner.Agent,
+		Command: command, Cwd: cwd, Timeout: timeout, State: task.Running, ExitCode: -1,
+		StartedAt: time.Now(), SupervisorPID: 4242, SupervisorStart: 99, Notified: false}
+	f.tasks = append(f.tasks, t)
+	return t, nil
+}
+
+func (f *fakeTasks) Task(_ context.Context, p troupe.ProjectID, id task.ID) (task.Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range f.tasks {
+		if t.ID == id && t.Project == p {
+			return t, nil
+		}
+	}
+	return task.Task{}, fmt.Errorf("task %s: %w", id, troupe.ErrNotFound)
+}
+
+func (f *fakeTasks) Tasks(_ context.Context, p troupe.ProjectID) ([]task.Task, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.tasks), nil
+}
+
+func (f *fakeTasks) Kill(context.Context, troupe.ProjectID, task.ID) error { return nil }
+
+func (f *fakeTasks) Output(context.Context, troupe.ProjectID, task.ID, int) (string, error) {
+	return "", nil
+}
+
+// TestAPITaskJSONHidesTheSupervisorUnlessAsked: the supervisor's pid and
+// start and the notified flag are the daemon's bookkeeping; ?debug=1 shows
+// them, under "debug".
+func TestAPITaskJSONHidesTheSupervisorUnlessAsked(t *testing.T) {
+	f := newFixtureWith(t, api.Options{Tasks: &fakeTasks{}})
+	cl := client.New(f.ts.URL, token)
+	ctx := context.Background()
+	p, err := cl.AddProject(ctx, teamDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := cl.RunTask(ctx, p.ID, api.RunTaskRequest{Command: "make test", TimeoutSeconds: 60, Owner: "a"})
+	if err != nil || tk.Debug != nil || tk.Owner != "a" || tk.Timeout != api.Duration(time.Minute) || tk.State != task.Running {
+		t.Fatalf("run: %+v %v", tk, err)
+	}
+	if tk, err = cl.TaskDebug(ctx, p.ID, tk.ID); err != nil || tk.Debug == nil || tk.Debug.SupervisorPID != 4242 || tk.Debug.SupervisorStart != 99 {
+		t.Fatalf("task with debug: %+v %v", tk, err)
+	}
+	base := "/api/projects/" + string(p.ID) + "/tasks"
+	for _, c := range []struct {
+		path      string
+		wantDebug bool
+	}{
+		{base, false},
+		{base + "/" + string(tk.ID), false},
+		{base + "?debug=0", false},
+		{base + "?debug=1", true},
+		{base + "/" + string(tk.ID) + "?debug=true", true},
+	} {
+		raw := f.getBody(t, c.path)
+		for _, hidden := range []string{"supervisor_pid", "supervisor_start", "notified"} {
+			if strings.Contains(strings.SplitN(raw, `"debug"`, 2)[0], hidden) {
+				t.Errorf("%s shows %s outside debug: %s", c.path, hidden, raw)
+			}
+		}
+		if got := strings.Contains(raw, `"debug":{"supervisor_pid":4242,"supervisor_start":99,"notified":false}`); got != c.wantDebug {
+			t.Errorf("%s: debug part shown %v, want %v: %s", c.path, got, c.wantDebug, raw)
+		}
+		for _, field := range []string{`"id":"t1"`, `"owner":"a"`, `"state":"running"`, `"exit_code":-1`, `"command":"make test"`, `"timeout":"1m0s"`} {
+			if !strings.Contains(raw, field) {
+				t.Errorf("%s lacks %s: %s", c.path, field, raw)
+			}
+		}
+	}
+	if code := f.get(t, base+"?debug=maybe", map[string]string{"Authorization": "Bearer " + token}).StatusCode; code != 400 {
+		t.Errorf("debug=maybe: %d, want 400", code)
+	}
+}
+
+// getBody GETs path with the token and returns the body of a 200 answer.
+func (f *fixture) getBody(t *testing.T, path string) string {
+	t.Helper()
+	a := f.get(t, path, map[string]string{"Authorization": "Bearer " + token})
+	if a.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", path, a.StatusCode, a.Body)
+	}
+	return a.Body
 }

@@ -2,16 +2,11 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"sync"
@@ -48,6 +43,11 @@ type Options struct {
 	MCP http.Handler
 	// Heartbeat is the SSE keep-alive comment interval; default 15s.
 	Heartbeat time.Duration
+	// SessionIdle is how long a browser login session lasts without a
+	// request; default DefaultSessionIdle (12h).
+	SessionIdle time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
 }
 
 // Server serves the API. Create it with New, then call SetAddr once the
@@ -58,12 +58,12 @@ type Server struct {
 	started time.Time
 	mux     *http.ServeMux
 
+	logins *logins // login links and browser sessions; it has its own lock
+
 	// mu guards the fields below.
-	mu       sync.Mutex
-	addr     string          // host:port bound
-	hosts    map[string]bool // Host header values accepted; nil accepts any
-	logins   map[string]bool // one-time login tokens not yet used
-	sessions map[string]bool // browser session cookies
+	mu    sync.Mutex
+	addr  string          // host:port bound
+	hosts map[string]bool // Host header values accepted; nil accepts any
 }
 
 // New builds a server.
@@ -74,8 +74,14 @@ func New(o Options) *Server {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = 15 * time.Second
 	}
-	s := &Server{o: o, log: o.Logger, started: time.Now().UTC(), mux: http.NewServeMux(),
-		logins: map[string]bool{}, sessions: map[string]bool{}}
+	if o.SessionIdle <= 0 {
+		o.SessionIdle = DefaultSessionIdle
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &Server{o: o, log: o.Logger, started: o.Now().UTC(), mux: http.NewServeMux(),
+		logins: newLogins(o.SessionIdle, o.Now)}
 	s.mux.HandleFunc("GET /api/status", s.status)
 	s.mux.HandleFunc("GET /api/projects", s.listProjects)
 	s.mux.HandleFunc("POST /api/projects", s.addProject)
@@ -98,124 +104,6 @@ func New(o Options) *Server {
 	})
 	s.mux.HandleFunc("/", s.root)
 	return s
-}
-
-// SetAddr records the bound address and derives the Host values accepted.
-// A loopback address accepts 127.0.0.1, localhost and [::1] with its port;
-// another address also accepts itself; an unspecified address (0.0.0.0)
-// accepts any Host, since it cannot know the names it is reached by.
-func (s *Server) SetAddr(addr string) {
-	host, port, _ := net.SplitHostPort(addr)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.addr = addr
-	ip := net.ParseIP(host)
-	if ip != nil && ip.IsUnspecified() {
-		s.hosts = nil
-		return
-	}
-	s.hosts = map[string]bool{
-		net.JoinHostPort("127.0.0.1", port): true,
-		net.JoinHostPort("localhost", port): true,
-		net.JoinHostPort("::1", port):       true,
-		net.JoinHostPort(host, port):        true,
-	}
-}
-
-// LoginURL mints a one-time login token and returns the URL that exchanges
-// it for a browser session.
-func (s *Server) LoginURL() string {
-	t := randomToken()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.logins[t] = true
-	return "http://" + s.addr + "/login?token=" + t
-}
-
-// ServeHTTP applies the guards, then routes.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !s.hostAllowed(r.Host) {
-		writeError(w, http.StatusForbidden, "forbidden", "host "+strconv.Quote(r.Host)+" is not allowed: reach the daemon at "+s.currentAddr())
-		return
-	}
-	if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o) {
-		writeError(w, http.StatusForbidden, "forbidden", "origin "+strconv.Quote(o)+" is not allowed")
-		return
-	}
-	if len(r.URL.Path) >= 5 && r.URL.Path[:5] == "/api/" && !s.authorized(r) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="troupe"`)
-		writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong token: the CLI reads it from <state-dir>/token; browsers use the login link printed by `troupe serve`")
-		return
-	}
-	s.mux.ServeHTTP(w, r)
-}
-
-func (s *Server) currentAddr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.addr
-}
-
-func (s *Server) hostAllowed(h string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.hosts == nil || s.hosts[h]
-}
-
-func (s *Server) originAllowed(o string) bool {
-	u, err := url.Parse(o)
-	if err != nil || u.Scheme != "http" {
-		return false
-	}
-	return s.hostAllowed(u.Host)
-}
-
-const cookieName = "troupe_session"
-
-func (s *Server) authorized(r *http.Request) bool {
-	if h := r.Header.Get("Authorization"); len(h) > 7 && h[:7] == "Bearer " {
-		return subtle.ConstantTimeCompare([]byte(h[7:]), []byte(s.o.Token)) == 1
-	}
-	c, err := r.Cookie(cookieName)
-	if err != nil {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sessions[c.Value]
-}
-
-func (s *Server) login(w http.ResponseWriter, r *http.Request) {
-	t := r.URL.Query().Get("token")
-	s.mu.Lock()
-	ok := t != "" && s.logins[t]
-	delete(s.logins, t)
-	var sess string
-	if ok {
-		sess = randomToken()
-		s.sessions[sess] = true
-	}
-	s.mu.Unlock()
-	if !ok {
-		writeError(w, http.StatusUnauthorized, "unauthorized", "this login link is unknown or was already used: run `troupe status --login` for a new one")
-		return
-	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: sess, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, "/", http.StatusSeeOther)
-}
-
-func (s *Server) root(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprintln(w, "troupe: open the login link printed by `troupe serve` (or run `troupe status --login`).")
-		return
-	}
-	if s.o.Web == nil {
-		http.NotFound(w, r)
-		return
-	}
-	s.o.Web.ServeHTTP(w, r)
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
@@ -404,10 +292,4 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func writeError(w http.ResponseWriter, code int, kind, msg string) {
 	writeJSON(w, code, Error{Error: msg, Code: kind})
-}
-
-func randomToken() string {
-	b := make([]byte, 32)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -21,11 +21,6 @@ type SendRequest struct {
 	Text string `json:"text"`
 }
 
-// LoginLink is the answer of POST /api/login-links.
-type LoginLink struct {
-	URL string `json:"url"`
-}
-
 // target resolves {id} and {agent}; it answers the error itself.
 func (s *Server) target(w http.ResponseWriter, r *http.Request) (troupe.RuntimeKey, bool) {
 	id := troupe.ProjectID(r.PathValue("id"))
@@ -132,8 +127,4 @@ func parseInt(s string) (int64, error) {
 		return 0, nil
 	}
 	return strconv.ParseInt(s, 10, 64)
-}
-
-func (s *Server) newLoginLink(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, LoginLink{URL: s.LoginURL()})
 }

@@ -28,6 +28,59 @@ type RunTaskRequest struct {
 	Owner troupe.AgentID `json:"owner,omitempty"`
 }
 
+// Task is a background task as the API shows it: task.Task without the
+// daemon's bookkeeping, which only ?debug=1 adds.
+type Task struct {
+	ID       task.ID          `json:"id"`
+	Project  troupe.ProjectID `json:"project"`
+	Owner    troupe.AgentID   `json:"owner"` // an agent of Project, or "@person"
+	Command  string           `json:"command"`
+	Cwd      string           `json:"cwd"`
+	Timeout  Duration         `json:"timeout"` // "0s": none
+	State    task.State       `json:"state"`
+	ExitCode int              `json:"exit_code"`        // -1 when the job did not exit by itself
+	Signal   string           `json:"signal,omitempty"` // e.g. "SIGTERM", when a signal ended the job
+	Reason   string           `json:"reason,omitempty"` // why it failed, was killed or was lost
+	// EndedAt is zero while the task runs.
+	StartedAt time.Time `json:"started_at"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+	// Debug is set only when asked with ?debug=1.
+	Debug *TaskDebug `json:"debug,omitempty"`
+}
+
+// TaskDebug is how the daemon tracks a task, for debugging and tests.
+type TaskDebug struct {
+	// The supervisor process's pid and start time (clock ticks since boot).
+	SupervisorPID   int    `json:"supervisor_pid"`
+	SupervisorStart uint64 `json:"supervisor_start"`
+	// Notified: the completion message was recorded for the owner.
+	Notified bool `json:"notified"`
+}
+
+func toTask(t task.Task, debug bool) Task {
+	out := Task{ID: t.ID, Project: t.Project, Owner: t.Owner, Command: t.Command, Cwd: t.Cwd,
+		Timeout: Duration(t.Timeout), State: t.State, ExitCode: t.ExitCode, Signal: t.Signal, Reason: t.Reason,
+		StartedAt: t.StartedAt, EndedAt: t.EndedAt}
+	if debug {
+		out.Debug = &TaskDebug{SupervisorPID: t.SupervisorPID, SupervisorStart: t.SupervisorStart, Notified: t.Notified}
+	}
+	return out
+}
+
+// wantDebug reads ?debug=; it answers a bad value itself.
+func wantDebug(w http.ResponseWriter, r *http.Request) (debug, ok bool) {
+	q := r.URL.Query().Get("debug")
+	if q == "" {
+		return false, true
+	}
+	debug, err := strconv.ParseBool(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", "debug: give 1 to include the supervisor's pid, or leave it out")
+		return false, false
+	}
+	return debug, true
+}
+
 // TaskOutput is the answer of GET .../tasks/{task}/output.
 type TaskOutput struct {
 	Output string `json:"output"`
@@ -41,23 +94,28 @@ func (s *Server) routeTasks() {
 	s.mux.HandleFunc("POST /api/projects/{id}/tasks/{task}/kill", s.killTask)
 }
 
-// taskProject resolves {id} for the task endpoints; it answers errors itself.
-func (s *Server) taskProject(w http.ResponseWriter, r *http.Request) (troupe.ProjectID, string, bool) {
+// taskProject resolves {id} for the task endpoints and reads ?debug=; it
+// answers errors itself.
+func (s *Server) taskProject(w http.ResponseWriter, r *http.Request) (p troupe.ProjectID, dir string, debug, ok bool) {
+	debug, ok = wantDebug(w, r)
+	if !ok {
+		return "", "", false, false
+	}
 	id := troupe.ProjectID(r.PathValue("id"))
 	info, ok := s.o.Registry.Get(id)
 	if !ok {
 		writeError(w, http.StatusNotFound, "not_found", "project "+string(id)+" is not registered: see `troupe project list`")
-		return "", "", false
+		return "", "", false, false
 	}
 	if s.o.Tasks == nil {
 		writeError(w, http.StatusServiceUnavailable, "internal", "this daemon runs no background tasks")
-		return "", "", false
+		return "", "", false, false
 	}
-	return id, info.Path, true
+	return id, info.Path, debug, true
 }
 
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
-	p, _, ok := s.taskProject(w, r)
+	p, _, debug, ok := s.taskProject(w, r)
 	if !ok {
 		return
 	}
@@ -66,10 +124,11 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	if ts == nil {
-		ts = []task.Task{}
+	out := make([]Task, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, toTask(t, debug))
 	}
-	writeJSON(w, http.StatusOK, ts)
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) runTask(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +136,7 @@ func (s *Server) runTask(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &in) {
 		return
 	}
-	p, dir, ok := s.taskProject(w, r)
+	p, dir, debug, ok := s.taskProject(w, r)
 	if !ok {
 		return
 	}
@@ -98,11 +157,11 @@ func (s *Server) runTask(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, t)
+	writeJSON(w, http.StatusCreated, toTask(t, debug))
 }
 
 func (s *Server) showTask(w http.ResponseWriter, r *http.Request) {
-	p, _, ok := s.taskProject(w, r)
+	p, _, debug, ok := s.taskProject(w, r)
 	if !ok {
 		return
 	}
@@ -111,11 +170,11 @@ func (s *Server) showTask(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	writeJSON(w, http.StatusOK, toTask(t, debug))
 }
 
 func (s *Server) taskOutput(w http.ResponseWriter, r *http.Request) {
-	p, _, ok := s.taskProject(w, r)
+	p, _, _, ok := s.taskProject(w, r)
 	if !ok {
 		return
 	}
@@ -137,7 +196,7 @@ func (s *Server) taskOutput(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) killTask(w http.ResponseWriter, r *http.Request) {
-	p, _, ok := s.taskProject(w, r)
+	p, _, _, ok := s.taskProject(w, r)
 	if !ok {
 		return
 	}

@@ -144,7 +144,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 func serveCmd(g *globals) *cobra.Command {
 	var addr, level string
 	var projects []string
-	var ceiling time.Duration
+	var ceiling, sessionIdle time.Duration
 	var maxTasks int
 	c := &cobra.Command{
 		Use:   "serve",
@@ -161,6 +161,9 @@ func serveCmd(g *globals) *cobra.Command {
 			if ceiling <= 0 {
 				return fmt.Errorf("--ask-ceiling: %v is not a limit: give a positive duration like 4h", ceiling)
 			}
+			if sessionIdle <= 0 {
+				return fmt.Errorf("--session-idle: %v is not a limit: give a positive duration like 12h", sessionIdle)
+			}
 			var lv slog.Level
 			if err := lv.UnmarshalText([]byte(level)); err != nil {
 				return fmt.Errorf("--log-level: %q is not a level: use debug, info, warn or error", level)
@@ -169,7 +172,8 @@ func serveCmd(g *globals) *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return daemon.Run(ctx, daemon.Config{Addr: addr, StateDir: dir, Version: version(),
-				Logger: log, Out: g.out, Projects: projects, AskCeiling: ceiling, MaxTasksPerProject: maxTasks})
+				Logger: log, Out: g.out, Projects: projects, AskCeiling: ceiling, MaxTasksPerProject: maxTasks,
+				SessionIdle: sessionIdle})
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", daemon.DefaultAddr, "address to listen on (loopback unless you mean otherwise)")
@@ -177,6 +181,7 @@ func serveCmd(g *globals) *cobra.Command {
 	c.Flags().StringArrayVar(&projects, "project", nil, "register this folder at start if it is not registered yet (repeatable)")
 	c.Flags().DurationVar(&ceiling, "ask-ceiling", 4*time.Hour, "absolute limit of an ask, however active its target")
 	c.Flags().IntVar(&maxTasks, "max-tasks-per-project", 8, "background tasks one project may run at once")
+	c.Flags().DurationVar(&sessionIdle, "session-idle", api.DefaultSessionIdle, "log a browser out after this long without a request")
 	return c
 }
 

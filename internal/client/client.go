@@ -279,23 +279,32 @@ func agentPath(p troupe.ProjectID, agent troupe.AgentID) string {
 }
 
 // Tasks lists a project's background tasks.
-func (c *Client) Tasks(ctx context.Context, p troupe.ProjectID) ([]task.Task, error) {
-	var ts []task.Task
+func (c *Client) Tasks(ctx context.Context, p troupe.ProjectID) ([]api.Task, error) {
+	var ts []api.Task
 	err := c.do(ctx, "GET", "/api/projects/"+url.PathEscape(string(p))+"/tasks", nil, &ts)
 	return ts, err
 }
 
 // RunTask starts a background task in project p.
-func (c *Client) RunTask(ctx context.Context, p troupe.ProjectID, req api.RunTaskRequest) (task.Task, error) {
-	var t task.Task
+func (c *Client) RunTask(ctx context.Context, p troupe.ProjectID, req api.RunTaskRequest) (api.Task, error) {
+	var t api.Task
 	err := c.do(ctx, "POST", "/api/projects/"+url.PathEscape(string(p))+"/tasks", req, &t)
 	return t, err
 }
 
 // Task returns one task.
-func (c *Client) Task(ctx context.Context, p troupe.ProjectID, id task.ID) (task.Task, error) {
-	var t task.Task
-	err := c.do(ctx, "GET", taskPath(p, id), nil, &t)
+func (c *Client) Task(ctx context.Context, p troupe.ProjectID, id task.ID) (api.Task, error) {
+	return c.task(ctx, taskPath(p, id))
+}
+
+// TaskDebug returns one task with its Debug part: the supervisor's pid.
+func (c *Client) TaskDebug(ctx context.Context, p troupe.ProjectID, id task.ID) (api.Task, error) {
+	return c.task(ctx, taskPath(p, id)+"?debug=1")
+}
+
+func (c *Client) task(ctx context.Context, path string) (api.Task, error) {
+	var t api.Task
+	err := c.do(ctx, "GET", path, nil, &t)
 	return t, err
 }
 

@@ -63,6 +63,9 @@ type Config struct {
 	// MaxTasksPerProject bounds running background tasks per project;
 	// default 8.
 	MaxTasksPerProject int
+	// SessionIdle is how long a browser login session lasts unused;
+	// default api.DefaultSessionIdle (12h).
+	SessionIdle time.Duration
 }
 
 // Run runs the daemon until ctx ends. It returns nil after a clean stop.
@@ -155,7 +158,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Token: token, Logger: log,
 		MCP:     mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
-		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler()})
+		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle})
 	srv.SetAddr(addr)
 
 	runCtx, cancel := context.WithCancel(ctx)
