@@ -63,6 +63,12 @@ var never = map[string][]string{
 	"internal/api":    {mod + "internal/daemon", mod + "internal/store/sqlite", "modernc.org/sqlite"},
 	"internal/events": {mod + "internal/project", mod + "internal/api"},
 	"internal/troupe": {}, // checked separately: standard library only
+	// Engines see the vocabulary, the tool catalogue and their own seam only.
+	"internal/engine":      {mod + "internal/project", mod + "internal/runtime"},
+	"internal/engine/fake": {mod + "internal/project", mod + "internal/runtime"},
+	// The MCP endpoint serves whatever catalogue it is given.
+	"internal/mcp":  {mod + "internal/runtime", mod + "internal/project"},
+	"internal/tool": {mod + "internal/runtime", mod + "internal/engine", mod + "internal/project"},
 }
 
 func TestImportRules(t *testing.T) {
