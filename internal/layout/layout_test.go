@@ -62,7 +62,11 @@ var never = map[string][]string{
 	"internal/client": {mod + "internal/daemon", mod + "internal/store/sqlite", "modernc.org/sqlite"},
 	"internal/api":    {mod + "internal/daemon", mod + "internal/store/sqlite", "modernc.org/sqlite"},
 	"internal/events": {mod + "internal/project", mod + "internal/api"},
-	"internal/troupe": {}, // checked separately: standard library only
+	// Shared by every engine: they know processes and the Session seam,
+	// never the runtime above it or the projects.
+	"internal/engine/proc":       {mod + "internal/runtime", mod + "internal/project"},
+	"internal/engine/enginetest": {mod + "internal/runtime", mod + "internal/project"},
+	"internal/troupe":            {}, // checked separately: standard library only
 }
 
 func TestImportRules(t *testing.T) {
