@@ -118,30 +118,43 @@ func TestStopEscalates(t *testing.T) {
 
 func TestStopKillsTheWholeGroup(t *testing.T) {
 	t.Parallel()
-	// The grandchild ignores SIGTERM too (an ignored signal is inherited)
-	// and holds the stdout pipe: end of file on it proves it died.
-	p := startSh(t, "trap '' TERM; sleep 1000 & echo ready; wait", Spec{StopTimeout: 50 * time.Millisecond})
-	out := bufio.NewReader(p.Stdout())
-	if line := readLine(t, out); line != "ready" {
-		t.Fatalf("child said %q", line)
+	// The grandchild ignores SIGTERM (an ignored signal is inherited) and
+	// holds the stdout pipe: end of file on it proves it died.
+	tests := []struct {
+		name   string
+		script string
+		signal syscall.Signal // that ended the child
+	}{
+		{"child and grandchild ignore SIGTERM", "trap '' TERM; sleep 1000 & echo ready; wait", syscall.SIGKILL},
+		{"child dies at SIGTERM, its grandchild does not", "(trap '' TERM; exec sleep 1000) & echo ready; wait", syscall.SIGTERM},
 	}
-	stop(t, p, context.Background())
-	eof := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(io.Discard, out)
-		eof <- err
-	}()
-	select {
-	case err := <-eof:
-		if err != nil {
-			t.Errorf("read stdout: %v", err)
-		}
-	case <-time.After(patience):
-		t.Fatal("stdout still open: the grandchild survived the group kill")
-	}
-	p.Stdout().Close()
-	if ws := p.ProcessState().Sys().(syscall.WaitStatus); ws.Signal() != syscall.SIGKILL {
-		t.Errorf("child ended with %v, want SIGKILL", p.ProcessState())
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := startSh(t, tc.script, Spec{StopTimeout: 50 * time.Millisecond})
+			out := bufio.NewReader(p.Stdout())
+			if line := readLine(t, out); line != "ready" {
+				t.Fatalf("child said %q", line)
+			}
+			stop(t, p, context.Background())
+			if ws := p.ProcessState().Sys().(syscall.WaitStatus); ws.Signal() != tc.signal {
+				t.Errorf("child ended with %v, want %v", p.ProcessState(), tc.signal)
+			}
+			eof := make(chan error, 1)
+			go func() {
+				_, err := io.Copy(io.Discard, out)
+				eof <- err
+			}()
+			select {
+			case err := <-eof:
+				if err != nil {
+					t.Errorf("read stdout: %v", err)
+				}
+			case <-time.After(patience):
+				t.Fatal("stdout still open: the grandchild outlived Stop")
+			}
+			p.Stdout().Close()
+		})
 	}
 }
 
@@ -281,33 +294,4 @@ func TestEnv(t *testing.T) {
 	if got := childEnv(t, nil); len(got) != 0 {
 		t.Errorf("a nil Env gave the child %q: nothing is inherited", got)
 	}
-}
-
-func TestStopKillsWhatOutlivesTheChild(t *testing.T) {
-	t.Parallel()
-	// The child dies at SIGTERM; its grandchild ignores SIGTERM and holds
-	// the stdout pipe: end of file on it proves it was killed too.
-	p := startSh(t, "(trap '' TERM; exec sleep 1000) & echo ready; wait", Spec{StopTimeout: 50 * time.Millisecond})
-	out := bufio.NewReader(p.Stdout())
-	if line := readLine(t, out); line != "ready" {
-		t.Fatalf("child said %q", line)
-	}
-	stop(t, p, context.Background())
-	if ws := p.ProcessState().Sys().(syscall.WaitStatus); ws.Signal() != syscall.SIGTERM {
-		t.Errorf("child ended with %v, want SIGTERM", p.ProcessState())
-	}
-	eof := make(chan error, 1)
-	go func() {
-		_, err := io.Copy(io.Discard, out)
-		eof <- err
-	}()
-	select {
-	case err := <-eof:
-		if err != nil {
-			t.Errorf("read stdout: %v", err)
-		}
-	case <-time.After(patience):
-		t.Fatal("stdout still open: the grandchild outlived Stop")
-	}
-	p.Stdout().Close()
 }
