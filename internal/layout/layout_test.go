@@ -69,6 +69,10 @@ var never = map[string][]string{
 	// The MCP endpoint serves whatever catalogue it is given.
 	"internal/mcp":  {mod + "internal/runtime", mod + "internal/project"},
 	"internal/tool": {mod + "internal/runtime", mod + "internal/engine", mod + "internal/project"},
+	// Shared by every engine: they know processes and the Session seam,
+	// never the runtime above it or the projects.
+	"internal/engine/proc":       {mod + "internal/runtime", mod + "internal/project"},
+	"internal/engine/enginetest": {mod + "internal/runtime", mod + "internal/project"},
 }
 
 func TestImportRules(t *testing.T) {

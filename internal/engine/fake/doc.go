@@ -17,17 +17,18 @@
 // calls go over MCP as a real CLI's do; otherwise over the stdio protocol.
 //
 // Concurrency: Engine is stateless and safe for concurrent use. Each Session
-// owns one child process (own process group) and these goroutines: a reaper
-// (the only caller of Wait; it closes a channel when the child exits), a
-// stdout reader (decodes lines, bumps the activity token, emits Events), a
-// stderr reader (keeps the last 4 KB for error reasons), one goroutine per
+// owns one child process, started with internal/engine/proc (own process
+// group; proc's reaper, the only caller of Wait, and its stderr reader,
+// which keeps the last 4 KB for error reasons and bumps the activity token
+// for every chunk), and these goroutines of its own: a stdout reader
+// (decodes lines, bumps the activity token, emits Events), one goroutine per
 // tool call in flight (Tools may block for hours; the reader keeps reading),
 // and a lifecycle goroutine that closes Events once the child is gone and
-// every other goroutine has stopped. Close stops the child by escalation
-// (close stdin, SIGTERM to the group, SIGKILL to the group, each wait bounded
-// by Options.StopTimeout), always reaps it, and waits for every goroutine.
-// Session methods are safe for concurrent use; one mutex guards the turn
-// state, another the writes to the child's stdin.
+// every other goroutine has stopped. Close stops the child by proc's
+// escalation (close stdin, SIGTERM to the group, SIGKILL to the group, each
+// wait bounded by Options.StopTimeout), always reaps it, and waits for every
+// goroutine. Session methods are safe for concurrent use; one mutex guards
+// the turn state; proc serialises the writes to the child's stdin.
 //
 // Events policy: Events is buffered; when the buffer is full the stdout
 // reader waits for the consumer (never drops), which stalls the child through

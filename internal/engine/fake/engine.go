@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
+	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/engine/proc"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -22,7 +22,7 @@ var (
 
 // DefaultStopTimeout bounds each step of a session's stop escalation when
 // Options.StopTimeout is zero.
-const DefaultStopTimeout = 2 * time.Second
+const DefaultStopTimeout = proc.DefaultStopTimeout
 
 // Options configures an Engine. Zero values mean defaults.
 type Options struct {
@@ -81,11 +81,11 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		log = e.log
 	}
 	log = log.With("project", spec.Key.Project, "agent", spec.Key.Agent)
-	env := childEnv(spec.Agent.Env)
+	var mcp []string
 	if spec.MCP.URL != "" {
-		env = append(env, EnvMCPURL+"="+spec.MCP.URL, EnvMCPToken+"="+spec.MCP.Token)
+		mcp = []string{EnvMCPURL + "=" + spec.MCP.URL, EnvMCPToken + "=" + spec.MCP.Token}
 	}
-	s, err := start(e.command, env, spec.Dir, log, spec.Tools, e.stopTimeout)
+	s, err := start(proc.Spec{Argv: e.command, Dir: spec.Dir, Env: childEnv(spec.Agent.Env, mcp...), Logger: log, StopTimeout: e.stopTimeout}, spec.Tools)
 	if err != nil {
 		return nil, fmt.Errorf("start fake agent %s: %w", name, err)
 	}
@@ -149,66 +149,15 @@ const (
 // environment; everything else it gets from the agent's env table.
 var inheritedEnv = []string{"PATH", "HOME", "TMPDIR", "LANG", "GORACE"}
 
-// childEnv builds a child's environment (C11): a few variables of ours, the
-// agent's env, ChildEnv=1; never CLAUDECODE or CLAUDE_CODE_*. The child is a
-// Go program (troupe or a test binary): unless GORACE is set, a race-enabled
-// child is told not to pause 1 s at exit (the race runtime's default), which
-// would slow every Close.
-func childEnv(agent map[string]string) []string {
-	vars := map[string]string{"GORACE": "atexit_sleep_ms=0"}
-	for _, k := range inheritedEnv {
-		if v, ok := os.LookupEnv(k); ok {
-			vars[k] = v
-		}
-	}
-	for k, v := range agent {
-		vars[k] = v
-	}
-	vars[ChildEnv] = "1"
-	env := make([]string, 0, len(vars))
-	for k, v := range vars {
-		if k == "CLAUDECODE" || strings.HasPrefix(k, "CLAUDE_CODE_") {
-			continue
-		}
-		env = append(env, k+"="+v)
+// childEnv builds a child's environment (C11) with proc.Env: a few
+// variables of ours, the agent's env, ChildEnv=1 and extra; never CLAUDECODE
+// or CLAUDE_CODE_*. The child is a Go program (troupe or a test binary):
+// unless GORACE is set, a race-enabled child is told not to pause 1 s at
+// exit (the race runtime's default), which would slow every Close.
+func childEnv(agent map[string]string, extra ...string) []string {
+	env := proc.Env(inheritedEnv, agent, append([]string{ChildEnv + "=1"}, extra...)...)
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "GORACE=") }) {
+		env = append(env, "GORACE=atexit_sleep_ms=0")
 	}
 	return env
-}
-
-// start starts the child in its own process group, with pipes for its
-// stdio, and the session's goroutines.
-func start(argv, env []string, dir string, log *slog.Logger, tools engine.Tools, stopTimeout time.Duration) (*Session, error) {
-	var files []*os.File // every pipe end, closed on failure
-	pipe := func() (r, w *os.File, err error) {
-		if r, w, err = os.Pipe(); err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
-	inR, inW, err1 := pipe()
-	outR, outW, err2 := pipe()
-	errR, errW, err3 := pipe()
-	if err := errors.Join(err1, err2, err3); err != nil {
-		closeAll(files)
-		return nil, fmt.Errorf("make pipes: %w", err)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		closeAll(files)
-		return nil, err
-	}
-	closeAll([]*os.File{inR, outW, errW}) // the child's ends
-	log = log.With("pid", cmd.Process.Pid)
-	log.Debug("fake agent started", "command", argv, "dir", dir)
-	return newSession(cmd, inW, outR, errR, log, tools, stopTimeout), nil
-}
-
-func closeAll(files []*os.File) {
-	for _, f := range files {
-		f.Close()
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -204,29 +203,6 @@ func TestChildRefusesABadStart(t *testing.T) {
 	in := strings.NewReader(`{"type":"interrupt","turn":"t"}` + "\n")
 	if c := runChild(in, io.Discard, &stderr); c != 2 || !strings.Contains(stderr.String(), "first line must be a start frame") {
 		t.Errorf("status %d, stderr %q", c, stderr.String())
-	}
-}
-
-func TestStderrTail(t *testing.T) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Session{}
-	done := make(chan struct{})
-	go func() { s.readStderr(r); close(done) }()
-	w.Write(bytes.Repeat([]byte("x"), 3*stderrTail))
-	w.Write([]byte("\nwarning: one\nthe last line  \n\n"))
-	w.Close()
-	<-done
-	if len(s.tail) > stderrTail {
-		t.Errorf("tail holds %d bytes, more than %d", len(s.tail), stderrTail)
-	}
-	if got := s.lastStderrLine(); got != "the last line" {
-		t.Errorf("last line %q", got)
-	}
-	if s.Activity().Count == 0 {
-		t.Error("stderr output did not count as activity")
 	}
 }
 

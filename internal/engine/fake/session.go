@@ -2,40 +2,32 @@ package fake
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/engine/proc"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 // eventBuffer is the capacity of a session's Events channel.
 const eventBuffer = 64
 
-// stderrTail is how much of the child's stderr a session keeps for errors.
-const stderrTail = 4 << 10
-
 // Session is one fake agent child process. It is safe for concurrent use;
 // see the package doc for the goroutines it owns.
 type Session struct {
-	log         *slog.Logger
-	tools       engine.Tools
-	stopTimeout time.Duration
-	cmd         *exec.Cmd
-	pid         int
+	log   *slog.Logger
+	tools engine.Tools
+	proc  *proc.Process // the child: its reaper, stderr tail and stop
 
 	events chan engine.Event
 	ready  chan struct{} // closed when the child said ready
-	exited chan struct{} // closed by the reaper once the child is reaped
 	stop   chan struct{} // closed by Close: pending event sends give up
 	done   chan struct{} // closed when every goroutine but the closer stopped
 
@@ -44,18 +36,12 @@ type Session struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	readers sync.WaitGroup // stdout and stderr readers
-	calls   sync.WaitGroup // tool calls in flight
+	reader sync.WaitGroup // the stdout reader
+	calls  sync.WaitGroup // tool calls in flight
 
-	waitErr   error // set by the reaper before it closes exited
 	readErr   error // set by the stdout reader before it stops
 	readyOnce sync.Once
 	closeOnce sync.Once
-
-	// wmu guards writes to the child's stdin and stdinClosed.
-	wmu         sync.Mutex
-	stdin       *os.File
-	stdinClosed bool
 
 	// mu guards the fields below.
 	mu         sync.Mutex
@@ -69,36 +55,37 @@ type Session struct {
 	// amu guards act.
 	amu sync.Mutex
 	act engine.Activity
-
-	// tmu guards tail: the last stderrTail bytes of the child's stderr.
-	tmu  sync.Mutex
-	tail []byte
 }
 
-func newSession(cmd *exec.Cmd, stdin, stdout, stderr *os.File, log *slog.Logger, tools engine.Tools, stopTimeout time.Duration) *Session {
+// start starts the child with proc (own process group, pipes, one reaper,
+// stderr tail; every stderr chunk is activity) and the session's
+// goroutines.
+func start(spec proc.Spec, tools engine.Tools) (*Session, error) {
 	s := &Session{
-		log:         log,
-		tools:       tools,
-		stopTimeout: stopTimeout,
-		cmd:         cmd,
-		pid:         cmd.Process.Pid,
-		stdin:       stdin,
-		events:      make(chan engine.Event, eventBuffer),
-		ready:       make(chan struct{}),
-		exited:      make(chan struct{}),
-		stop:        make(chan struct{}),
-		done:        make(chan struct{}),
+		tools:  tools,
+		events: make(chan engine.Event, eventBuffer),
+		ready:  make(chan struct{}),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
+	spec.OnStderr = func([]byte) { s.bump() }
+	p, err := proc.Start(spec)
+	if err != nil {
+		return nil, err
+	}
+	s.proc = p
+	if spec.Logger == nil {
+		spec.Logger = slog.New(slog.DiscardHandler)
+	}
+	s.log = spec.Logger.With("pid", p.PID())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	go s.reap()
-	s.readers.Go(func() { s.readStdout(stdout) })
-	s.readers.Go(func() { s.readStderr(stderr) })
+	s.reader.Go(func() { s.readStdout(p.Stdout()) })
 	go s.lifecycle()
-	return s
+	return s, nil
 }
 
 // PID is the child's process id, which is also its process group id.
-func (s *Session) PID() int { return s.pid }
+func (s *Session) PID() int { return s.proc.PID() }
 
 // Events reports the session's output and turn ends. It is closed when the
 // child is gone and every goroutine of the session has stopped.
@@ -206,7 +193,7 @@ func (s *Session) Close(ctx context.Context) error {
 		s.mu.Unlock()
 		close(s.stop)
 		s.cancel()
-		s.stopChild(ctx)
+		s.proc.Stop(ctx)
 	})
 	select {
 	case <-s.done:
@@ -216,87 +203,24 @@ func (s *Session) Close(ctx context.Context) error {
 	}
 }
 
-// stopChild is Close's escalation. It returns once the child is reaped.
-func (s *Session) stopChild(ctx context.Context) {
-	s.closeStdin()
-	if s.waitExit(ctx) {
-		return
-	}
-	s.log.Debug("fake agent still running after end of input: SIGTERM")
-	s.signal(syscall.SIGTERM)
-	if s.waitExit(ctx) {
-		return
-	}
-	s.log.Warn("fake agent still running after SIGTERM: SIGKILL")
-	s.signal(syscall.SIGKILL)
-	<-s.exited
-}
-
-// waitExit waits up to the stop timeout for the child to be reaped.
-func (s *Session) waitExit(ctx context.Context) bool {
-	t := time.NewTimer(s.stopTimeout)
-	defer t.Stop()
-	select {
-	case <-s.exited:
-		return true
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return false
-}
-
-// signal sends sig to the child's process group, unless the child is
-// already reaped (its pid could then be reused).
-func (s *Session) signal(sig syscall.Signal) {
-	select {
-	case <-s.exited:
-		return
-	default:
-	}
-	if err := syscall.Kill(-s.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		s.log.Warn("signal fake agent", "signal", sig, "err", err)
-	}
-}
-
-// write sends one frame to the child's stdin.
+// write sends one frame, one line, to the child's stdin.
 func (s *Session) write(f frame) error {
 	b, err := encode(f)
 	if err != nil {
 		return err
 	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if s.stdinClosed {
-		return errors.New("fake agent's input is closed")
-	}
-	if _, err := s.stdin.Write(b); err != nil {
+	if _, err := s.proc.Stdin().Write(b); err != nil {
 		return fmt.Errorf("write to fake agent: %w", err)
 	}
 	return nil
 }
 
-func (s *Session) closeStdin() {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if !s.stdinClosed {
-		s.stdinClosed = true
-		s.stdin.Close()
-	}
-}
-
-// reap is the only caller of Wait.
-func (s *Session) reap() {
-	s.waitErr = s.cmd.Wait()
-	s.log.Debug("fake agent exited", "status", s.cmd.ProcessState)
-	close(s.exited)
-}
-
 // lifecycle ends the session once the child is gone: it records why,
 // cancels and waits for the tool calls, and closes Events.
 func (s *Session) lifecycle() {
-	s.readers.Wait()
-	<-s.exited
-	s.closeStdin()
+	s.reader.Wait()
+	<-s.proc.Done()
+	s.proc.Stdin().Close()
 	s.mu.Lock()
 	s.ended = true
 	if !s.closing {
@@ -315,21 +239,21 @@ func (s *Session) lifecycle() {
 // exitReason says why the child ended on its own.
 func (s *Session) exitReason() error {
 	status := "exit status 0"
-	if s.waitErr != nil {
-		status = s.waitErr.Error()
+	if err := s.proc.ExitErr(); err != nil {
+		status = err.Error()
 	}
 	msg := "fake agent exited: " + status
 	if s.readErr != nil {
 		msg = fmt.Sprintf("fake agent killed: %v (%s)", s.readErr, status)
 	}
-	if line := s.lastStderrLine(); line != "" {
+	if line := s.proc.LastStderrLine(); line != "" {
 		msg += ": " + line
 	}
 	return errors.New(msg)
 }
 
 // readStdout decodes the child's protocol lines until end of output.
-func (s *Session) readStdout(r *os.File) {
+func (s *Session) readStdout(r io.ReadCloser) {
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
@@ -345,7 +269,9 @@ func (s *Session) readStdout(r *os.File) {
 	if err := sc.Err(); err != nil {
 		s.readErr = fmt.Errorf("read output: %w", err)
 		s.log.Warn("fake agent: read output", "err", err)
-		s.signal(syscall.SIGKILL) // it would block on a pipe nobody reads
+		if err := s.proc.Signal(syscall.SIGKILL); err != nil { // it would block on a pipe nobody reads
+			s.log.Warn("kill fake agent", "err", err)
+		}
 		io.Copy(io.Discard, r)
 	}
 }
@@ -427,40 +353,4 @@ func (s *Session) call(ctx context.Context, f frame) {
 	if err := s.write(res); err != nil {
 		s.log.Debug("write tool result", "tool", f.Tool, "err", err)
 	}
-}
-
-// readStderr keeps the tail of the child's stderr; each chunk is activity.
-func (s *Session) readStderr(r *os.File) {
-	defer r.Close()
-	buf := make([]byte, 4096)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			s.bump()
-			s.tmu.Lock()
-			s.tail = append(s.tail, buf[:n]...)
-			if len(s.tail) > stderrTail {
-				s.tail = append(s.tail[:0], s.tail[len(s.tail)-stderrTail:]...)
-			}
-			s.tmu.Unlock()
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// lastStderrLine is the last non-blank line of the stderr tail.
-func (s *Session) lastStderrLine() string {
-	s.tmu.Lock()
-	defer s.tmu.Unlock()
-	return lastLine(s.tail)
-}
-
-func lastLine(b []byte) string {
-	b = bytes.TrimRight(b, " \t\r\n")
-	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-		b = b[i+1:]
-	}
-	return string(bytes.TrimSpace(b))
 }

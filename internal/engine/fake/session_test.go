@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/engine/proc"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -400,8 +401,8 @@ func TestCloseIsGraceful(t *testing.T) {
 	if _, ok := <-s.Events(); ok {
 		t.Error("events open after close")
 	}
-	if s.Err() != nil || s.waitErr != nil {
-		t.Errorf("Err %v, exit %v: want a clean exit at end of input", s.Err(), s.waitErr)
+	if s.Err() != nil || s.proc.ExitErr() != nil {
+		t.Errorf("Err %v, exit %v: want a clean exit at end of input", s.Err(), s.proc.ExitErr())
 	}
 	if err := s.Send(context.Background(), engine.Input{Turn: "t2", Messages: []troupe.Message{msg("hi")}}); err == nil || err.Error() != "send turn t2: session closed" {
 		t.Errorf("send after close: %v", err)
@@ -436,16 +437,16 @@ func TestCloseEscalates(t *testing.T) {
 			turn(t, s, "t1", tc.text)
 			start := time.Now()
 			s.Close(tc.ctx())
-			<-s.exited // Close returned only after reaping
+			<-s.proc.Done() // Close returned only after reaping
 			if err := s.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			if d := time.Since(start); d > patience {
 				t.Errorf("close took %v", d)
 			}
-			ws := s.cmd.ProcessState.Sys().(syscall.WaitStatus)
+			ws := s.proc.ProcessState().Sys().(syscall.WaitStatus)
 			if !ws.Signaled() || ws.Signal() != tc.signal {
-				t.Errorf("child ended with %v, want signal %v", s.cmd.ProcessState, tc.signal)
+				t.Errorf("child ended with %v, want signal %v", s.proc.ProcessState(), tc.signal)
 			}
 			if s.Err() != nil {
 				t.Errorf("Err after Close = %v", s.Err())
@@ -554,7 +555,7 @@ func TestNoGoroutineLeftAfterClose(t *testing.T) {
 func assertGroupGone(t *testing.T, s *Session) {
 	t.Helper()
 	select {
-	case <-s.exited:
+	case <-s.proc.Done():
 	default:
 		t.Fatal("child not reaped")
 	}
@@ -577,5 +578,23 @@ func BenchmarkEchoTurn(b *testing.B) {
 				break
 			}
 		}
+	}
+}
+
+// The stderr tail itself is proc's; this checks the session's use of it:
+// every chunk is activity (C3), and the last line is the reason of a death.
+func TestStderrIsActivityAndReason(t *testing.T) {
+	t.Parallel()
+	s, err := start(proc.Spec{Argv: []string{"/bin/sh", "-c", "echo first >&2; echo 'the reason  ' >&2; exit 4"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	waitClosed(t, s)
+	if got := s.Activity(); got.Count == 0 || got.At.IsZero() {
+		t.Errorf("activity %+v after output on stderr only", got)
+	}
+	if err := s.Err(); err == nil || err.Error() != "fake agent exited: exit status 4: the reason" {
+		t.Errorf("Err = %v", err)
 	}
 }
