@@ -89,11 +89,10 @@ type Process struct {
 	exitErr error
 	state   *os.ProcessState
 
-	// mu guards reaped and stopping. Signal holds it while it signals, so
-	// the reaper cannot free the pid in between.
-	mu       sync.Mutex
-	reaped   bool // the child exited and the reaper is about to reap it
-	stopping bool // Stop was called: what is left of the group is killed
+	// mu guards reaped. Signal holds it while it signals, so the reaper
+	// cannot free the pid in between.
+	mu     sync.Mutex
+	reaped bool // the child exited and the reaper is about to reap it
 
 	// tmu guards tail: the last tailMax bytes of stderr.
 	tmu     sync.Mutex
@@ -221,14 +220,12 @@ func (p *Process) Signal(sig syscall.Signal) error {
 // stdin (the quit path of a program that exits at end of input; engines with
 // another quit path write it before calling Stop), wait up to StopTimeout,
 // SIGTERM the process group, wait again, SIGKILL the group. Whenever the
-// child exits during a Stop, what is left of its group (a grandchild that
-// ignored SIGTERM) is SIGKILLed before the child is reaped. When ctx ends,
+// child exits (during a Stop or on its own), what is left of its group (a
+// grandchild that ignored SIGTERM) is SIGKILLed before the child is reaped.
+// When ctx ends,
 // the remaining waits are skipped. Stop may be called more than once,
 // concurrently.
 func (p *Process) Stop(ctx context.Context) {
-	p.mu.Lock()
-	p.stopping = true
-	p.mu.Unlock()
 	p.stdin.Close()
 	if p.waitDone(ctx) {
 		return
@@ -268,11 +265,12 @@ func (p *Process) reap(errR *os.File) {
 	if err := waitExited(p.pid); err != nil {
 		p.log.Warn("wait for child exit", "err", err) // Wait below still reaps
 	}
+	// Whether it was stopped or died on its own, nothing of its group
+	// outlives it (C11): the leader is not reaped yet, so the group id
+	// cannot have been reused.
 	p.mu.Lock()
-	if p.stopping {
-		if err := syscall.Kill(-p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-			p.log.Warn("kill what is left of the child's group", "err", err)
-		}
+	if err := syscall.Kill(-p.pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		p.log.Warn("kill what is left of the child's group", "err", err)
 	}
 	p.reaped = true
 	p.mu.Unlock()

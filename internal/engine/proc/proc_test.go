@@ -127,6 +127,8 @@ func TestStopKillsTheWholeGroup(t *testing.T) {
 	}{
 		{"child and grandchild ignore SIGTERM", "trap '' TERM; sleep 1000 & echo ready; wait", syscall.SIGKILL},
 		{"child dies at SIGTERM, its grandchild does not", "(trap '' TERM; exec sleep 1000) & echo ready; wait", syscall.SIGTERM},
+		// No Stop at all: a leader that exits by itself takes its group along.
+		{"child exits on its own, leaving a grandchild", "sleep 1000 & echo ready; exit 0", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,8 +138,12 @@ func TestStopKillsTheWholeGroup(t *testing.T) {
 			if line := readLine(t, out); line != "ready" {
 				t.Fatalf("child said %q", line)
 			}
-			stop(t, p, context.Background())
-			if ws := p.ProcessState().Sys().(syscall.WaitStatus); ws.Signal() != tc.signal {
+			if tc.signal != 0 {
+				stop(t, p, context.Background())
+			} else {
+				<-p.Done()
+			}
+			if ws := p.ProcessState().Sys().(syscall.WaitStatus); ws.Signaled() && ws.Signal() != tc.signal || !ws.Signaled() && tc.signal != 0 {
 				t.Errorf("child ended with %v, want %v", p.ProcessState(), tc.signal)
 			}
 			eof := make(chan error, 1)
