@@ -222,9 +222,8 @@ func (p *Process) Signal(sig syscall.Signal) error {
 // SIGTERM the process group, wait again, SIGKILL the group. Whenever the
 // child exits (during a Stop or on its own), what is left of its group (a
 // grandchild that ignored SIGTERM) is SIGKILLed before the child is reaped.
-// When ctx ends,
-// the remaining waits are skipped. Stop may be called more than once,
-// concurrently.
+// When ctx ends, the remaining waits are skipped. Stop may be called more
+// than once, concurrently.
 func (p *Process) Stop(ctx context.Context) {
 	p.stdin.Close()
 	if p.waitDone(ctx) {
