@@ -348,3 +348,10 @@ func bomOf(src string) string {
 	}
 	return ""
 }
+
+// splitKey reads a dotted key path as written in TOML ("fake.respond",
+// `env."A B"`) into its parts.
+func splitKey(path string) toml.Key {
+	s := &keyScanner{src: path}
+	return s.key()
+}

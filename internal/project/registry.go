@@ -58,6 +58,10 @@ type Options struct {
 	OnTeamChange func(TeamChange)
 	// OnRemove, if set, is called after a project is removed.
 	OnRemove func(troupe.ProjectID)
+	// Check, if set, validates each agent's engine options whenever a team
+	// is loaded (engine.Engine.Check); a failing check is a team error, as a
+	// parse error is. See ParseTeamChecked.
+	Check func(troupe.AgentSpec) error
 	// Debounce is how long the watcher waits for a burst of file events to
 	// settle before reloading; default 50ms.
 	Debounce time.Duration
@@ -74,6 +78,7 @@ type Registry struct {
 	log      *slog.Logger
 	onChange func(TeamChange)
 	onRemove func(troupe.ProjectID)
+	check    func(troupe.AgentSpec) error
 	debounce time.Duration
 	watcher  *fsnotify.Watcher
 
@@ -97,7 +102,7 @@ func Open(ctx context.Context, o Options) (*Registry, error) {
 		return nil, fmt.Errorf("open file watcher: %w", err)
 	}
 	r := &Registry{store: o.Store, log: o.Logger, onChange: o.OnTeamChange, onRemove: o.OnRemove,
-		debounce: o.Debounce, watcher: w, projects: map[troupe.ProjectID]*entry{}}
+		check: o.Check, debounce: o.Debounce, watcher: w, projects: map[troupe.ProjectID]*entry{}}
 	ps, err := o.Store.Projects(ctx)
 	if err != nil {
 		w.Close()
@@ -106,7 +111,7 @@ func Open(ctx context.Context, o Options) (*Registry, error) {
 	for _, p := range ps {
 		e := &entry{info: Info{Project: p}}
 		if last, err := o.Store.LastTeam(ctx, p.ID); err == nil && last != nil {
-			if t, err := ParseTeam(filepath.Join(p.Path, TeamFile), last); err == nil {
+			if t, err := ParseTeamChecked(filepath.Join(p.Path, TeamFile), last, o.Check); err == nil {
 				e.info.Team, e.source = t, last
 			}
 		}
@@ -212,7 +217,7 @@ func (r *Registry) reload(ctx context.Context, id troupe.ProjectID, initial bool
 	case readErr != nil:
 		loadErr = fmt.Errorf("read team file: %w", readErr)
 	default:
-		team, loadErr = ParseTeam(path, src)
+		team, loadErr = ParseTeamChecked(path, src, r.check)
 		if loadErr == nil {
 			loadErr = checkPromptFiles(path, filepath.Dir(filepath.Dir(path)), team)
 		}

@@ -36,6 +36,20 @@ const nameRule = "use 1 to 63 lower-case letters, digits, '-' or '_', starting w
 // when the file has several problems, the first one in file order is
 // reported.
 func ParseTeam(file string, data []byte) (*Team, error) {
+	return ParseTeamChecked(file, data, nil)
+}
+
+// ParseTeamChecked parses and validates a team file as ParseTeam does, then
+// passes every agent, in file order, to check (nil: no check), which
+// validates what only its engine knows (engine.Engine.Check).
+//
+// An error from check is reported like the parser's own, as a
+// *troupe.FieldError naming file, line and field. When the error is (or
+// wraps) a *troupe.FieldError, its Field is the key path below the [[agent]]
+// table ("fake.respond", "fake", "mode") and its Msg is kept; the line is
+// that key's, or the engine table's, or the agent header's. Any other error
+// is reported at the agent's engine key.
+func ParseTeamChecked(file string, data []byte, check func(troupe.AgentSpec) error) (*Team, error) {
 	src := string(data)
 	var raw map[string]any
 	md, err := toml.Decode(src, &raw)
@@ -43,7 +57,54 @@ func ParseTeam(file string, data []byte) (*Team, error) {
 		return nil, syntaxError(file, src, err)
 	}
 	p := &teamParser{file: file, raw: raw, keys: md.Keys(), lines: keyLines(src, md.Keys())}
-	return p.parse()
+	team, err := p.parse()
+	if err != nil || check == nil {
+		return team, err
+	}
+	for n, a := range team.Agents {
+		if err := check(a); err != nil {
+			return nil, p.checkError(n, err)
+		}
+	}
+	return team, nil
+}
+
+// checkError turns the error check returned for agent n into a FieldError
+// at the key it names.
+func (p *teamParser) checkError(n int, err error) error {
+	a := p.team.Agents[n]
+	field, msg := "engine", err.Error()
+	if fe, ok := errors.AsType[*troupe.FieldError](err); ok && fe.Field != "" {
+		field, msg = fe.Field, fe.Msg
+	}
+	return &troupe.FieldError{File: p.file, Line: p.agentKeyLine(n, field),
+		Field: fmt.Sprintf("agent %q: %s", a.Name, field), Msg: msg}
+}
+
+// agentKeyLine returns the line of the key path below agent n's [[agent]]
+// table, like "fake.respond": the line of the key itself, or of the
+// nearest enclosing table written in the file, or of the engine's table,
+// or of the agent's header. It is 0 when the lines are unknown.
+func (p *teamParser) agentKeyLine(n int, path string) int {
+	a := p.team.Agents[n]
+	want := splitKey(path)
+	for _, prefix := range append(prefixes(want), toml.Key{string(a.Engine)}) {
+		for _, k := range p.agentKeys[n] {
+			if k.line > 0 && len(k.rel) >= len(prefix) && slices.Equal(k.rel[:len(prefix)], prefix) {
+				return k.line
+			}
+		}
+	}
+	return a.Line
+}
+
+// prefixes returns k, then k without its last part, and so on.
+func prefixes(k toml.Key) []toml.Key {
+	out := make([]toml.Key, 0, len(k))
+	for i := len(k); i > 0; i-- {
+		out = append(out, k[:i])
+	}
+	return out
 }
 
 // syntaxError turns an error from the TOML decoder into a FieldError.
@@ -65,6 +126,13 @@ func syntaxError(file, src string, err error) error {
 	return &troupe.FieldError{File: file, Line: line, Msg: "syntax error: " + pe.Message}
 }
 
+// agentKey is a key of an [[agent]] table: its path below the table, and
+// its line (0 when unknown).
+type agentKey struct {
+	rel  toml.Key
+	line int
+}
+
 // teamParser validates a decoded team file, walking its keys in file order so
 // that the first problem it meets is the first one in the file.
 type teamParser struct {
@@ -73,9 +141,10 @@ type teamParser struct {
 	keys  []toml.Key
 	lines []int // line of each key; nil when unknown
 
-	agents []map[string]any // the [[agent]] tables
-	team   Team
-	named  map[string]int // header line of each agent name seen so far in this one file (parse state, not runtime state)
+	agents    []map[string]any // the [[agent]] tables
+	agentKeys [][]agentKey     // the keys of each agent, in file order
+	team      Team
+	named     map[string]int // header line of each agent name seen so far in this one file (parse state, not runtime state)
 
 	// The agent being read.
 	cur   *troupe.AgentSpec
@@ -98,11 +167,14 @@ func (p *teamParser) parse() (*Team, error) {
 			if err := p.startAgent(i); err != nil {
 				return nil, err
 			}
+			p.agentKeys = append(p.agentKeys, nil)
 			continue
 		}
 		if p.cur == nil { // unreachable: [[agent]] comes before its keys
 			continue
 		}
+		n := len(p.agentKeys) - 1
+		p.agentKeys[n] = append(p.agentKeys[n], agentKey{rel: k[1:], line: p.line(i)})
 		if err := p.agentKey(i, k[1:]); err != nil {
 			return nil, err
 		}

@@ -2,7 +2,10 @@ package project
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -407,4 +410,95 @@ func FuzzParseTeam(f *testing.F) {
 			t.Fatalf("scanned keys %q, decoded %q", got, md.Keys())
 		}
 	})
+}
+
+// checkFake stands for the fake engine's Check: its only option is respond,
+// a string, and it has no terminal mode.
+func checkFake(a troupe.AgentSpec) error {
+	if a.Mode == troupe.ModeTerminal {
+		return &troupe.FieldError{Field: "mode", Msg: `engine fake has no terminal mode: remove mode or set it to "structured"`}
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.Options)) {
+		if k != "respond" {
+			return &troupe.FieldError{Field: "fake." + k, Msg: "unknown option: did you mean respond?"}
+		}
+	}
+	if v, ok := a.Options["respond"]; ok {
+		if _, ok := v.(string); !ok {
+			return fmt.Errorf("check agent %s: %w", a.Name, &troupe.FieldError{Field: "fake.respond", Msg: "must be a string"})
+		}
+	}
+	return nil
+}
+
+// needsRespond is a check that wants fake.respond set.
+func needsRespond(a troupe.AgentSpec) error {
+	if _, ok := a.Options["respond"]; !ok {
+		return &troupe.FieldError{Field: "fake.respond", Msg: `missing: set it, like respond = "ok"`}
+	}
+	return nil
+}
+
+func TestParseTeamChecked(t *testing.T) {
+	down := func(troupe.AgentSpec) error { return errors.New("engine fake is not installed: install it") }
+	tests := []struct {
+		name  string
+		check func(troupe.AgentSpec) error
+		src   string
+		want  string // "" for no error
+	}{
+		{"good options", checkFake, leadHead + "[agent.fake]\nrespond = \"ok\"\n", ""},
+		{"no check", nil, leadHead + "mode = \"terminal\"\n", ""},
+		{"typo in the engine table", checkFake, leadHead + "\n[agent.fake]\nrespond = \"ok\"\nrespnd = \"x\"\n",
+			`.troupe/team.toml:7: agent "lead": fake.respnd: unknown option: did you mean respond?`},
+		{"typo as a dotted key", checkFake, leadHead + "model = \"m\"\nfake.respnd = \"x\"\n",
+			`.troupe/team.toml:5: agent "lead": fake.respnd: unknown option: did you mean respond?`},
+		{"typo in an inline table", checkFake, leadHead + "fake = {\n  respnd = \"x\",\n}\n",
+			`.troupe/team.toml:5: agent "lead": fake.respnd: unknown option: did you mean respond?`},
+		{"terminal mode refused", checkFake, leadHead + "prompt = \"hi\"\nmode = \"terminal\"\n",
+			`.troupe/team.toml:5: agent "lead": mode: engine fake has no terminal mode: remove mode or set it to "structured"`},
+		{"wrapped field error", checkFake, leadHead + "[agent.fake]\nrespond = 3\n",
+			`.troupe/team.toml:5: agent "lead": fake.respond: must be a string`},
+		{"missing option: the engine table's line", needsRespond, leadHead + "model = \"m\"\n[agent.fake]\nother = 1\n",
+			`.troupe/team.toml:5: agent "lead": fake.respond: missing: set it, like respond = "ok"`},
+		{"missing option, no table: the header's line", needsRespond, "# team\n" + leadHead,
+			`.troupe/team.toml:2: agent "lead": fake.respond: missing: set it, like respond = "ok"`},
+		{"plain error: the engine key", down, "[[agent]]\nname = \"lead\"\nmodel = \"m\"\nengine = \"fake\"\n",
+			`.troupe/team.toml:4: agent "lead": engine: engine fake is not installed: install it`},
+		{"second agent", checkFake, leadHead + "\n[[agent]]\nname = \"b\"\nengine = \"fake\"\nmode = \"terminal\"\n",
+			`.troupe/team.toml:8: agent "b": mode: engine fake has no terminal mode: remove mode or set it to "structured"`},
+		{"parse errors come first", checkFake, leadHead + "mode = \"terminal\"\nturn_timeout = \"x\"\n",
+			`.troupe/team.toml:5: agent "lead": turn_timeout: bad duration "x": write it like "10m" or "1h30m"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			team, err := ParseTeamChecked(testTeamFile, []byte(tt.src), tt.check)
+			if tt.want == "" {
+				if err != nil || team == nil {
+					t.Fatalf("ParseTeamChecked: %v", err)
+				}
+				return
+			}
+			if err == nil || team != nil {
+				t.Fatalf("ParseTeamChecked = %v, %v; want error %q", team, err, tt.want)
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("error:\ngot  %s\nwant %s", got, tt.want)
+			}
+			if _, ok := errors.AsType[*troupe.FieldError](err); !ok {
+				t.Errorf("error is %T, want *troupe.FieldError", err)
+			}
+		})
+	}
+}
+
+func TestParseTeamCheckedSeesEveryAgent(t *testing.T) {
+	var seen []troupe.AgentID
+	_, err := ParseTeamChecked(testTeamFile, []byte(leadHead+"[[agent]]\nname = \"b\"\nengine = \"codex\"\n"), func(a troupe.AgentSpec) error {
+		seen = append(seen, a.Name)
+		return nil
+	})
+	if err != nil || !slices.Equal(seen, []troupe.AgentID{"lead", "b"}) {
+		t.Fatalf("checked %v, err %v; want lead and b", seen, err)
+	}
 }
