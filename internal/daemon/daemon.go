@@ -24,8 +24,6 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/api"
-	"github.com/troupe-dev/troupe/internal/engine"
-	"github.com/troupe-dev/troupe/internal/engine/fake"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/mcp"
 	"github.com/troupe-dev/troupe/internal/memory"
@@ -95,38 +93,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer db.Close()
 
+	// Construction order: each component gets only what is already built.
+	// The cycles (the runtime reads teams and calls task tools; the registry
+	// and the task manager tell the runtime) are closed by svc.tasks and
+	// reg.Listen, before anything runs.
 	hub := events.New(events.Options{})
-	var rt *runtime.Runtime // set below; the registry's first reload precedes it
-	var tasks *task.Manager // likewise
-	reg, err := project.Open(ctx, project.Options{
-		Store:  db,
-		Logger: log,
-		OnTeamChange: func(c project.TeamChange) {
-			hub.Publish("team.changed", troupe.RuntimeKey{Project: c.Project}, c)
-			if rt != nil {
-				rt.TeamChanged(c)
-			}
-		},
-		OnRemove: func(id troupe.ProjectID) {
-			hub.Publish("project.removed", troupe.RuntimeKey{Project: id}, nil)
-			if rt != nil {
-				rt.ProjectRemoved(id)
-			}
-			if tasks != nil {
-				killTasks(ctx, log, tasks, id) // nobody is left to hear of them
-			}
-		},
-	})
+	engines, err := newEngines(cfg, log)
 	if err != nil {
 		return err
 	}
-	self, err := os.Executable()
+	reg, err := project.Open(ctx, project.Options{Store: db, Logger: log, Check: checkAgent(engines)})
 	if err != nil {
-		return fmt.Errorf("find own executable: %w", err)
-	}
-	fakeCmd := cfg.FakeAgent
-	if len(fakeCmd) == 0 {
-		fakeCmd = []string{self, "fake-agent"}
+		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -137,19 +115,22 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Warn("listening beyond loopback: anyone who can reach this address and holds the token can drive your agents", "addr", addr)
 	}
 	tokens := mcp.NewTokens()
-	tasks = task.New(task.Options{Store: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
-		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject,
-		Notify: func(m troupe.Message) {
-			if rt != nil {
-				rt.Queued(m)
-			}
-		}})
-	svc := services{reg: reg, tasks: tasks, notes: memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})}
-	rt = runtime.New(runtime.Options{Store: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,
+	svc := &services{reg: reg, notes: memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})}
+	rt := runtime.New(runtime.Options{Store: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,
 		Grants: tokens, MCPURL: "http://" + addr + "/mcp", Services: svc, Briefing: svc.briefing,
-		Engines: map[troupe.Engine]engine.Engine{
-			troupe.EngineFake: fake.New(fake.Options{Command: fakeCmd, Logger: log}),
-		}})
+		Engines: engines})
+	tasks := task.New(task.Options{Store: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
+		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject,
+		Notify: rt.Queued})
+	svc.tasks = tasks // the runtime calls task tools only once it runs
+	reg.Listen(func(c project.TeamChange) {
+		hub.Publish("team.changed", troupe.RuntimeKey{Project: c.Project}, c)
+		rt.TeamChanged(c)
+	}, func(id troupe.ProjectID) {
+		hub.Publish("project.removed", troupe.RuntimeKey{Project: id}, nil)
+		rt.ProjectRemoved(id)
+		killTasks(ctx, log, tasks, id) // nobody is left to hear of them
+	})
 
 	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Token: token, Logger: log,
 		MCP:     mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),

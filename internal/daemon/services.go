@@ -23,9 +23,9 @@ type services struct {
 	notes *memory.Store
 }
 
-var _ runtime.Services = services{}
+var _ runtime.Services = (*services)(nil)
 
-func (s services) Call(ctx context.Context, k troupe.RuntimeKey, tool string, args json.RawMessage) (string, error) {
+func (s *services) Call(ctx context.Context, k troupe.RuntimeKey, tool string, args json.RawMessage) (string, error) {
 	info, ok := s.reg.Get(k.Project)
 	if !ok {
 		return "", fmt.Errorf("your project is no longer registered")
@@ -137,7 +137,7 @@ func (s services) Call(ctx context.Context, k troupe.RuntimeKey, tool string, ar
 
 // briefing is what every session of project p starts with besides its
 // prompt: the index of the project's memory notes.
-func (s services) briefing(ctx context.Context, dir string) string {
+func (s *services) briefing(ctx context.Context, dir string) string {
 	notes, _ := s.notes.List(ctx, dir) // bad notes are left out; List says which
 	return memory.IndexText(notes)
 }

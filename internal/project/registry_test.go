@@ -4,8 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 func TestPromptFileMustExist(t *testing.T) {
@@ -78,5 +82,55 @@ func TestFailingCheckKeepsLastGoodTeam(t *testing.T) {
 	got, _ = r2.Get(info.ID)
 	if !strings.HasPrefix(got.TeamError, want) || got.Team == nil || len(got.Team.Agents) != 1 {
 		t.Fatalf("after Open: %+v, want the error and the last good team", got)
+	}
+}
+
+// TestOpenNotifiesNobody: Open loads the teams of registered projects without
+// calling OnTeamChange (the caller reads them with List); Run, when it starts,
+// sees an edit made since Open and reports it.
+func TestOpenNotifiesNobody(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, ".troupe", "team.toml")
+	os.MkdirAll(filepath.Dir(file), 0o755)
+	os.WriteFile(file, []byte(leadHead), 0o644)
+	store := NewMemStore()
+	first, err := Open(context.Background(), Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Add(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+
+	changes := make(chan TeamChange, 10)
+	r, err := Open(context.Background(), Options{Store: store, Debounce: time.Millisecond,
+		OnTeamChange: func(c TeamChange) { changes <- c }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 0 {
+		t.Fatalf("Open notified %+v", <-changes)
+	}
+	ps := r.List()
+	if len(ps) != 1 || ps[0].Team == nil || len(ps[0].Team.Agents) != 1 {
+		t.Fatalf("List after Open = %+v, want the project and its team", ps)
+	}
+
+	os.WriteFile(file, []byte(leadHead+"[[agent]]\nname = \"b\"\nengine = \"fake\"\n"), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case c := <-changes:
+		if !slices.Equal(c.Added, []troupe.AgentID{"b"}) || len(c.Removed)+len(c.Changed) != 0 {
+			t.Fatalf("change at Run = %+v, want b added", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not report the edit made since Open")
+	}
+	// A second Run is refused: one watcher.
+	if err := r.Run(ctx); err == nil {
+		t.Fatal("a second Run ran")
 	}
 }

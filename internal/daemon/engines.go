@@ -1,0 +1,40 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/engine/fake"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// newEngines builds the engines agents run on, by name, from cfg. An agent
+// whose engine is not here fails to start with a clear error.
+func newEngines(cfg Config, log *slog.Logger) (map[troupe.Engine]engine.Engine, error) {
+	fakeCmd := cfg.FakeAgent
+	if len(fakeCmd) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find own executable: %w", err)
+		}
+		fakeCmd = []string{self, "fake-agent"}
+	}
+	return map[troupe.Engine]engine.Engine{
+		troupe.EngineFake: fake.New(fake.Options{Command: fakeCmd, Logger: log}),
+	}, nil
+}
+
+// checkAgent returns the check the registry runs on every agent of a team
+// it loads: the agent's engine validates its options. Engines that cannot
+// check (or are not built) accept every agent.
+func checkAgent(engines map[troupe.Engine]engine.Engine) func(troupe.AgentSpec) error {
+	return func(a troupe.AgentSpec) error {
+		c, ok := engines[a.Engine].(interface{ Check(troupe.AgentSpec) error })
+		if !ok {
+			return nil
+		}
+		return c.Check(a)
+	}
+}
