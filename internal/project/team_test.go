@@ -399,6 +399,12 @@ func FuzzParseTeam(f *testing.F) {
 				}
 			}
 		}
+		// An engine's check is reported like a parse error.
+		if _, err := ParseTeamChecked(testTeamFile, data, checkFake); err != nil {
+			if fe, ok := errors.AsType[*troupe.FieldError](err); !ok || fe.File != testTeamFile {
+				t.Fatalf("checked error is %T, want a *troupe.FieldError naming the file: %v", err, err)
+			}
+		}
 		// Whenever the TOML is valid, the scanner must find its keys, or
 		// errors lose their lines.
 		var raw map[string]any
