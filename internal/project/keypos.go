@@ -65,14 +65,7 @@ func scanKeys(src string) []scannedKey {
 			table = s.key()
 			s.emit(table, start)
 		} else {
-			full := join(table, s.key())
-			s.skipSpace()
-			if s.at("=") {
-				s.pos++
-			}
-			s.skipSpace()
-			s.emit(full, start)
-			s.value(full)
+			s.keyValue(table)
 		}
 		s.skipLine()
 	}
@@ -226,49 +219,47 @@ func (s *keyScanner) value(path toml.Key) {
 		}
 	case s.at("["):
 		s.pos++
-		for {
-			s.skipBlank()
-			if s.pos >= len(s.src) || s.at("]") {
-				s.pos = min(s.pos+1, len(s.src))
-				return
-			}
-			if s.at(",") {
-				s.pos++
-				continue
-			}
-			before := s.pos
-			s.value(path)
-			if s.pos == before {
-				s.pos++
-			}
-		}
+		s.items("]", func() { s.value(path) })
 	case s.at("{"):
 		s.pos++
-		for {
-			s.skipBlank()
-			if s.pos >= len(s.src) || s.at("}") {
-				s.pos = min(s.pos+1, len(s.src))
-				return
-			}
-			if s.at(",") {
-				s.pos++
-				continue
-			}
-			start := s.pos
-			full := join(path, s.key())
-			s.skipSpace()
-			if s.at("=") {
-				s.pos++
-			}
-			s.skipSpace()
-			s.emit(full, start)
-			s.value(full)
-			if s.pos == start {
-				s.pos++
-			}
-		}
+		s.items("}", func() { s.keyValue(path) })
 	default:
 		s.scalar()
+	}
+}
+
+// keyValue reads a key = value pair in the table at path, emitting its key
+// and the keys of inline tables in its value.
+func (s *keyScanner) keyValue(path toml.Key) {
+	start := s.pos
+	full := join(path, s.key())
+	s.skipSpace()
+	if s.at("=") {
+		s.pos++
+	}
+	s.skipSpace()
+	s.emit(full, start)
+	s.value(full)
+}
+
+// items moves past the comma-separated items of an array or inline table
+// and the close bracket that ends them, reading each item with item.
+func (s *keyScanner) items(close string, item func()) {
+	for {
+		s.skipBlank()
+		if s.pos >= len(s.src) || s.at(close) {
+			s.pos = min(s.pos+1, len(s.src))
+			return
+		}
+		if s.at(",") {
+			s.pos++
+			continue
+		}
+		before := s.pos
+		item()
+		if s.pos == before {
+			s.pos++
+		}
 	}
 }
 
