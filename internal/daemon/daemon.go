@@ -25,8 +25,6 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/api"
-	"github.com/troupe-dev/troupe/internal/engine"
-	"github.com/troupe-dev/troupe/internal/engine/fake"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/mcp"
 	"github.com/troupe-dev/troupe/internal/memory"
@@ -99,38 +97,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer db.Close()
 
+	// Construction order: each component gets only what is already built.
+	// The two ways back (the registry and the task manager tell the runtime,
+	// whose tools include the task manager's) are closed by reg.Listen and
+	// tasks.OnComplete, before anything runs.
 	hub := events.New(events.Options{})
-	var rt *runtime.Runtime // set below; the registry's first reload precedes it
-	var tasks *task.Manager // likewise
-	reg, err := project.Open(ctx, project.Options{
-		Store:  db,
-		Logger: log,
-		OnTeamChange: func(c project.TeamChange) {
-			hub.Publish(troupe.RuntimeKey{Project: c.Project}, teamChanged(c))
-			if rt != nil {
-				rt.TeamChanged(c)
-			}
-		},
-		OnRemove: func(id troupe.ProjectID) {
-			hub.Publish(troupe.RuntimeKey{Project: id}, events.ProjectRemoved{Project: id})
-			if rt != nil {
-				rt.ProjectRemoved(id)
-			}
-			if tasks != nil {
-				killTasks(ctx, log, tasks, id) // nobody is left to hear of them
-			}
-		},
-	})
+	engines, err := newEngines(cfg, log)
 	if err != nil {
 		return err
 	}
-	self, err := os.Executable()
+	reg, err := project.Open(ctx, project.Options{Store: db, Logger: log, Check: checkAgent(engines)})
 	if err != nil {
-		return fmt.Errorf("find own executable: %w", err)
-	}
-	fakeCmd := cfg.FakeAgent
-	if len(fakeCmd) == 0 {
-		fakeCmd = []string{self, "fake-agent"}
+		return err
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -141,20 +119,21 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Warn("listening beyond loopback: anyone who can reach this address and holds the token can drive your agents", "addr", addr)
 	}
 	tokens := mcp.NewTokens()
-	tasks = task.New(task.Options{Store: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
-		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject,
-		Notify: func(m troupe.Message) {
-			if rt != nil {
-				rt.Queued(m)
-			}
-		}})
+	tasks := task.New(task.Options{Store: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
+		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject})
 	notes := memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})
-	rt = runtime.New(runtime.Options{Store: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,
+	rt := runtime.New(runtime.Options{Store: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,
 		Grants: tokens, MCPURL: "http://" + addr + "/mcp", Briefing: notes.Briefing,
-		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)),
-		Engines: map[troupe.Engine]engine.Engine{
-			troupe.EngineFake: fake.New(fake.Options{Command: fakeCmd, Logger: log}),
-		}})
+		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines})
+	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
+	reg.Listen(func(c project.TeamChange) {
+		hub.Publish(troupe.RuntimeKey{Project: c.Project}, teamChanged(c))
+		rt.TeamChanged(c)
+	}, func(id troupe.ProjectID) {
+		hub.Publish(troupe.RuntimeKey{Project: id}, events.ProjectRemoved{Project: id})
+		rt.ProjectRemoved(id)
+		killTasks(ctx, log, tasks, id) // nobody is left to hear of them
+	})
 
 	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Token: token, Logger: log,
 		MCP:     mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),

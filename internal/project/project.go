@@ -7,8 +7,9 @@
 // an edit is invalid.
 //
 // Registry is safe for concurrent use: one mutex guards its project table.
-// It owns one watcher goroutine, started by Run and stopped when Run's context
-// ends. It may import internal/troupe and the TOML and fsnotify libraries; it
+// Open loads the projects and holds no resource; Run owns the file watcher
+// (created when Run starts, closed when it returns) and is the registry's
+// only goroutine. It may import internal/troupe and the TOML and fsnotify libraries; it
 // must not import the store driver or any runtime package.
 package project
 

@@ -52,12 +52,17 @@ type Options struct {
 	Store  Store
 	Logger *slog.Logger
 	// OnTeamChange, if set, is called after a team changes, and with the
-	// initial team of a project when it is added or loaded at start.
-	// It must not block for long and must not call back into the Registry
-	// while holding its own locks.
+	// whole team (as added) of a project when it is added. Open calls
+	// neither: read the teams loaded at start with List. It must not block
+	// for long and must not call back into the Registry while holding its
+	// own locks. Listen sets it after Open instead.
 	OnTeamChange func(TeamChange)
 	// OnRemove, if set, is called after a project is removed.
 	OnRemove func(troupe.ProjectID)
+	// Check, if set, validates each agent's engine options whenever a team
+	// is loaded (engine.Engine.Check); a failing check is a team error, as a
+	// parse error is. See ParseTeamChecked.
+	Check func(troupe.AgentSpec) error
 	// Debounce is how long the watcher waits for a burst of file events to
 	// settle before reloading; default 50ms.
 	Debounce time.Duration
@@ -66,25 +71,28 @@ type Options struct {
 type entry struct {
 	info   Info
 	source []byte // the team source in force; nil for no team
+	loaded bool   // its team file was read once (Open or Add)
 }
 
 // Registry is the set of registered projects and their teams.
 type Registry struct {
 	store    Store
 	log      *slog.Logger
-	onChange func(TeamChange)
-	onRemove func(troupe.ProjectID)
+	check    func(troupe.AgentSpec) error
 	debounce time.Duration
-	watcher  *fsnotify.Watcher
 
-	// mu guards projects.
+	// mu guards the fields below.
 	mu       sync.Mutex
 	projects map[troupe.ProjectID]*entry
+	onChange func(TeamChange)
+	onRemove func(troupe.ProjectID)
+	watcher  *fsnotify.Watcher // Run's, while it runs; nil otherwise
 }
 
 // Open loads the registered projects from the store and their teams from
-// disk. A team file that does not parse leaves the last good team saved in
-// the store in force. Call Run to watch team files.
+// disk. A team file that does not load leaves the last good team saved in
+// the store in force. Open notifies nobody (List tells what it loaded) and
+// holds no resource: there is nothing to close. Call Run to watch team files.
 func Open(ctx context.Context, o Options) (*Registry, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -92,37 +100,74 @@ func Open(ctx context.Context, o Options) (*Registry, error) {
 	if o.Debounce <= 0 {
 		o.Debounce = 50 * time.Millisecond
 	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, fmt.Errorf("open file watcher: %w", err)
-	}
 	r := &Registry{store: o.Store, log: o.Logger, onChange: o.OnTeamChange, onRemove: o.OnRemove,
-		debounce: o.Debounce, watcher: w, projects: map[troupe.ProjectID]*entry{}}
+		check: o.Check, debounce: o.Debounce, projects: map[troupe.ProjectID]*entry{}}
 	ps, err := o.Store.Projects(ctx)
 	if err != nil {
-		w.Close()
 		return nil, fmt.Errorf("load projects: %w", err)
 	}
 	for _, p := range ps {
 		e := &entry{info: Info{Project: p}}
 		if last, err := o.Store.LastTeam(ctx, p.ID); err == nil && last != nil {
-			if t, err := ParseTeam(filepath.Join(p.Path, TeamFile), last); err == nil {
+			if t, err := ParseTeamChecked(filepath.Join(p.Path, TeamFile), last, o.Check); err == nil {
 				e.info.Team, e.source = t, last
 			}
 		}
 		r.mu.Lock()
 		r.projects[p.ID] = e
 		r.mu.Unlock()
-		r.watch(p.Path)
-		r.reload(ctx, p.ID, true)
+		r.load(ctx, p.ID, true)
 	}
 	return r, nil
 }
 
-// Run watches the team files of registered projects until ctx ends, then
-// releases the watcher. It returns nil on cancellation.
+// Listen sets the functions called after later team changes and project
+// removals, replacing Options.OnTeamChange and OnRemove: for a caller whose
+// listeners need the registry built first. Call it before Run and Add.
+func (r *Registry) Listen(onChange func(TeamChange), onRemove func(troupe.ProjectID)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.onChange, r.onRemove = onChange, onRemove
+}
+
+// Run watches the team files of registered projects until ctx ends. It
+// owns the file watcher: it creates it, first reloads every team (a file
+// edited since Open is seen), and closes the watcher when it returns. It
+// returns nil on cancellation.
 func (r *Registry) Run(ctx context.Context) error {
-	defer r.watcher.Close()
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("open file watcher: %w", err)
+	}
+	r.mu.Lock()
+	if r.watcher != nil {
+		r.mu.Unlock()
+		w.Close()
+		return errors.New("watch team files: already watching")
+	}
+	r.watcher = w
+	var roots []string
+	var ids []troupe.ProjectID
+	for id, e := range r.projects {
+		roots = append(roots, e.info.Path)
+		if e.loaded { // Add loads the others, once watched
+			ids = append(ids, id)
+		}
+	}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.watcher = nil
+		r.mu.Unlock()
+		w.Close()
+	}()
+	for _, root := range roots {
+		r.watch(root)
+	}
+	for _, id := range ids {
+		r.reload(ctx, id, false)
+	}
+
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	pending := map[troupe.ProjectID]bool{}
@@ -130,7 +175,7 @@ func (r *Registry) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, ok := <-r.watcher.Events:
+		case ev, ok := <-w.Events:
 			if !ok {
 				return nil
 			}
@@ -141,7 +186,7 @@ func (r *Registry) Run(ctx context.Context) error {
 				pending[id] = true
 				timer.Reset(r.debounce)
 			}
-		case err, ok := <-r.watcher.Errors:
+		case err, ok := <-w.Errors:
 			if !ok {
 				return nil
 			}
@@ -156,8 +201,14 @@ func (r *Registry) Run(ctx context.Context) error {
 }
 
 // watch adds watches on a project's root (to see .troupe appear) and on its
-// .troupe folder when it exists. Missing folders are not an error.
+// .troupe folder when it exists, if Run is watching. Missing folders are not
+// an error.
 func (r *Registry) watch(root string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watcher == nil {
+		return // Run watches every project when it starts
+	}
 	for _, dir := range []string{root, filepath.Join(root, ".troupe")} {
 		if err := r.watcher.Add(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			r.log.Warn("watch folder", "path", dir, "err", err)
@@ -166,6 +217,11 @@ func (r *Registry) watch(root string) {
 }
 
 func (r *Registry) unwatch(root string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watcher == nil {
+		return
+	}
 	_ = r.watcher.Remove(filepath.Join(root, ".troupe"))
 	_ = r.watcher.Remove(root)
 }
@@ -191,14 +247,23 @@ func (r *Registry) projectOfEvent(name string) (troupe.ProjectID, bool) {
 	return "", false
 }
 
-// reload loads the team file of project id. initial forces a notification of
-// the whole team (as added) for a project just loaded or added.
-func (r *Registry) reload(ctx context.Context, id troupe.ProjectID, initial bool) TeamChange {
+// reload loads the team file of project id and notifies what changed.
+// initial reports the whole team as added, for a project just added.
+func (r *Registry) reload(ctx context.Context, id troupe.ProjectID, initial bool) {
+	if change, tell := r.load(ctx, id, initial); tell {
+		r.notify(change)
+	}
+}
+
+// load loads the team file of project id, and returns what changed and
+// whether that is worth telling. initial compares with no team, for a
+// project just loaded or added.
+func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial bool) (change TeamChange, tell bool) {
 	r.mu.Lock()
 	e, ok := r.projects[id]
 	if !ok {
 		r.mu.Unlock()
-		return TeamChange{}
+		return TeamChange{}, false
 	}
 	path := filepath.Join(e.info.Path, TeamFile)
 	r.mu.Unlock()
@@ -212,7 +277,7 @@ func (r *Registry) reload(ctx context.Context, id troupe.ProjectID, initial bool
 	case readErr != nil:
 		loadErr = fmt.Errorf("read team file: %w", readErr)
 	default:
-		team, loadErr = ParseTeam(path, src)
+		team, loadErr = ParseTeamChecked(path, src, r.check)
 		if loadErr == nil {
 			loadErr = checkPromptFiles(path, filepath.Dir(filepath.Dir(path)), team)
 		}
@@ -222,9 +287,10 @@ func (r *Registry) reload(ctx context.Context, id troupe.ProjectID, initial bool
 	e, ok = r.projects[id]
 	if !ok {
 		r.mu.Unlock()
-		return TeamChange{}
+		return TeamChange{}, false
 	}
-	change := TeamChange{Project: id}
+	change = TeamChange{Project: id}
+	e.loaded = true
 	oldTeam := e.info.Team
 	if initial {
 		oldTeam = nil
@@ -236,9 +302,8 @@ func (r *Registry) reload(ctx context.Context, id troupe.ProjectID, initial bool
 		r.mu.Unlock()
 		if !sameErr {
 			r.log.Warn("team file not loaded; keeping the last good team", "project", id, "err", loadErr)
-			r.notify(change)
 		}
-		return change
+		return change, !sameErr
 	}
 	hadErr := e.info.TeamError != ""
 	unchanged := bytes.Equal(e.source, src) && !initial
@@ -247,7 +312,7 @@ func (r *Registry) reload(ctx context.Context, id troupe.ProjectID, initial bool
 	r.mu.Unlock()
 
 	if unchanged && !hadErr {
-		return change
+		return change, false
 	}
 	change.Added, change.Removed, change.Changed = diffTeams(oldTeam, team)
 	if !unchanged && src != nil {
@@ -255,15 +320,15 @@ func (r *Registry) reload(ctx context.Context, id troupe.ProjectID, initial bool
 			r.log.Error("save last good team", "project", id, "err", err)
 		}
 	}
-	if initial || !change.Empty() || hadErr {
-		r.notify(change)
-	}
-	return change
+	return change, initial || !change.Empty() || hadErr
 }
 
 func (r *Registry) notify(c TeamChange) {
-	if r.onChange != nil {
-		r.onChange(c)
+	r.mu.Lock()
+	f := r.onChange
+	r.mu.Unlock()
+	if f != nil {
+		f(c)
 	}
 }
 
@@ -347,8 +412,11 @@ func (r *Registry) Remove(ctx context.Context, id troupe.ProjectID) error {
 	if ok {
 		r.unwatch(e.info.Path)
 	}
-	if r.onRemove != nil {
-		r.onRemove(id)
+	r.mu.Lock()
+	f := r.onRemove
+	r.mu.Unlock()
+	if f != nil {
+		f(id)
 	}
 	r.log.Info("project removed", "project", id)
 	return nil

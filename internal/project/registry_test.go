@@ -4,8 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 func TestPromptFileMustExist(t *testing.T) {
@@ -33,5 +37,100 @@ func TestPromptFileMustExist(t *testing.T) {
 	r.reload(context.Background(), info.ID, false)
 	if got, _ := r.Get(info.ID); got.TeamError != "" || got.Team == nil || len(got.Team.Agents) != 1 {
 		t.Fatalf("after creating the prompt file: %+v", got)
+	}
+}
+
+// TestFailingCheckKeepsLastGoodTeam: an agent its engine's Check refuses is
+// a team error like a parse error: file, line and field are named, the last
+// good team stays in force, and the change carries the error.
+func TestFailingCheckKeepsLastGoodTeam(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, ".troupe", "team.toml")
+	os.MkdirAll(filepath.Dir(file), 0o755)
+	good := leadHead + "[agent.fake]\nrespond = \"ok\"\n"
+	os.WriteFile(file, []byte(good), 0o644)
+	var changes []TeamChange
+	r, err := Open(context.Background(), Options{Store: NewMemStore(), Check: checkFake,
+		OnTeamChange: func(c TeamChange) { changes = append(changes, c) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := r.Add(context.Background(), dir)
+	if err != nil || info.TeamError != "" || len(info.Team.Agents) != 1 {
+		t.Fatalf("Add = %+v, %v; want the good team", info, err)
+	}
+
+	os.WriteFile(file, []byte(leadHead+"[agent.fake]\nrespnd = \"ok\"\n"), 0o644)
+	r.reload(context.Background(), info.ID, false)
+	got, _ := r.Get(info.ID)
+	want := file + `:5: agent "lead": fake.respnd: unknown option`
+	if !strings.HasPrefix(got.TeamError, want) {
+		t.Fatalf("team error = %q, want it to start with %q", got.TeamError, want)
+	}
+	if a, ok := got.Team.Agent("lead"); !ok || a.Options["respond"] != "ok" {
+		t.Fatalf("last good team lost: %+v", got.Team)
+	}
+	if last := changes[len(changes)-1]; last.Error != got.TeamError || len(last.Added)+len(last.Changed)+len(last.Removed) > 0 {
+		t.Fatalf("last change = %+v, want the error alone", last)
+	}
+
+	// The check also applies when the registry is opened again.
+	r2, err := Open(context.Background(), Options{Store: r.store, Check: checkFake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = r2.Get(info.ID)
+	if !strings.HasPrefix(got.TeamError, want) || got.Team == nil || len(got.Team.Agents) != 1 {
+		t.Fatalf("after Open: %+v, want the error and the last good team", got)
+	}
+}
+
+// TestOpenNotifiesNobody: Open loads the teams of registered projects without
+// calling OnTeamChange (the caller reads them with List); Run, when it starts,
+// sees an edit made since Open and reports it.
+func TestOpenNotifiesNobody(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, ".troupe", "team.toml")
+	os.MkdirAll(filepath.Dir(file), 0o755)
+	os.WriteFile(file, []byte(leadHead), 0o644)
+	store := NewMemStore()
+	first, err := Open(context.Background(), Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Add(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+
+	changes := make(chan TeamChange, 10)
+	r, err := Open(context.Background(), Options{Store: store, Debounce: time.Millisecond,
+		OnTeamChange: func(c TeamChange) { changes <- c }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 0 {
+		t.Fatalf("Open notified %+v", <-changes)
+	}
+	ps := r.List()
+	if len(ps) != 1 || ps[0].Team == nil || len(ps[0].Team.Agents) != 1 {
+		t.Fatalf("List after Open = %+v, want the project and its team", ps)
+	}
+
+	os.WriteFile(file, []byte(leadHead+"[[agent]]\nname = \"b\"\nengine = \"fake\"\n"), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case c := <-changes:
+		if !slices.Equal(c.Added, []troupe.AgentID{"b"}) || len(c.Removed)+len(c.Changed) != 0 {
+			t.Fatalf("change at Run = %+v, want b added", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not report the edit made since Open")
+	}
+	// A second Run is refused: one watcher.
+	if err := r.Run(ctx); err == nil {
+		t.Fatal("a second Run ran")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +36,20 @@ const nameRule = "use 1 to 63 lower-case letters, digits, '-' or '_', starting w
 // when the file has several problems, the first one in file order is
 // reported.
 func ParseTeam(file string, data []byte) (*Team, error) {
+	return ParseTeamChecked(file, data, nil)
+}
+
+// ParseTeamChecked parses and validates a team file as ParseTeam does, then
+// passes every agent, in file order, to check (nil: no check), which
+// validates what only its engine knows (engine.Engine.Check).
+//
+// An error from check is reported like the parser's own, as a
+// *troupe.FieldError naming file, line and field. When the error is (or
+// wraps) a *troupe.FieldError, its Field is the key path below the [[agent]]
+// table ("fake.respond", "fake", "mode") and its Msg is kept; the line is
+// that key's, or the engine table's, or the agent header's. Any other error
+// is reported at the agent's engine key.
+func ParseTeamChecked(file string, data []byte, check func(troupe.AgentSpec) error) (*Team, error) {
 	src := string(data)
 	var raw map[string]any
 	md, err := toml.Decode(src, &raw)
@@ -44,7 +57,54 @@ func ParseTeam(file string, data []byte) (*Team, error) {
 		return nil, syntaxError(file, src, err)
 	}
 	p := &teamParser{file: file, raw: raw, keys: md.Keys(), lines: keyLines(src, md.Keys())}
-	return p.parse()
+	team, err := p.parse()
+	if err != nil || check == nil {
+		return team, err
+	}
+	for n, a := range team.Agents {
+		if err := check(a); err != nil {
+			return nil, p.checkError(n, err)
+		}
+	}
+	return team, nil
+}
+
+// checkError turns the error check returned for agent n into a FieldError
+// at the key it names.
+func (p *teamParser) checkError(n int, err error) error {
+	a := p.team.Agents[n]
+	field, msg := "engine", err.Error()
+	if fe, ok := errors.AsType[*troupe.FieldError](err); ok && fe.Field != "" {
+		field, msg = fe.Field, fe.Msg
+	}
+	return &troupe.FieldError{File: p.file, Line: p.agentKeyLine(n, field),
+		Field: fmt.Sprintf("agent %q: %s", a.Name, field), Msg: msg}
+}
+
+// agentKeyLine returns the line of the key path below agent n's [[agent]]
+// table, like "fake.respond": the line of the key itself, or of the
+// nearest enclosing table written in the file, or of the engine's table,
+// or of the agent's header. It is 0 when the lines are unknown.
+func (p *teamParser) agentKeyLine(n int, path string) int {
+	a := p.team.Agents[n]
+	want := splitKey(path)
+	for _, prefix := range append(prefixes(want), toml.Key{string(a.Engine)}) {
+		for _, k := range p.agentKeys[n] {
+			if k.line > 0 && len(k.rel) >= len(prefix) && slices.Equal(k.rel[:len(prefix)], prefix) {
+				return k.line
+			}
+		}
+	}
+	return a.Line
+}
+
+// prefixes returns k, then k without its last part, and so on.
+func prefixes(k toml.Key) []toml.Key {
+	out := make([]toml.Key, 0, len(k))
+	for i := len(k); i > 0; i-- {
+		out = append(out, k[:i])
+	}
+	return out
 }
 
 // syntaxError turns an error from the TOML decoder into a FieldError.
@@ -66,14 +126,11 @@ func syntaxError(file, src string, err error) error {
 	return &troupe.FieldError{File: file, Line: line, Msg: "syntax error: " + pe.Message}
 }
 
-// bomOf returns the byte order mark src starts with, which the decoder skips.
-func bomOf(src string) string {
-	for _, bom := range []string{"\xff\xfe", "\xfe\xff", "\xef\xbb\xbf"} {
-		if strings.HasPrefix(src, bom) {
-			return bom
-		}
-	}
-	return ""
+// agentKey is a key of an [[agent]] table: its path below the table, and
+// its line (0 when unknown).
+type agentKey struct {
+	rel  toml.Key
+	line int
 }
 
 // teamParser validates a decoded team file, walking its keys in file order so
@@ -84,9 +141,10 @@ type teamParser struct {
 	keys  []toml.Key
 	lines []int // line of each key; nil when unknown
 
-	agents []map[string]any // the [[agent]] tables
-	team   Team
-	named  map[string]int // header line of each agent name seen so far in this one file (parse state, not runtime state)
+	agents    []map[string]any // the [[agent]] tables
+	agentKeys [][]agentKey     // the keys of each agent, in file order
+	team      Team
+	named     map[string]int // header line of each agent name seen so far in this one file (parse state, not runtime state)
 
 	// The agent being read.
 	cur   *troupe.AgentSpec
@@ -109,11 +167,14 @@ func (p *teamParser) parse() (*Team, error) {
 			if err := p.startAgent(i); err != nil {
 				return nil, err
 			}
+			p.agentKeys = append(p.agentKeys, nil)
 			continue
 		}
 		if p.cur == nil { // unreachable: [[agent]] comes before its keys
 			continue
 		}
+		n := len(p.agentKeys) - 1
+		p.agentKeys[n] = append(p.agentKeys[n], agentKey{rel: k[1:], line: p.line(i)})
 		if err := p.agentKey(i, k[1:]); err != nil {
 			return nil, err
 		}
@@ -396,328 +457,4 @@ func typeName(v any) string {
 		return "a table"
 	}
 	return fmt.Sprintf("a %T", v)
-}
-
-// keyLines returns the line where each of keys is written: the line of a
-// table header, or of the start of a key. keys are the decoder's
-// MetaData.Keys() for src, which must be valid TOML; the decoder keeps no
-// per-key positions, so src is scanned again here. It returns nil if the scan
-// does not find the same keys, so that errors carry no line rather than a
-// wrong one.
-func keyLines(src string, keys []toml.Key) []int {
-	found := scanKeys(src)
-	if len(found) != len(keys) {
-		return nil
-	}
-	lines := make([]int, len(keys))
-	line, off := 1, 0
-	for i, f := range found {
-		if !slices.Equal(f.key, keys[i]) || f.off < off {
-			return nil
-		}
-		line += strings.Count(src[off:f.off], "\n")
-		off = f.off
-		lines[i] = line
-	}
-	return lines
-}
-
-// scannedKey is a key found by scanKeys.
-type scannedKey struct {
-	key toml.Key
-	off int
-}
-
-// scanKeys lists the keys of valid TOML src in the order and form of
-// MetaData.Keys(): every table header, and the full path of every key,
-// including keys of inline tables, which inside arrays take the array's path.
-func scanKeys(src string) []scannedKey {
-	s := &keyScanner{src: src, pos: len(bomOf(src))}
-	var table toml.Key
-	for {
-		s.skipBlank()
-		if s.pos >= len(s.src) {
-			return s.keys
-		}
-		start := s.pos
-		if s.src[s.pos] == '[' {
-			s.pos++
-			if s.at("[") {
-				s.pos++
-			}
-			table = s.key()
-			s.emit(table, start)
-		} else {
-			full := join(table, s.key())
-			s.skipSpace()
-			if s.at("=") {
-				s.pos++
-			}
-			s.skipSpace()
-			s.emit(full, start)
-			s.value(full)
-		}
-		s.skipLine()
-	}
-}
-
-type keyScanner struct {
-	src  string
-	pos  int
-	keys []scannedKey
-}
-
-func (s *keyScanner) emit(k toml.Key, off int) {
-	s.keys = append(s.keys, scannedKey{key: k, off: off})
-}
-
-func (s *keyScanner) at(prefix string) bool { return strings.HasPrefix(s.src[s.pos:], prefix) }
-
-func (s *keyScanner) skipSpace() {
-	for s.pos < len(s.src) && (s.src[s.pos] == ' ' || s.src[s.pos] == '\t') {
-		s.pos++
-	}
-}
-
-// skipBlank skips spaces, newlines and comments.
-func (s *keyScanner) skipBlank() {
-	for s.pos < len(s.src) {
-		switch s.src[s.pos] {
-		case ' ', '\t', '\r', '\n':
-			s.pos++
-		case '#':
-			s.skipLine()
-		default:
-			return
-		}
-	}
-}
-
-// skipLine moves past the next newline.
-func (s *keyScanner) skipLine() {
-	if i := strings.IndexByte(s.src[s.pos:], '\n'); i >= 0 {
-		s.pos += i + 1
-	} else {
-		s.pos = len(s.src)
-	}
-}
-
-// key reads a dotted key.
-func (s *keyScanner) key() toml.Key {
-	var k toml.Key
-	for {
-		s.skipSpace()
-		k = append(k, s.simpleKey())
-		s.skipSpace()
-		if !s.at(".") {
-			return k
-		}
-		s.pos++
-	}
-}
-
-func (s *keyScanner) simpleKey() string {
-	switch {
-	case s.at(`"`):
-		s.pos++
-		start := s.pos
-		s.skipBasic()
-		end := max(start, s.pos-1)
-		return unescape(s.src[start:end])
-	case s.at("'"):
-		s.pos++
-		start := s.pos
-		for s.pos < len(s.src) && s.src[s.pos] != '\'' && s.src[s.pos] != '\n' {
-			s.pos++
-		}
-		k := s.src[start:s.pos]
-		if s.pos < len(s.src) && s.src[s.pos] == '\'' {
-			s.pos++
-		}
-		return k
-	}
-	start := s.pos
-	for s.pos < len(s.src) && isBareKeyChar(s.src[s.pos]) {
-		s.pos++
-	}
-	return s.src[start:s.pos]
-}
-
-func isBareKeyChar(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
-}
-
-// skipBasic moves past the rest of a basic string and its closing quote.
-func (s *keyScanner) skipBasic() {
-	for s.pos < len(s.src) {
-		switch s.src[s.pos] {
-		case '\\':
-			s.pos += 2
-		case '"':
-			s.pos++
-			return
-		case '\n':
-			return
-		default:
-			s.pos++
-		}
-	}
-	s.pos = min(s.pos, len(s.src))
-}
-
-// skipMultiline moves past the rest of a multi-line string closed by delim
-// (three double or three single quotes), which may end with up to two more
-// quotes.
-func (s *keyScanner) skipMultiline(delim string, escapes bool) {
-	for s.pos < len(s.src) {
-		if escapes && s.src[s.pos] == '\\' {
-			s.pos += 2
-			continue
-		}
-		if s.at(delim) {
-			s.pos += len(delim)
-			for n := 0; n < 2 && s.at(delim[:1]); n++ {
-				s.pos++
-			}
-			return
-		}
-		s.pos++
-	}
-	s.pos = min(s.pos, len(s.src))
-}
-
-// value moves past a value; the keys of inline tables in it are emitted
-// under path.
-func (s *keyScanner) value(path toml.Key) {
-	switch {
-	case s.pos >= len(s.src):
-	case s.at(`"""`):
-		s.pos += 3
-		s.skipMultiline(`"""`, true)
-	case s.at("'''"):
-		s.pos += 3
-		s.skipMultiline("'''", false)
-	case s.at(`"`):
-		s.pos++
-		s.skipBasic()
-	case s.at("'"):
-		s.pos++
-		if i := strings.IndexAny(s.src[s.pos:], "'\n"); i >= 0 {
-			s.pos += i + 1
-		} else {
-			s.pos = len(s.src)
-		}
-	case s.at("["):
-		s.pos++
-		for {
-			s.skipBlank()
-			if s.pos >= len(s.src) || s.at("]") {
-				s.pos = min(s.pos+1, len(s.src))
-				return
-			}
-			if s.at(",") {
-				s.pos++
-				continue
-			}
-			before := s.pos
-			s.value(path)
-			if s.pos == before {
-				s.pos++
-			}
-		}
-	case s.at("{"):
-		s.pos++
-		for {
-			s.skipBlank()
-			if s.pos >= len(s.src) || s.at("}") {
-				s.pos = min(s.pos+1, len(s.src))
-				return
-			}
-			if s.at(",") {
-				s.pos++
-				continue
-			}
-			start := s.pos
-			full := join(path, s.key())
-			s.skipSpace()
-			if s.at("=") {
-				s.pos++
-			}
-			s.skipSpace()
-			s.emit(full, start)
-			s.value(full)
-			if s.pos == start {
-				s.pos++
-			}
-		}
-	default:
-		s.scalar()
-	}
-}
-
-// scalar moves past a number, boolean or date-time. A date and a time may be
-// separated by a space.
-func (s *keyScanner) scalar() {
-	start := s.pos
-	for s.pos < len(s.src) && !strings.ContainsRune(" \t\r\n,]}#", rune(s.src[s.pos])) {
-		s.pos++
-	}
-	tok := s.src[start:s.pos]
-	if len(tok) == 10 && tok[4] == '-' && tok[7] == '-' &&
-		s.pos+1 < len(s.src) && s.src[s.pos] == ' ' && '0' <= s.src[s.pos+1] && s.src[s.pos+1] <= '9' {
-		s.pos++
-		s.scalar()
-	}
-}
-
-// join returns a new key: a followed by b.
-func join(a, b toml.Key) toml.Key {
-	k := make(toml.Key, 0, len(a)+len(b))
-	return append(append(k, a...), b...)
-}
-
-// unescape decodes the escapes of a TOML basic string, as the decoder does.
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	skip := 0
-	for i, c := range s {
-		if skip > 0 {
-			skip--
-			continue
-		}
-		if c != '\\' || i+1 >= len(s) {
-			b.WriteRune(c)
-			continue
-		}
-		skip = 1
-		switch e := s[i+1]; e {
-		case 'b':
-			b.WriteByte('\b')
-		case 't':
-			b.WriteByte('\t')
-		case 'n':
-			b.WriteByte('\n')
-		case 'f':
-			b.WriteByte('\f')
-		case 'r':
-			b.WriteByte('\r')
-		case 'e':
-			b.WriteByte(0x1b)
-		case 'x', 'u', 'U':
-			n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[e]
-			if i+2+n > len(s) {
-				b.WriteString(s[i:])
-				return b.String()
-			}
-			r, _ := strconv.ParseUint(s[i+2:i+2+n], 16, 32)
-			b.WriteRune(rune(r))
-			skip = 1 + n
-		default:
-			b.WriteByte(e)
-		}
-	}
-	return b.String()
 }

@@ -2,7 +2,10 @@ package project
 
 import (
 	"errors"
+	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -365,49 +368,6 @@ func TestParseTeamErrorFields(t *testing.T) {
 	}
 }
 
-// trickyTOML holds valid TOML whose keys are hard to find by scanning.
-var trickyTOML = []string{
-	"a = \"\"\"\nb = 1\n\\\"\"\"\nc = 2\"\"\"\nd = 1\n",
-	"a = '''\n[x]\n''''\nb = \"\"\"\"\"\"\nc = ''''''\n",
-	"a = \"q\\\"[x]\" # [y]\nb = 'c:\\'\n",
-	"\"a.b\" = 1\n'c\"d' = 2\n\"\\u00e9\\x41\\t\" = 3\n\"\" = 4\n",
-	"a . b . c = 1\n[ x . \"y z\" ]\nk = 2\n[[ t ]]\n[[t]]\nk = 3\n",
-	"a = [ { b = 1 }, [ { c = { d = 2 } } ], # {e = 3}\n\"x\" ]\n",
-	"a = { b.c = 1, d = { e = [ { f = 2 } ] } }\n",
-	"a = {\n  b = 1, # comment\n  c = 2,\n}\n",
-	"d1 = 1979-05-27 07:32:00Z\nd2 = [1979-05-27 07:32:00, 1979-05-27]\nt = { x = 1979-05-27 07:32:00Z, y = 1 }\n",
-	"n = [1, 2.5, -inf, nan, 0x1F, true, 07:32:00]\n",
-	"\xef\xbb\xbfa = 1\r\n[b]\r\nc = 2\r\n",
-	"[a.b.c]\n[a]\nd = 1\n",
-}
-
-// TestScanKeys checks that the key scanner finds the decoder's keys, so that
-// errors carry lines.
-func TestScanKeys(t *testing.T) {
-	for _, src := range trickyTOML {
-		var raw map[string]any
-		md, err := toml.Decode(src, &raw)
-		if err != nil {
-			t.Errorf("%q is not valid TOML: %v", src, err)
-			continue
-		}
-		if keyLines(src, md.Keys()) == nil {
-			var got []toml.Key
-			for _, k := range scanKeys(src) {
-				got = append(got, k.key)
-			}
-			t.Errorf("%q:\nscanned %q\ndecoded %q", src, got, md.Keys())
-		}
-	}
-	src := "a = \"\"\"\nb = 1\n\"\"\"\n\n[x]\ny = { z = 1 }\n"
-	var raw map[string]any
-	md, _ := toml.Decode(src, &raw)
-	lines := keyLines(src, md.Keys())
-	if want := []int{1, 5, 6, 6}; !reflect.DeepEqual(lines, want) {
-		t.Errorf("lines of %q = %v, want %v", src, lines, want)
-	}
-}
-
 func FuzzParseTeam(f *testing.F) {
 	for _, tt := range goodTeams {
 		f.Add([]byte(tt.src))
@@ -439,6 +399,12 @@ func FuzzParseTeam(f *testing.F) {
 				}
 			}
 		}
+		// An engine's check is reported like a parse error.
+		if _, err := ParseTeamChecked(testTeamFile, data, checkFake); err != nil {
+			if fe, ok := errors.AsType[*troupe.FieldError](err); !ok || fe.File != testTeamFile {
+				t.Fatalf("checked error is %T, want a *troupe.FieldError naming the file: %v", err, err)
+			}
+		}
 		// Whenever the TOML is valid, the scanner must find its keys, or
 		// errors lose their lines.
 		var raw map[string]any
@@ -450,4 +416,95 @@ func FuzzParseTeam(f *testing.F) {
 			t.Fatalf("scanned keys %q, decoded %q", got, md.Keys())
 		}
 	})
+}
+
+// checkFake stands for the fake engine's Check: its only option is respond,
+// a string, and it has no terminal mode.
+func checkFake(a troupe.AgentSpec) error {
+	if a.Mode == troupe.ModeTerminal {
+		return &troupe.FieldError{Field: "mode", Msg: `engine fake has no terminal mode: remove mode or set it to "structured"`}
+	}
+	for _, k := range slices.Sorted(maps.Keys(a.Options)) {
+		if k != "respond" {
+			return &troupe.FieldError{Field: "fake." + k, Msg: "unknown option: did you mean respond?"}
+		}
+	}
+	if v, ok := a.Options["respond"]; ok {
+		if _, ok := v.(string); !ok {
+			return fmt.Errorf("check agent %s: %w", a.Name, &troupe.FieldError{Field: "fake.respond", Msg: "must be a string"})
+		}
+	}
+	return nil
+}
+
+// needsRespond is a check that wants fake.respond set.
+func needsRespond(a troupe.AgentSpec) error {
+	if _, ok := a.Options["respond"]; !ok {
+		return &troupe.FieldError{Field: "fake.respond", Msg: `missing: set it, like respond = "ok"`}
+	}
+	return nil
+}
+
+func TestParseTeamChecked(t *testing.T) {
+	down := func(troupe.AgentSpec) error { return errors.New("engine fake is not installed: install it") }
+	tests := []struct {
+		name  string
+		check func(troupe.AgentSpec) error
+		src   string
+		want  string // "" for no error
+	}{
+		{"good options", checkFake, leadHead + "[agent.fake]\nrespond = \"ok\"\n", ""},
+		{"no check", nil, leadHead + "mode = \"terminal\"\n", ""},
+		{"typo in the engine table", checkFake, leadHead + "\n[agent.fake]\nrespond = \"ok\"\nrespnd = \"x\"\n",
+			`.troupe/team.toml:7: agent "lead": fake.respnd: unknown option: did you mean respond?`},
+		{"typo as a dotted key", checkFake, leadHead + "model = \"m\"\nfake.respnd = \"x\"\n",
+			`.troupe/team.toml:5: agent "lead": fake.respnd: unknown option: did you mean respond?`},
+		{"typo in an inline table", checkFake, leadHead + "fake = {\n  respnd = \"x\",\n}\n",
+			`.troupe/team.toml:5: agent "lead": fake.respnd: unknown option: did you mean respond?`},
+		{"terminal mode refused", checkFake, leadHead + "prompt = \"hi\"\nmode = \"terminal\"\n",
+			`.troupe/team.toml:5: agent "lead": mode: engine fake has no terminal mode: remove mode or set it to "structured"`},
+		{"wrapped field error", checkFake, leadHead + "[agent.fake]\nrespond = 3\n",
+			`.troupe/team.toml:5: agent "lead": fake.respond: must be a string`},
+		{"missing option: the engine table's line", needsRespond, leadHead + "model = \"m\"\n[agent.fake]\nother = 1\n",
+			`.troupe/team.toml:5: agent "lead": fake.respond: missing: set it, like respond = "ok"`},
+		{"missing option, no table: the header's line", needsRespond, "# team\n" + leadHead,
+			`.troupe/team.toml:2: agent "lead": fake.respond: missing: set it, like respond = "ok"`},
+		{"plain error: the engine key", down, "[[agent]]\nname = \"lead\"\nmodel = \"m\"\nengine = \"fake\"\n",
+			`.troupe/team.toml:4: agent "lead": engine: engine fake is not installed: install it`},
+		{"second agent", checkFake, leadHead + "\n[[agent]]\nname = \"b\"\nengine = \"fake\"\nmode = \"terminal\"\n",
+			`.troupe/team.toml:8: agent "b": mode: engine fake has no terminal mode: remove mode or set it to "structured"`},
+		{"parse errors come first", checkFake, leadHead + "mode = \"terminal\"\nturn_timeout = \"x\"\n",
+			`.troupe/team.toml:5: agent "lead": turn_timeout: bad duration "x": write it like "10m" or "1h30m"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			team, err := ParseTeamChecked(testTeamFile, []byte(tt.src), tt.check)
+			if tt.want == "" {
+				if err != nil || team == nil {
+					t.Fatalf("ParseTeamChecked: %v", err)
+				}
+				return
+			}
+			if err == nil || team != nil {
+				t.Fatalf("ParseTeamChecked = %v, %v; want error %q", team, err, tt.want)
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("error:\ngot  %s\nwant %s", got, tt.want)
+			}
+			if _, ok := errors.AsType[*troupe.FieldError](err); !ok {
+				t.Errorf("error is %T, want *troupe.FieldError", err)
+			}
+		})
+	}
+}
+
+func TestParseTeamCheckedSeesEveryAgent(t *testing.T) {
+	var seen []troupe.AgentID
+	_, err := ParseTeamChecked(testTeamFile, []byte(leadHead+"[[agent]]\nname = \"b\"\nengine = \"codex\"\n"), func(a troupe.AgentSpec) error {
+		seen = append(seen, a.Name)
+		return nil
+	})
+	if err != nil || !slices.Equal(seen, []troupe.AgentID{"lead", "b"}) {
+		t.Fatalf("checked %v, err %v; want lead and b", seen, err)
+	}
 }

@@ -88,7 +88,8 @@ type Manager struct {
 	// one step.
 	startMu sync.Mutex
 
-	// mu guards live, ctx and watching, and orders wg.Go before wg.Wait.
+	// mu guards live, ctx, watching and notify, and orders wg.Go before
+	// wg.Wait.
 	mu       sync.Mutex
 	live     bool            // Run is running
 	ctx      context.Context // Run's context, while live
@@ -438,9 +439,21 @@ func (m *Manager) finish(ctx context.Context, log *slog.Logger, t Task, res Resu
 		return
 	}
 	log.Info("task ended", "state", res.State, "exit_code", res.ExitCode, "signal", res.Signal, "reason", res.Reason)
-	if m.notify != nil {
-		m.notify(stored)
+	m.mu.Lock()
+	notify := m.notify
+	m.mu.Unlock()
+	if notify != nil {
+		notify(stored)
 	}
+}
+
+// OnComplete sets the function Options.Notify names, for a caller built
+// after the Manager (the runtime, whose tools include the Manager's). Call
+// it before Run.
+func (m *Manager) OnComplete(fn func(troupe.Message)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.notify = fn
 }
 
 func (m *Manager) taskDir(id ID) string { return filepath.Join(m.dir, string(id)) }
