@@ -17,6 +17,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/runtime"
 	"github.com/troupe-dev/troupe/internal/store/sqlite"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -41,7 +42,7 @@ func (t teams) Agents(p troupe.ProjectID) []troupe.AgentSpec { return t[p] }
 
 type env struct {
 	rt     *runtime.Runtime
-	store  *runtime.MemStore
+	store  *inbox.MemStore
 	tokens *Tokens
 	url    string
 }
@@ -52,7 +53,7 @@ func newEnv(t *testing.T) *env {
 		return troupe.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: time.Minute}
 	}
 	tm := teams{"pa": {spec("lead"), spec("researcher")}, "pb": {spec("lead"), spec("researcher")}}
-	e := &env{store: runtime.NewMemStore(), tokens: NewTokens()}
+	e := &env{store: inbox.NewMemStore(), tokens: NewTokens()}
 	e.rt = runtime.New(runtime.Options{Store: e.store, Teams: tm,
 		Engines: map[troupe.Engine]engine.Engine{troupe.EngineFake: fake.New(fake.Options{Command: fake.TestCommand()})}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -229,7 +230,7 @@ func FuzzToolArguments(f *testing.F) {
 		f.Add("send_message", s)
 		f.Add("memory_write", s)
 	}
-	rt := runtime.New(runtime.Options{Store: runtime.NewMemStore(), Teams: teams{"pa": nil}})
+	rt := runtime.New(runtime.Options{Store: inbox.NewMemStore(), Teams: teams{"pa": nil}})
 	o := Options{Tokens: NewTokens(), Tools: rt}
 	f.Fuzz(func(t *testing.T, tool, args string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -281,7 +282,7 @@ func BenchmarkMCPListAgents(b *testing.B) {
 	spec := func(n string) troupe.AgentSpec {
 		return troupe.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: time.Minute}
 	}
-	rt := runtime.New(runtime.Options{Store: runtime.NewMemStore(), Teams: teams{"pa": {spec("lead"), spec("researcher")}}})
+	rt := runtime.New(runtime.Options{Store: inbox.NewMemStore(), Teams: teams{"pa": {spec("lead"), spec("researcher")}}})
 	tokens := NewTokens()
 	ts := httptest.NewServer(Handler(Options{Tokens: tokens, Tools: rt}))
 	defer ts.Close()

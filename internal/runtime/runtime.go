@@ -29,6 +29,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -52,7 +53,7 @@ type Grants interface {
 
 // Options configures a Runtime. Store, Teams and Engines are required.
 type Options struct {
-	Store   Store
+	Store   inbox.Store
 	Teams   Teams
 	Engines map[troupe.Engine]engine.Engine
 	Hub     *events.Hub // nil: a private hub nobody reads

@@ -1,15 +1,15 @@
-// Package runtimetest holds the contract suite of runtime.Store (contracts
+// Package runtimetest holds the contract suite of inbox.Store (contracts
 // C1, C5 and C6 as the store sees them): inbox order and states, turns,
 // expiry, recovery after a crash, conversations, and the life of asks and
 // delegations. Every Store implementation runs it, so the SQLite store is
-// held to the behaviour of runtime.MemStore, the reference.
+// held to the behaviour of inbox.MemStore, the reference.
 //
 // Store tests import it (internal/store/sqlite, and this package's own test
 // for MemStore); production code never does. It imports only the standard
 // library, internal/troupe and internal/runtime. RunStore starts goroutines
 // only inside its concurrency subtests and waits for them; those subtests
 // are meaningful under -race.
-package runtimetest
+package inboxtest
 
 import (
 	"errors"
@@ -20,11 +20,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-dev/troupe/internal/runtime"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// RunStore runs the runtime.Store contract against the stores that open
+// RunStore runs the inbox.Store contract against the stores that open
 // returns. open is called once per subtest and must return a new, empty
 // store; it registers any cleanup with t.Cleanup.
 //
@@ -36,11 +36,11 @@ import (
 // the reference happens to do beyond it: result order is checked only
 // where the documentation gives one, and an empty result may be nil or
 // empty.
-func RunStore(t *testing.T, open func(t *testing.T) runtime.Store) {
+func RunStore(t *testing.T, open func(t *testing.T) inbox.Store) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
-		fn   func(t *testing.T, s runtime.Store)
+		fn   func(t *testing.T, s inbox.Store)
 	}{
 		{"AppendAssigns", testAppendAssigns},
 		{"AppendKeepsFields", testAppendKeepsFields},
@@ -96,7 +96,7 @@ func msg(k troupe.RuntimeKey, from troupe.AgentID, text string) troupe.Message {
 	return troupe.Message{Project: k.Project, To: k.Agent, From: from, Kind: troupe.KindMessage, Text: text}
 }
 
-func mustAppend(t *testing.T, s runtime.Store, ms ...troupe.Message) []troupe.Message {
+func mustAppend(t *testing.T, s inbox.Store, ms ...troupe.Message) []troupe.Message {
 	t.Helper()
 	out := make([]troupe.Message, len(ms))
 	for i, m := range ms {
@@ -109,7 +109,7 @@ func mustAppend(t *testing.T, s runtime.Store, ms ...troupe.Message) []troupe.Me
 	return out
 }
 
-func mustPending(t *testing.T, s runtime.Store, k troupe.RuntimeKey) []troupe.Message {
+func mustPending(t *testing.T, s inbox.Store, k troupe.RuntimeKey) []troupe.Message {
 	t.Helper()
 	ms, err := s.Pending(t.Context(), k)
 	if err != nil {
@@ -118,21 +118,21 @@ func mustPending(t *testing.T, s runtime.Store, k troupe.RuntimeKey) []troupe.Me
 	return ms
 }
 
-func mustStart(t *testing.T, s runtime.Store, k troupe.RuntimeKey, turn troupe.TurnID, ms ...troupe.Message) {
+func mustStart(t *testing.T, s inbox.Store, k troupe.RuntimeKey, turn troupe.TurnID, ms ...troupe.Message) {
 	t.Helper()
 	if err := s.StartTurn(t.Context(), k, msgIDs(ms), turn); err != nil {
 		t.Fatalf("StartTurn(%s, %s): %v", k, turn, err)
 	}
 }
 
-func mustFinishTurn(t *testing.T, s runtime.Store, k troupe.RuntimeKey, turn troupe.TurnID, state troupe.MessageState, reason string) {
+func mustFinishTurn(t *testing.T, s inbox.Store, k troupe.RuntimeKey, turn troupe.TurnID, state troupe.MessageState, reason string) {
 	t.Helper()
 	if _, err := s.EndTurn(t.Context(), k, turn, state, reason, nil); err != nil {
 		t.Fatalf("EndTurn(%s, %s): %v", k, turn, err)
 	}
 }
 
-func mustConversation(t *testing.T, s runtime.Store, p troupe.ProjectID) []troupe.Message {
+func mustConversation(t *testing.T, s inbox.Store, p troupe.ProjectID) []troupe.Message {
 	t.Helper()
 	ms, err := s.Conversation(t.Context(), p, "", 0, 0)
 	if err != nil {
@@ -142,7 +142,7 @@ func mustConversation(t *testing.T, s runtime.Store, p troupe.ProjectID) []troup
 }
 
 // stored returns the message with id as the store holds it now.
-func stored(t *testing.T, s runtime.Store, p troupe.ProjectID, id int64) troupe.Message {
+func stored(t *testing.T, s inbox.Store, p troupe.ProjectID, id int64) troupe.Message {
 	t.Helper()
 	for _, m := range mustConversation(t, s, p) {
 		if m.ID == id {
@@ -153,7 +153,7 @@ func stored(t *testing.T, s runtime.Store, p troupe.ProjectID, id int64) troupe.
 	return troupe.Message{}
 }
 
-func mustRequest(t *testing.T, s runtime.Store, p troupe.ProjectID, id troupe.RequestID) troupe.Request {
+func mustRequest(t *testing.T, s inbox.Store, p troupe.ProjectID, id troupe.RequestID) troupe.Request {
 	t.Helper()
 	r, err := s.Request(t.Context(), p, id)
 	if err != nil {
@@ -324,7 +324,7 @@ func delegation(id troupe.RequestID, k troupe.RuntimeKey, from troupe.AgentID, t
 	return r, m
 }
 
-func mustAsk(t *testing.T, s runtime.Store, r troupe.Request, m troupe.Message) troupe.Message {
+func mustAsk(t *testing.T, s inbox.Store, r troupe.Request, m troupe.Message) troupe.Message {
 	t.Helper()
 	got, err := s.Ask(t.Context(), r, m)
 	if err != nil {
@@ -339,7 +339,7 @@ type finished struct {
 	done   bool
 }
 
-func mustFinishRequest(t *testing.T, s runtime.Store, id troupe.RequestID, state troupe.RequestState, answer, errText string) finished {
+func mustFinishRequest(t *testing.T, s inbox.Store, id troupe.RequestID, state troupe.RequestState, answer, errText string) finished {
 	t.Helper()
 	r, q, done, err := s.FinishRequest(t.Context(), id, state, answer, errText)
 	if err != nil {
@@ -350,7 +350,7 @@ func mustFinishRequest(t *testing.T, s runtime.Store, id troupe.RequestID, state
 
 // --- inbox ---
 
-func testAppendAssigns(t *testing.T, s runtime.Store) {
+func testAppendAssigns(t *testing.T, s inbox.Store) {
 	a, b := key(p1, "dev"), key(p1, "lead")
 	given := msg(a, "lead", "given time")
 	given.CreatedAt = base
@@ -385,7 +385,7 @@ func testAppendAssigns(t *testing.T, s runtime.Store) {
 	checkMsgs(t, "Conversation(p-one)", mustConversation(t, s, p1), got)
 }
 
-func testAppendKeepsFields(t *testing.T, s runtime.Store) {
+func testAppendKeepsFields(t *testing.T, s inbox.Store) {
 	k := key(p1, "dev")
 	in := []troupe.Message{
 		{Project: p1, To: "dev", From: "lead", Kind: troupe.KindMessage, Text: "multi\nline\ttext, “quotes”, émoji 🎭, 'single' and \"double\"", CreatedAt: base},
@@ -405,7 +405,7 @@ func testAppendKeepsFields(t *testing.T, s runtime.Store) {
 	checkMsgs(t, "Pending after Append", mustPending(t, s, k), got)
 }
 
-func testAppendInvalidKey(t *testing.T, s runtime.Store) {
+func testAppendInvalidKey(t *testing.T, s inbox.Store) {
 	for _, m := range []troupe.Message{
 		{To: "dev", From: "lead", Kind: troupe.KindMessage, Text: "no project"},
 		{Project: p1, From: "lead", Kind: troupe.KindMessage, Text: "no recipient"},
@@ -430,7 +430,7 @@ func testAppendInvalidKey(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testPendingOrderPerKey(t *testing.T, s runtime.Store) {
+func testPendingOrderPerKey(t *testing.T, s inbox.Store) {
 	a, b := key(p1, "dev"), key(p1, "lead")
 	got := mustAppend(t, s,
 		msg(a, "lead", "a1"), msg(b, "dev", "b1"), msg(a, "qa", "a2"),
@@ -447,7 +447,7 @@ func testPendingOrderPerKey(t *testing.T, s runtime.Store) {
 
 // testProjectIsolation is contract C1 at the store: two projects with the
 // same agent names, and every operation on one leaves the other alone.
-func testProjectIsolation(t *testing.T, s runtime.Store) {
+func testProjectIsolation(t *testing.T, s inbox.Store) {
 	ctx := t.Context()
 	d1, d2 := key(p1, "dev"), key(p2, "dev")
 	l1, l2 := key(p1, "lead"), key(p2, "lead")
@@ -514,7 +514,7 @@ func testProjectIsolation(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testStartTurn(t *testing.T, s runtime.Store) {
+func testStartTurn(t *testing.T, s inbox.Store) {
 	a, b := key(p1, "dev"), key(p1, "lead")
 	got := mustAppend(t, s, msg(a, "lead", "m1"), msg(a, "lead", "m2"), msg(a, "lead", "m3"), msg(b, "dev", "other key"))
 	m1, m2, m3, other := got[0], got[1], got[2], got[3]
@@ -545,7 +545,7 @@ func testStartTurn(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testStartTurnNoIDs(t *testing.T, s runtime.Store) {
+func testStartTurnNoIDs(t *testing.T, s inbox.Store) {
 	k := key(p1, "dev")
 	got := mustAppend(t, s, msg(k, "lead", "m1"))
 	for _, ids := range [][]int64{nil, {}} {
@@ -556,7 +556,7 @@ func testStartTurnNoIDs(t *testing.T, s runtime.Store) {
 	checkMsgs(t, "Pending after StartTurn with no ids", mustPending(t, s, k), got)
 }
 
-func testFinishTurn(t *testing.T, s runtime.Store) {
+func testFinishTurn(t *testing.T, s inbox.Store) {
 	a, b := key(p1, "dev"), key(p1, "lead")
 	got := mustAppend(t, s, msg(a, "lead", "m1"), msg(a, "lead", "m2"), msg(a, "lead", "m3"),
 		msg(a, "lead", "queued"), msg(b, "dev", "other key, same turn id"))
@@ -596,7 +596,7 @@ func testFinishTurn(t *testing.T, s runtime.Store) {
 	checkMsgs(t, "Conversation after finishing t1 again", mustConversation(t, s, p1), before)
 }
 
-func testExpire(t *testing.T, s runtime.Store) {
+func testExpire(t *testing.T, s inbox.Store) {
 	a, b := key(p1, "dev"), key(p1, "lead")
 	got := mustAppend(t, s, msg(a, "lead", "done"), msg(a, "lead", "in turn"), msg(a, "lead", "queued"),
 		msg(b, "dev", "other key"))
@@ -633,7 +633,7 @@ func testExpire(t *testing.T, s runtime.Store) {
 }
 
 // testRecover plays a daemon that died with turns in flight (C6).
-func testRecover(t *testing.T, s runtime.Store) {
+func testRecover(t *testing.T, s inbox.Store) {
 	ctx := t.Context()
 	a, b, c, d := key(p1, "dev"), key(p1, "lead"), key(p1, "qa"), key(p2, "dev")
 	got := mustAppend(t, s,
@@ -689,7 +689,7 @@ func testRecover(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testRecoverEmpty(t *testing.T, s runtime.Store) {
+func testRecoverEmpty(t *testing.T, s inbox.Store) {
 	keys, err := s.Recover(t.Context())
 	if err != nil || len(keys) != 0 {
 		t.Errorf("Recover on an empty store = %v, %v; want none", keys, err)
@@ -704,7 +704,7 @@ func sameKeys(got, want []troupe.RuntimeKey) bool {
 	return slices.Equal(g, w)
 }
 
-func testConversation(t *testing.T, s runtime.Store) {
+func testConversation(t *testing.T, s inbox.Store) {
 	ctx := t.Context()
 	dev, lead, qa := key(p1, "dev"), key(p1, "lead"), key(p1, "qa")
 	person := key(p1, troupe.Person)
@@ -763,7 +763,7 @@ func testConversation(t *testing.T, s runtime.Store) {
 
 // --- requests ---
 
-func testAsk(t *testing.T, s runtime.Store) {
+func testAsk(t *testing.T, s inbox.Store) {
 	k := key(p1, "dev")
 	earlier := mustAppend(t, s, msg(k, "qa", "earlier"))
 	r, m := ask("r1", k, "lead", "what is 6×7?")
@@ -797,7 +797,7 @@ func testAsk(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testAskDuplicate(t *testing.T, s runtime.Store) {
+func testAskDuplicate(t *testing.T, s inbox.Store) {
 	k := key(p1, "dev")
 	r, m := ask("r1", k, "lead", "first question")
 	first := mustAsk(t, s, r, m)
@@ -814,7 +814,7 @@ func testAskDuplicate(t *testing.T, s runtime.Store) {
 	checkReq(t, "Request after the refused Ask", mustRequest(t, s, p1, "r1"), r)
 }
 
-func testFinishAttachedAsk(t *testing.T, s runtime.Store) {
+func testFinishAttachedAsk(t *testing.T, s inbox.Store) {
 	k := key(p1, "dev")
 	r, m := ask("r1", k, "lead", "q")
 	am := mustAsk(t, s, r, m)
@@ -858,7 +858,7 @@ func testFinishAttachedAsk(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testFinishDetachedAsk(t *testing.T, s runtime.Store) {
+func testFinishDetachedAsk(t *testing.T, s inbox.Store) {
 	k := key(p1, "dev")
 	r, m := ask("r1", k, "lead", "q")
 	mustAsk(t, s, r, m)
@@ -889,7 +889,7 @@ func testFinishDetachedAsk(t *testing.T, s runtime.Store) {
 	checkMsgs(t, "Pending(lead): the asker's inbox", mustPending(t, s, key(p1, "lead")), []troupe.Message{q})
 }
 
-func testFinishDetachedAskFromPerson(t *testing.T, s runtime.Store) {
+func testFinishDetachedAskFromPerson(t *testing.T, s inbox.Store) {
 	k := key(p1, "dev")
 	r, m := ask("r1", k, troupe.Person, "q")
 	mustAsk(t, s, r, m)
@@ -917,7 +917,7 @@ func testFinishDetachedAskFromPerson(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testFinishDelegation(t *testing.T, s runtime.Store) {
+func testFinishDelegation(t *testing.T, s inbox.Store) {
 	k := key(p1, "dev")
 	for _, tc := range []struct {
 		id      troupe.RequestID
@@ -953,7 +953,7 @@ func testFinishDelegation(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testFinishRequestTwice(t *testing.T, s runtime.Store) {
+func testFinishRequestTwice(t *testing.T, s inbox.Store) {
 	k := key(p1, "dev")
 	r, m := ask("r1", k, "lead", "q")
 	mustAsk(t, s, r, m)
@@ -974,7 +974,7 @@ func testFinishRequestTwice(t *testing.T, s runtime.Store) {
 	checkMsgs(t, "Conversation after the second FinishRequest", mustConversation(t, s, p1), before)
 }
 
-func testFinishRequestUnknown(t *testing.T, s runtime.Store) {
+func testFinishRequestUnknown(t *testing.T, s inbox.Store) {
 	_, q, done, err := s.FinishRequest(t.Context(), "r-unknown", troupe.ReqAnswered, "x", "")
 	if !errors.Is(err, troupe.ErrNotFound) || done || q != nil {
 		t.Errorf("FinishRequest of an unknown id: done %v queued %v err %v, want troupe.ErrNotFound", done, q, err)
@@ -984,7 +984,7 @@ func testFinishRequestUnknown(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testFinishRequestExpiresQueuedAsk(t *testing.T, s runtime.Store) {
+func testFinishRequestExpiresQueuedAsk(t *testing.T, s inbox.Store) {
 	k := key(p1, "dev")
 	for i, tc := range []struct {
 		state   troupe.RequestState
@@ -1018,7 +1018,7 @@ func testFinishRequestExpiresQueuedAsk(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testFinishRequestLeavesAskInTurn(t *testing.T, s runtime.Store) {
+func testFinishRequestLeavesAskInTurn(t *testing.T, s inbox.Store) {
 	k := key(p1, "dev")
 	for i, state := range []troupe.RequestState{troupe.ReqNoReply, troupe.ReqFailed} {
 		id := troupe.RequestID(fmt.Sprintf("r%d", i))
@@ -1038,7 +1038,7 @@ func testFinishRequestLeavesAskInTurn(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testDetach(t *testing.T, s runtime.Store) {
+func testDetach(t *testing.T, s inbox.Store) {
 	r, m := ask("r1", key(p1, "dev"), "lead", "q")
 	mustAsk(t, s, r, m)
 	got, err := s.Detach(t.Context(), "r1")
@@ -1057,7 +1057,7 @@ func testDetach(t *testing.T, s runtime.Store) {
 	checkReq(t, "second Detach", got, want)
 }
 
-func testDetachFinished(t *testing.T, s runtime.Store) {
+func testDetachFinished(t *testing.T, s inbox.Store) {
 	r, m := ask("r1", key(p1, "dev"), "lead", "q")
 	mustAsk(t, s, r, m)
 	f := mustFinishRequest(t, s, "r1", troupe.ReqAnswered, "42", "")
@@ -1075,13 +1075,13 @@ func testDetachFinished(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testDetachUnknown(t *testing.T, s runtime.Store) {
+func testDetachUnknown(t *testing.T, s inbox.Store) {
 	if got, err := s.Detach(t.Context(), "r-unknown"); !errors.Is(err, troupe.ErrNotFound) {
 		t.Errorf("Detach of an unknown id = %+v, %v; want troupe.ErrNotFound", got, err)
 	}
 }
 
-func testRequestScopedByProject(t *testing.T, s runtime.Store) {
+func testRequestScopedByProject(t *testing.T, s inbox.Store) {
 	r, m := ask("r1", key(p1, "dev"), "lead", "q")
 	mustAsk(t, s, r, m)
 	checkReq(t, "Request(p-one, r1)", mustRequest(t, s, p1, "r1"), r)
@@ -1092,7 +1092,7 @@ func testRequestScopedByProject(t *testing.T, s runtime.Store) {
 	}
 }
 
-func testPendingRequests(t *testing.T, s runtime.Store) {
+func testPendingRequests(t *testing.T, s inbox.Store) {
 	ctx := t.Context()
 	if rs, err := s.PendingRequests(ctx); err != nil || len(rs) != 0 {
 		t.Errorf("PendingRequests on an empty store = %v, %v; want none", rs, err)
@@ -1146,7 +1146,7 @@ func checkReqSet(t *testing.T, what string, got, want []troupe.Request) {
 	}
 }
 
-func testExpireProject(t *testing.T, s runtime.Store) {
+func testExpireProject(t *testing.T, s inbox.Store) {
 	ctx := t.Context()
 	d1, l1, d2 := key(p1, "dev"), key(p1, "lead"), key(p2, "dev")
 	ms := mustAppend(t, s, msg(d1, "lead", "queued"), msg(d1, "lead", "in turn"), msg(l1, "dev", "delivered"),
@@ -1208,7 +1208,7 @@ func testExpireProject(t *testing.T, s runtime.Store) {
 // testConcurrentAppends appends from many goroutines to four keys in two
 // projects: no message is lost, ids are unique, and each key's inbox keeps
 // every goroutine's messages in the order it appended them.
-func testConcurrentAppends(t *testing.T, s runtime.Store) {
+func testConcurrentAppends(t *testing.T, s inbox.Store) {
 	keys := []troupe.RuntimeKey{key(p1, "dev"), key(p1, "lead"), key(p2, "dev"), key(p2, "lead")}
 	const goroutines, each = 16, 24
 	var wg sync.WaitGroup
@@ -1269,7 +1269,7 @@ func testConcurrentAppends(t *testing.T, s runtime.Store) {
 // testConcurrentFinishRequest races the end of one request from several
 // goroutines (the turn's end, the watchdog, ExpireProject's neighbour):
 // exactly one ends it and exactly one outcome is recorded.
-func testConcurrentFinishRequest(t *testing.T, s runtime.Store) {
+func testConcurrentFinishRequest(t *testing.T, s inbox.Store) {
 	r, m := ask("r1", key(p1, "dev"), "lead", "q")
 	mustAsk(t, s, r, m)
 	if _, err := s.Detach(t.Context(), "r1"); err != nil {
@@ -1319,7 +1319,7 @@ func testConcurrentFinishRequest(t *testing.T, s runtime.Store) {
 // testEndTurnEndsItsRequests: the turn that handled an ask (attached) and a
 // delegation (detached) ends them with its messages; the delegation's
 // result is queued for the delegator; ending it again ends nothing.
-func testEndTurnEndsItsRequests(t *testing.T, s runtime.Store) {
+func testEndTurnEndsItsRequests(t *testing.T, s inbox.Store) {
 	dev, lead := key(p1, "dev"), key(p1, "lead")
 	r1, m1 := ask("r1", dev, "lead", "q")
 	m1 = mustAsk(t, s, r1, m1)
@@ -1327,7 +1327,7 @@ func testEndTurnEndsItsRequests(t *testing.T, s runtime.Store) {
 	r2.Kind, r2.Detached, m2.Kind = troupe.KindDelegate, true, troupe.KindDelegate
 	m2 = mustAsk(t, s, r2, m2)
 	mustStart(t, s, dev, "t1", m1, m2)
-	results := []runtime.RequestResult{
+	results := []inbox.RequestResult{
 		{ID: "r1", State: troupe.ReqAnswered, Answer: "42"},
 		{ID: "r2", State: troupe.ReqAnswered, Answer: "done"},
 	}
@@ -1366,12 +1366,12 @@ func testEndTurnEndsItsRequests(t *testing.T, s runtime.Store) {
 
 // testEndTurnIsAtomic: an EndTurn naming an unknown request fails and
 // changes nothing: the turn's messages stay in_turn, its request pending.
-func testEndTurnIsAtomic(t *testing.T, s runtime.Store) {
+func testEndTurnIsAtomic(t *testing.T, s inbox.Store) {
 	dev := key(p1, "dev")
 	r1, m1 := ask("r1", dev, "lead", "q")
 	m1 = mustAsk(t, s, r1, m1)
 	mustStart(t, s, dev, "t1", m1)
-	_, err := s.EndTurn(t.Context(), dev, "t1", troupe.MsgDelivered, "", []runtime.RequestResult{
+	_, err := s.EndTurn(t.Context(), dev, "t1", troupe.MsgDelivered, "", []inbox.RequestResult{
 		{ID: "r1", State: troupe.ReqAnswered, Answer: "42"},
 		{ID: "nope", State: troupe.ReqAnswered, Answer: "x"},
 	})
