@@ -63,6 +63,11 @@ var never = map[string][]string{
 	"internal/api":    {mod + "internal/daemon", mod + "internal/store/sqlite", "modernc.org/sqlite"},
 	"internal/events": {mod + "internal/project", mod + "internal/api"},
 	"internal/troupe": {}, // checked separately: standard library only
+	// The store implements the interfaces of inbox, task, project and
+	// memory; the runtime is their user, not its dependency.
+	"internal/store/sqlite": {mod + "internal/runtime"},
+	// The inbox is below everything that delivers or fills it.
+	"internal/inbox": {mod + "internal/runtime", mod + "internal/engine", mod + "internal/project", mod + "internal/task"},
 }
 
 func TestImportRules(t *testing.T) {

@@ -51,13 +51,12 @@ type Options struct {
 	// is appended. Default: this executable with "task-supervise". Tests
 	// use TestSupervisorCommand.
 	Supervisor []string
-	// Notify is called after a completion message was appended, with the
-	// stored message: queued for an agent owner (the runtime wakes it),
-	// already delivered for troupe.Person. It is called once per
-	// completion this Manager appended, and again only when it finds the
-	// message an earlier daemon appended still queued (waking twice is
-	// harmless; not waking would strand it). It is called from a watcher
-	// goroutine and should not block for long.
+	// Notify is called once per completion, after the store recorded it,
+	// with the stored message: queued for an agent owner (the runtime wakes
+	// it), already delivered for troupe.Person. A completion whose message
+	// an earlier daemon appended before it died is notified only if the
+	// message is still queued. It is called from a watcher goroutine and
+	// should not block for long.
 	Notify func(troupe.Message)
 	// MaxPerProject bounds the running tasks of one project. Default 8.
 	MaxPerProject int
@@ -449,11 +448,15 @@ func (m *Manager) finish(ctx context.Context, log *slog.Logger, t Task, res Resu
 // task:<id>, then the task row records the end with the message's id. A
 // daemon that dies between the two finds the task still running at its
 // next start, adopts it, sees its status file, and completes it again: the
-// key makes the message exactly-once. notify says whether to tell the
-// runtime: when this call stored the message (even if the second step
-// failed: the message waits in the inbox), or when it recorded the end of
-// a task whose message an earlier call stored and the message is still
-// queued.
+// key makes the message exactly-once.
+//
+// notify says whether to tell the runtime, so that one call per completion
+// does: the call that recorded the end, when it stored the message or
+// finds it still queued (stored by a daemon that died before the second
+// step; its Recover woke the owner too, and a second wake is harmless);
+// and the call that stored the message when the second step failed, since
+// the message waits in the inbox while the task stays running until the
+// next start.
 func (m *Manager) complete(ctx context.Context, log *slog.Logger, t Task, res Result, text string) (msg troupe.Message, notify bool, err error) {
 	msg, added, err := m.post(ctx, t, text)
 	if err != nil {
@@ -463,12 +466,12 @@ func (m *Manager) complete(ctx context.Context, log *slog.Logger, t Task, res Re
 	switch {
 	case err != nil:
 		return msg, added, err
-	case done:
-		log.Info("task ended", "state", res.State, "exit_code", res.ExitCode, "signal", res.Signal, "reason", res.Reason)
-	default:
+	case !done:
 		log.Debug("task already completed")
+		return msg, false, nil
 	}
-	return msg, added || (done && msg.State == troupe.MsgQueued), nil
+	log.Info("task ended", "state", res.State, "exit_code", res.ExitCode, "signal", res.Signal, "reason", res.Reason)
+	return msg, added || msg.State == troupe.MsgQueued, nil
 }
 
 // post appends t's completion message, once per task whatever calls it
