@@ -104,13 +104,11 @@ type Store interface {
 	CompleteTask(ctx context.Context, id ID, end Result, msgID int64) (done bool, err error)
 }
 
-// Inbox is where the Manager appends completion messages: the runtime's
+// Inbox is where the Manager appends completion messages; the daemon's
 // inbox store (inbox.Store) satisfies it. AppendOnce stores m once per
 // idempotency key and project: a later call with the same key stores
 // nothing and returns the message the first one stored, as it is now, with
-// added == false. A message to troupe.Person is recorded as delivered (the
-// person has no inbox), any other as queued. It must be safe for
-// concurrent use.
+// added == false. It must be safe for concurrent use.
 type Inbox interface {
 	AppendOnce(ctx context.Context, key string, m troupe.Message) (stored troupe.Message, added bool, err error)
 }
