@@ -149,3 +149,15 @@ func CheckKey(m troupe.Message) error {
 	}
 	return nil
 }
+
+// CheckOnce is CheckKey for AppendOnce, which also refuses an empty
+// idempotency key with troupe.ErrInvalid.
+func CheckOnce(key string, m troupe.Message) error {
+	if err := CheckKey(m); err != nil {
+		return err
+	}
+	if key == "" {
+		return fmt.Errorf("append message to %s: empty idempotency key: %w", m.Key(), troupe.ErrInvalid)
+	}
+	return nil
+}

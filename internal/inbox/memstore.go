@@ -62,11 +62,8 @@ func (s *MemStore) Append(_ context.Context, m troupe.Message) (troupe.Message, 
 
 // AppendOnce implements Store.
 func (s *MemStore) AppendOnce(_ context.Context, key string, m troupe.Message) (troupe.Message, bool, error) {
-	if err := CheckKey(m); err != nil {
+	if err := CheckOnce(key, m); err != nil {
 		return troupe.Message{}, false, err
-	}
-	if key == "" {
-		return troupe.Message{}, false, fmt.Errorf("append message to %s: empty idempotency key: %w", m.Key(), troupe.ErrInvalid)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

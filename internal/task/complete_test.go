@@ -2,8 +2,6 @@ package task
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -103,15 +101,7 @@ func TestC6_CompletionExactlyOnceAfterACrashBetweenItsSteps(t *testing.T) {
 // reads its status file, and the owner gets one message, notified once.
 func TestC6_AdoptionAfterACrashBetweenTheStepsNotifiesOnce(t *testing.T) {
 	h := newHarness(t, nil)
-	m1, stop1 := h.run(t)
-	gate := fifo(t, "gate")
-	tk := h.start(t, m1, `read x < "`+gate+`"; echo finished`, 0)
-	stop1()
-	release(t, gate)
-	waitExit(t, tk.SupervisorPID)
-	if _, err := os.Stat(filepath.Join(h.dir, string(tk.ID), statusFile)); err != nil {
-		t.Fatalf("no status file after the supervisor exited: %v", err)
-	}
+	m1, tk := h.endWhileDown(t)
 	first, added, err := m1.post(t.Context(), tk, "exited (the dead daemon's message)")
 	if err != nil || !added {
 		t.Fatalf("post: added %v, %v", added, err)

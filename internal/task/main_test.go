@@ -325,3 +325,20 @@ func (h *harness) noLeftovers(tb testing.TB, t Task, others ...int) {
 		}
 	}
 }
+
+// endWhileDown starts a task that prints "finished", stops its Manager
+// (the daemon goes down), and lets the task end: its status file is
+// written, and no Manager saw it.
+func (h *harness) endWhileDown(tb testing.TB) (*Manager, Task) {
+	tb.Helper()
+	m, stop := h.run(tb)
+	gate := fifo(tb, "gate")
+	tk := h.start(tb, m, `read x < "`+gate+`"; echo finished`, 0)
+	stop()
+	release(tb, gate)
+	waitExit(tb, tk.SupervisorPID)
+	if _, err := os.Stat(filepath.Join(h.dir, string(tk.ID), statusFile)); err != nil {
+		tb.Fatalf("no status file after the supervisor exited: %v", err)
+	}
+	return m, tk
+}

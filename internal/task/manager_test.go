@@ -307,15 +307,7 @@ func TestOutputTailOfHugeLog(t *testing.T) {
 // reported once by the next Manager, and never again.
 func TestC6_TaskThatEndedWhileTheDaemonWasDownIsReportedOnce(t *testing.T) {
 	h := newHarness(t, nil)
-	m1, stop1 := h.run(t)
-	gate := fifo(t, "gate")
-	tk := h.start(t, m1, `read x < "`+gate+`"; echo finished`, 0)
-	stop1()
-	release(t, gate)
-	waitExit(t, tk.SupervisorPID) // the task ended: no Manager saw it
-	if _, err := os.Stat(filepath.Join(h.dir, string(tk.ID), statusFile)); err != nil {
-		t.Fatalf("no status file after the supervisor exited: %v", err)
-	}
+	_, tk := h.endWhileDown(t)
 	h.noMore(t)
 
 	_, stop2 := h.run(t)

@@ -41,8 +41,8 @@ func (db *DB) Append(ctx context.Context, m troupe.Message) (troupe.Message, err
 // first insert with a key wins, whether the calls share a transaction or
 // not.
 func (db *DB) AppendOnce(ctx context.Context, key string, m troupe.Message) (troupe.Message, bool, error) {
-	if key == "" && inbox.CheckKey(m) == nil {
-		return troupe.Message{}, false, fmt.Errorf("append message to %s: empty idempotency key: %w", m.Key(), troupe.ErrInvalid)
+	if err := inbox.CheckOnce(key, m); err != nil {
+		return troupe.Message{}, false, err
 	}
 	return db.appendMessage(ctx, key, m)
 }
@@ -57,11 +57,8 @@ func (db *DB) appendMessage(ctx context.Context, key string, m troupe.Message) (
 		return troupe.Message{}, false, fmt.Errorf("append message to %s: %w", m.Key(), err)
 	}
 	// Refuse what would fail the whole batch before joining one.
-	if _, ok := toNanos(m.CreatedAt); !ok {
-		return troupe.Message{}, false, fmt.Errorf("append message to %s: created_at %s outside years 1677-2262: %w", m.Key(), m.CreatedAt, troupe.ErrInvalid)
-	}
-	if _, ok := nullNanos(m.DoneAt); !ok {
-		return troupe.Message{}, false, fmt.Errorf("append message to %s: done_at %s outside years 1677-2262: %w", m.Key(), m.DoneAt, troupe.ErrInvalid)
+	if _, _, err := messageTimes(m); err != nil {
+		return troupe.Message{}, false, fmt.Errorf("append message to %s: %w", m.Key(), err)
 	}
 	stored, added, err := db.appendDurably(m, key)
 	if err != nil {
