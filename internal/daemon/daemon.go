@@ -119,7 +119,7 @@ func Run(ctx context.Context, cfg Config) error {
 		log.Warn("listening beyond loopback: anyone who can reach this address and holds the token can drive your agents", "addr", addr)
 	}
 	tokens := mcp.NewTokens()
-	tasks := task.New(task.Options{Store: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
+	tasks := task.New(task.Options{Store: db, Inbox: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
 		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject})
 	notes := memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})
 	rt := runtime.New(runtime.Options{Store: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,

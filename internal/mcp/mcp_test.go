@@ -18,6 +18,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/runtime"
 	"github.com/troupe-dev/troupe/internal/store/sqlite"
 	"github.com/troupe-dev/troupe/internal/tool"
@@ -43,7 +44,7 @@ func (t teams) Agents(p troupe.ProjectID) []troupe.AgentSpec { return t[p] }
 
 type env struct {
 	rt     *runtime.Runtime
-	store  *runtime.MemStore
+	store  *inbox.MemStore
 	tokens *Tokens
 	url    string
 }
@@ -54,7 +55,7 @@ func newEnv(t *testing.T) *env {
 		return troupe.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: time.Minute}
 	}
 	tm := teams{"pa": {spec("lead"), spec("researcher")}, "pb": {spec("lead"), spec("researcher")}}
-	e := &env{store: runtime.NewMemStore(), tokens: NewTokens()}
+	e := &env{store: inbox.NewMemStore(), tokens: NewTokens()}
 	whoami := tool.Tool{Spec: tool.Spec{Name: "whoami", Description: "say who calls",
 		Schema: json.RawMessage(`{"type":"object","additionalProperties":false}`)},
 		Handle: func(_ context.Context, c tool.Caller, _ json.RawMessage) (string, error) {
@@ -231,7 +232,7 @@ func FuzzToolArguments(f *testing.F) {
 		f.Add("send_message", s)
 		f.Add("memory_write", s)
 	}
-	rt := runtime.New(runtime.Options{Store: runtime.NewMemStore(), Teams: teams{"pa": nil}})
+	rt := runtime.New(runtime.Options{Store: inbox.NewMemStore(), Teams: teams{"pa": nil}})
 	o := Options{Tokens: NewTokens(), Tools: rt}
 	f.Fuzz(func(t *testing.T, tool, args string) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -283,7 +284,7 @@ func BenchmarkMCPListAgents(b *testing.B) {
 	spec := func(n string) troupe.AgentSpec {
 		return troupe.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: time.Minute}
 	}
-	rt := runtime.New(runtime.Options{Store: runtime.NewMemStore(), Teams: teams{"pa": {spec("lead"), spec("researcher")}}})
+	rt := runtime.New(runtime.Options{Store: inbox.NewMemStore(), Teams: teams{"pa": {spec("lead"), spec("researcher")}}})
 	tokens := NewTokens()
 	ts := httptest.NewServer(Handler(Options{Tokens: tokens, Tools: rt}))
 	defer ts.Close()

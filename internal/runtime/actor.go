@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -317,15 +318,15 @@ func (a *actor) finishTurn(ctx context.Context, text, errText string, failState 
 	if errText != "" {
 		state = troupe.MsgFailed
 	}
-	var results []RequestResult
+	var results []inbox.RequestResult
 	for _, m := range t.msgs {
 		if m.Request == "" || (m.Kind != troupe.KindAsk && m.Kind != troupe.KindDelegate) {
 			continue
 		}
 		if errText == "" {
-			results = append(results, RequestResult{ID: m.Request, State: troupe.ReqAnswered, Answer: text})
+			results = append(results, inbox.RequestResult{ID: m.Request, State: troupe.ReqAnswered, Answer: text})
 		} else {
-			results = append(results, RequestResult{ID: m.Request, State: failState, Error: failMsg})
+			results = append(results, inbox.RequestResult{ID: m.Request, State: failState, Error: failMsg})
 		}
 	}
 	finished, err := a.rt.o.Store.EndTurn(ctx, a.key, t.id, state, errText, results)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -186,13 +187,13 @@ func (r *Runtime) finish(ctx context.Context, id troupe.RequestID, state troupe.
 		return
 	}
 	if done {
-		r.finished(Finished{Request: req, Queued: queued})
+		r.finished(inbox.Finished{Request: req, Queued: queued})
 	}
 }
 
 // finished wakes whoever waits for a request the store just ended, and the
 // asker whose inbox got its outcome.
-func (r *Runtime) finished(f Finished) {
+func (r *Runtime) finished(f inbox.Finished) {
 	r.releaseWaiter(f.Request.ID)
 	r.publish(troupe.RuntimeKey{Project: f.Request.Project, Agent: f.Request.From}, events.RequestDone{Request: f.Request})
 	if q := f.Queued; q != nil {

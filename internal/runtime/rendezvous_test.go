@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -20,14 +21,14 @@ func key(p troupe.ProjectID, a string) troupe.RuntimeKey {
 // harness runs a Runtime on the memory store and engine inside a bubble.
 type harness struct {
 	rt    *Runtime
-	store *MemStore
+	store *inbox.MemStore
 	eng   *memEngine
 	stop  func()
 }
 
 func newHarness(t *testing.T, teams staticTeams, ceiling time.Duration) *harness {
 	t.Helper()
-	h := &harness{store: NewMemStore(), eng: &memEngine{}}
+	h := &harness{store: inbox.NewMemStore(), eng: &memEngine{}}
 	h.rt = New(Options{Store: h.store, Teams: teams, Ceiling: ceiling,
 		Engines: map[troupe.Engine]engine.Engine{troupe.EngineFake: h.eng}})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -1,9 +1,9 @@
 // Package runtime is the heart of troupe: one actor per RuntimeKey owns an
 // agent's state (stopped → starting → idle ⇄ busy, plus blocked and failed),
-// its engine session and its turns; inboxes are durable (Store) and delivered
-// at turn boundaries only (C5); asks wait under an inactivity window re-armed
-// by the target's activity (C4); delegations and replies come back through
-// the asker's inbox and wake it.
+// its engine session and its turns; inboxes are durable (inbox.Store) and
+// delivered at turn boundaries only (C5); asks wait under an inactivity
+// window re-armed by the target's activity (C4); delegations and replies
+// come back through the asker's inbox and wake it.
 //
 // Concurrency: Runtime.mu guards the actor table and the request waiters.
 // Each actor is one goroutine (its loop) plus the goroutines of the tool
@@ -13,8 +13,8 @@
 // (closing sessions) and waits for every goroutine.
 //
 // No map here is keyed by an agent id alone: actors are keyed by RuntimeKey
-// (C1), waiters by RequestID. runtime imports engine, project, events,
-// troupe; internal/daemon wires it; internal/api and internal/mcp call it.
+// (C1), waiters by RequestID. runtime imports inbox, engine, project,
+// events, troupe; internal/daemon wires it; internal/api and internal/mcp call it.
 package runtime
 
 import (
@@ -29,6 +29,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -53,7 +54,7 @@ type Grants interface {
 
 // Options configures a Runtime. Store, Teams and Engines are required.
 type Options struct {
-	Store   Store
+	Store   inbox.Store
 	Teams   Teams
 	Engines map[troupe.Engine]engine.Engine
 	Hub     *events.Hub // nil: a private hub nobody reads
@@ -303,7 +304,7 @@ func (r *Runtime) publish(k troupe.RuntimeKey, p events.Payload) {
 	r.hub.Publish(k, p)
 }
 
-// Conversation lists a project's messages (see Store.Conversation).
+// Conversation lists a project's messages (see inbox.Store.Conversation).
 func (r *Runtime) Conversation(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error) {
 	return r.o.Store.Conversation(ctx, p, agent, after, limit)
 }

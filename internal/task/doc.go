@@ -37,12 +37,16 @@
 // loop, for supervisors this process started and for those it adopted after
 // a restart alike. The watcher then reads status.json (or, when there is
 // none, records the task as lost with the reason and kills what is left of
-// its session), and calls Store.CompleteTask, which records the end and
-// queues the completion message in the owner's inbox in one transaction,
-// exactly once. Options.Notify is called after that, so the runtime can wake
-// the owner. At start, Run adopts every task the store says is running: a
-// supervisor that is still there (same pid and /proc start time) is watched;
-// one that is gone is completed from its status file, or as lost.
+// its session), and completes it in two steps, one transaction each: it
+// appends the completion message to the owner's inbox (Options.Inbox) under
+// the idempotency key task:<id>, then records the end and the message's id
+// in the task row (Store.CompleteTask), exactly once. A daemon that dies
+// between the two leaves the task running in the store; the next one
+// completes it again, and the key keeps the message single. Options.Notify
+// is called after that, so the runtime can wake the owner. At start, Run
+// adopts every task the store says is running: a supervisor that is still
+// there (same pid and /proc start time) is watched; one that is gone is
+// completed from its status file, or as lost.
 //
 // # Concurrency
 //
@@ -59,9 +63,9 @@
 // # Who imports it
 //
 // The daemon's wiring (internal/daemon) builds the Manager with the SQLite
-// store, and internal/cli wires SuperviseMain as `troupe task-supervise`;
-// the runtime and the MCP endpoint reach it through the interfaces they
-// define. Tests of other packages call MaybeRunSupervisor from TestMain and
+// store as its Store and Inbox, and internal/cli wires SuperviseMain as
+// `troupe task-supervise`; the runtime and the MCP endpoint reach it
+// through the interfaces they define. Tests of other packages call MaybeRunSupervisor from TestMain and
 // use TestSupervisorCommand as Options.Supervisor. It imports the standard
 // library, golang.org/x/sys/unix and internal/troupe only. Linux only
 // (pidfd_open needs Linux 5.3).

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -30,10 +31,12 @@ var (
 	p2dev = troupe.RuntimeKey{Project: "p2", Agent: "dev"}
 )
 
-// harness is one store, one tasks folder and one project folder, shared by
-// the Managers a test starts one after the other (a daemon restart).
+// harness is one task store, one inbox, one tasks folder and one project
+// folder, shared by the Managers a test starts one after the other (a
+// daemon restart).
 type harness struct {
 	store *MemStore
+	inbox *inbox.MemStore
 	dir   string // Options.Dir
 	proj  string // the project folder, real path
 	notes chan troupe.Message
@@ -48,12 +51,14 @@ func newHarness(tb testing.TB, edit func(*Options)) *harness {
 	}
 	h := &harness{
 		store: NewMemStore(),
+		inbox: inbox.NewMemStore(),
 		dir:   filepath.Join(tb.TempDir(), "tasks"),
 		proj:  proj,
 		notes: make(chan troupe.Message, 4096),
 	}
 	h.opts = Options{
 		Store:      h.store,
+		Inbox:      h.inbox,
 		Dir:        h.dir,
 		Supervisor: TestSupervisorCommand(),
 		Notify:     func(m troupe.Message) { h.notes <- m },
@@ -319,4 +324,21 @@ func (h *harness) noLeftovers(tb testing.TB, t Task, others ...int) {
 			tb.Errorf("task %s: process %d is still there", t.ID, pid)
 		}
 	}
+}
+
+// endWhileDown starts a task that prints "finished", stops its Manager
+// (the daemon goes down), and lets the task end: its status file is
+// written, and no Manager saw it.
+func (h *harness) endWhileDown(tb testing.TB) (*Manager, Task) {
+	tb.Helper()
+	m, stop := h.run(tb)
+	gate := fifo(tb, "gate")
+	tk := h.start(tb, m, `read x < "`+gate+`"; echo finished`, 0)
+	stop()
+	release(tb, gate)
+	waitExit(tb, tk.SupervisorPID)
+	if _, err := os.Stat(filepath.Join(h.dir, string(tk.ID), statusFile)); err != nil {
+		tb.Fatalf("no status file after the supervisor exited: %v", err)
+	}
+	return m, tk
 }

@@ -37,11 +37,13 @@ var inheritedEnv = []string{"PATH", "HOME", "LANG", "TMPDIR"}
 // defaultPath is the job's PATH when the daemon has none.
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
 
-// Options configures New. Store and Dir are required; zero values of the
-// other fields mean defaults.
+// Options configures New. Store, Inbox and Dir are required; zero values
+// of the other fields mean defaults.
 type Options struct {
-	// Store records tasks and queues completion messages.
+	// Store records tasks.
 	Store Store
+	// Inbox receives completion messages.
+	Inbox Inbox
 	// Dir holds one directory per task (<state dir>/tasks). It is created
 	// (0700) when missing.
 	Dir string
@@ -51,8 +53,10 @@ type Options struct {
 	Supervisor []string
 	// Notify is called once per completion, after the store recorded it,
 	// with the stored message: queued for an agent owner (the runtime wakes
-	// it), already delivered for troupe.Person. It is called from a
-	// watcher goroutine and should not block for long.
+	// it), already delivered for troupe.Person. A completion whose message
+	// an earlier daemon appended before it died is notified only if the
+	// message is still queued. It is called from a watcher goroutine and
+	// should not block for long.
 	Notify func(troupe.Message)
 	// MaxPerProject bounds the running tasks of one project. Default 8.
 	MaxPerProject int
@@ -74,6 +78,7 @@ type Options struct {
 // doc for its goroutines and locks.
 type Manager struct {
 	store      Store
+	inbox      Inbox
 	dir        string
 	supervisor []string
 	notify     func(troupe.Message)
@@ -113,14 +118,15 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("project %s already runs %d background tasks, the most one project may run at once (the per-project task limit): wait for one to end or kill one", e.Project, e.Limit)
 }
 
-// New returns a Manager. It panics when Store or Dir is missing: that is a
-// wiring mistake, not a run-time condition.
+// New returns a Manager. It panics when Store, Inbox or Dir is missing:
+// that is a wiring mistake, not a run-time condition.
 func New(o Options) *Manager {
-	if o.Store == nil || o.Dir == "" {
-		panic("task.New: Options.Store and Options.Dir are required")
+	if o.Store == nil || o.Inbox == nil || o.Dir == "" {
+		panic("task.New: Options.Store, Options.Inbox and Options.Dir are required")
 	}
 	m := &Manager{
 		store:      o.Store,
+		inbox:      o.Inbox,
 		dir:        o.Dir,
 		supervisor: o.Supervisor,
 		notify:     o.Notify,
@@ -423,27 +429,21 @@ func (m *Manager) finish(ctx context.Context, log *slog.Logger, t Task, res Resu
 	if res.EndedAt.IsZero() {
 		res.EndedAt = time.Now().UTC()
 	}
-	msg := troupe.Message{Project: t.Project, To: t.Owner, From: From, Kind: troupe.KindTask, Text: completionText(t, res, out)}
 	// The end is recorded even when Run is stopping: it was seen.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	stored, done, err := m.store.CompleteTask(sctx, t.ID, res, msg)
+	msg, notify, err := m.complete(sctx, log, t, res, completionText(t, res, out))
 	if err != nil {
 		// The task stays running in the store: the next Run completes it
-		// from its status file.
+		// from its status file, and the message key keeps its message
+		// single.
 		log.Error("complete task", "err", err)
-		return
 	}
-	if !done {
-		log.Debug("task already completed")
-		return
-	}
-	log.Info("task ended", "state", res.State, "exit_code", res.ExitCode, "signal", res.Signal, "reason", res.Reason)
 	m.mu.Lock()
-	notify := m.notify
+	fn := m.notify
 	m.mu.Unlock()
-	if notify != nil {
-		notify(stored)
+	if notify && fn != nil {
+		fn(msg)
 	}
 }
 
@@ -455,6 +455,51 @@ func (m *Manager) OnComplete(fn func(troupe.Message)) {
 	defer m.mu.Unlock()
 	m.notify = fn
 }
+
+// complete records how t ended, in two steps of one transaction each:
+// post appends the completion message to the owner's inbox under the key
+// task:<id>, then the task row records the end with the message's id. A
+// daemon that dies between the two finds the task still running at its
+// next start, adopts it, sees its status file, and completes it again: the
+// key makes the message exactly-once.
+//
+// notify says whether to tell the runtime, so that one call per completion
+// does: the call that recorded the end, when it stored the message or
+// finds it still queued (stored by a daemon that died before the second
+// step; its Recover woke the owner too, and a second wake is harmless);
+// and the call that stored the message when the second step failed, since
+// the message waits in the inbox while the task stays running until the
+// next start.
+func (m *Manager) complete(ctx context.Context, log *slog.Logger, t Task, res Result, text string) (msg troupe.Message, notify bool, err error) {
+	msg, added, err := m.post(ctx, t, text)
+	if err != nil {
+		return troupe.Message{}, false, err
+	}
+	done, err := m.store.CompleteTask(ctx, t.ID, res, msg.ID)
+	switch {
+	case err != nil:
+		return msg, added, err
+	case !done:
+		log.Debug("task already completed")
+		return msg, false, nil
+	}
+	log.Info("task ended", "state", res.State, "exit_code", res.ExitCode, "signal", res.Signal, "reason", res.Reason)
+	return msg, added || msg.State == troupe.MsgQueued, nil
+}
+
+// post appends t's completion message, once per task whatever calls it
+// (CompletionKey).
+func (m *Manager) post(ctx context.Context, t Task, text string) (troupe.Message, bool, error) {
+	msg := troupe.Message{Project: t.Project, To: t.Owner, From: From, Kind: troupe.KindTask, Text: text}
+	stored, added, err := m.inbox.AppendOnce(ctx, CompletionKey(t.ID), msg)
+	if err != nil {
+		return troupe.Message{}, false, fmt.Errorf("complete task %s: %w", t.ID, err)
+	}
+	return stored, added, nil
+}
+
+// CompletionKey is the idempotency key of task id's completion message.
+func CompletionKey(id ID) string { return "task:" + string(id) }
 
 func (m *Manager) taskDir(id ID) string { return filepath.Join(m.dir, string(id)) }
 

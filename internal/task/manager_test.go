@@ -40,7 +40,7 @@ func TestTaskRunsToCompletion(t *testing.T) {
 	if got.State != Exited || got.ExitCode != 0 || !got.Notified || got.EndedAt.Before(got.StartedAt) || got.Signal != "" {
 		t.Errorf("ended task %+v", got)
 	}
-	if ms, _ := h.store.Messages(t.Context(), "p1"); len(ms) != 1 {
+	if ms, _ := h.inbox.Conversation(t.Context(), "p1", "", 0, 0); len(ms) != 1 {
 		t.Errorf("%d messages in the store, want 1", len(ms))
 	}
 	h.noLeftovers(t, tk)
@@ -307,15 +307,7 @@ func TestOutputTailOfHugeLog(t *testing.T) {
 // reported once by the next Manager, and never again.
 func TestC6_TaskThatEndedWhileTheDaemonWasDownIsReportedOnce(t *testing.T) {
 	h := newHarness(t, nil)
-	m1, stop1 := h.run(t)
-	gate := fifo(t, "gate")
-	tk := h.start(t, m1, `read x < "`+gate+`"; echo finished`, 0)
-	stop1()
-	release(t, gate)
-	waitExit(t, tk.SupervisorPID) // the task ended: no Manager saw it
-	if _, err := os.Stat(filepath.Join(h.dir, string(tk.ID), statusFile)); err != nil {
-		t.Fatalf("no status file after the supervisor exited: %v", err)
-	}
+	_, tk := h.endWhileDown(t)
 	h.noMore(t)
 
 	_, stop2 := h.run(t)
@@ -327,7 +319,7 @@ func TestC6_TaskThatEndedWhileTheDaemonWasDownIsReportedOnce(t *testing.T) {
 	_, stop3 := h.run(t) // and once more: nothing left to report
 	stop3()
 	h.noMore(t)
-	if ms, _ := h.store.Messages(t.Context(), "p1"); len(ms) != 1 {
+	if ms, _ := h.inbox.Conversation(t.Context(), "p1", "", 0, 0); len(ms) != 1 {
 		t.Errorf("%d messages in the store, want 1", len(ms))
 	}
 	h.noLeftovers(t, tk)

@@ -3,7 +3,6 @@ package task
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -13,16 +12,14 @@ import (
 var _ Store = (*MemStore)(nil)
 
 // MemStore is the in-memory Store: the reference implementation of the
-// contract (tasktest.RunStore) and the store of tests. Its messages live in
-// its own list (Messages), not in a runtime inbox. It is safe for
+// contract (tasktest.RunStore) and the store of tests. It holds tasks
+// only: their completion messages go to an Inbox. It is safe for
 // concurrent use.
 type MemStore struct {
 	// mu guards every field below.
-	mu      sync.Mutex
-	tasks   map[ID]Task
-	order   []ID // creation order
-	msgs    []troupe.Message
-	lastMsg int64
+	mu    sync.Mutex
+	tasks map[ID]Task
+	order []ID // creation order
 }
 
 // NewMemStore returns an empty MemStore.
@@ -49,7 +46,7 @@ func (s *MemStore) CreateTask(_ context.Context, t Task) error {
 	if err := CheckNew(t); err != nil {
 		return err
 	}
-	t.State, t.Notified = Running, false
+	t.State, t.Notified, t.MessageID = Running, false, 0
 	t.EndedAt = time.Time{}
 	if t.StartedAt.IsZero() {
 		t.StartedAt = time.Now().UTC()
@@ -101,76 +98,37 @@ func (s *MemStore) RunningTasks(context.Context) ([]Task, error) {
 	return out, nil
 }
 
-// CheckCompletion validates Store.CompleteTask's arguments against the
-// stored task t and fills msg's defaults (Project, To, Kind, From); it
-// returns the message to store, whose ID, State and times the store still
-// sets. Stores call it inside their transaction, so that every
-// implementation refuses the same things.
-func CheckCompletion(t Task, end Result, msg troupe.Message) (troupe.Message, error) {
+// CheckEnd validates Store.CompleteTask's arguments for task id. Stores
+// call it, so that every implementation refuses the same things.
+func CheckEnd(id ID, end Result, msgID int64) error {
 	if !end.State.Final() {
-		return msg, fmt.Errorf("complete task %s: end state %q is not final: %w", t.ID, end.State, troupe.ErrInvalid)
+		return fmt.Errorf("complete task %s: end state %q is not final: %w", id, end.State, troupe.ErrInvalid)
 	}
-	if msg.Project == "" {
-		msg.Project = t.Project
+	if msgID <= 0 {
+		return fmt.Errorf("complete task %s: completion message id %d: %w", id, msgID, troupe.ErrInvalid)
 	}
-	if msg.To == "" {
-		msg.To = t.Owner
-	}
-	if msg.Kind == "" {
-		msg.Kind = troupe.KindTask
-	}
-	if msg.From == "" {
-		msg.From = From
-	}
-	if msg.Key() != t.Key() {
-		return msg, fmt.Errorf("complete task %s: message for %s, but the task belongs to %s: %w", t.ID, msg.Key(), t.Key(), troupe.ErrInvalid)
-	}
-	if msg.Kind != troupe.KindTask {
-		return msg, fmt.Errorf("complete task %s: message of kind %q, want %q: %w", t.ID, msg.Kind, troupe.KindTask, troupe.ErrInvalid)
-	}
-	return msg, nil
+	return nil
 }
 
 // CompleteTask implements Store.
-func (s *MemStore) CompleteTask(_ context.Context, id ID, end Result, msg troupe.Message) (troupe.Message, bool, error) {
+func (s *MemStore) CompleteTask(_ context.Context, id ID, end Result, msgID int64) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t, ok := s.tasks[id]
 	if !ok {
-		return troupe.Message{}, false, fmt.Errorf("complete task %s: %w", id, troupe.ErrNotFound)
+		return false, fmt.Errorf("complete task %s: %w", id, troupe.ErrNotFound)
 	}
-	msg, err := CheckCompletion(t, end, msg)
-	if err != nil {
-		return troupe.Message{}, false, err
+	if err := CheckEnd(id, end, msgID); err != nil {
+		return false, err
 	}
 	if t.State != Running {
-		return troupe.Message{}, false, nil
+		return false, nil
 	}
-	now := time.Now().UTC()
 	if end.EndedAt.IsZero() {
-		end.EndedAt = now
+		end.EndedAt = time.Now().UTC()
 	}
 	t.State, t.ExitCode, t.Signal, t.Reason, t.EndedAt = end.State, end.ExitCode, end.Signal, end.Reason, end.EndedAt
-	t.Notified = true
+	t.Notified, t.MessageID = true, msgID
 	s.tasks[id] = t
-
-	s.lastMsg++
-	msg.ID = s.lastMsg
-	msg.Reason, msg.Turn, msg.Redelivered, msg.DoneAt = "", "", false, time.Time{}
-	if msg.CreatedAt.IsZero() {
-		msg.CreatedAt = now
-	}
-	msg.State = troupe.MsgQueued
-	if msg.To == troupe.Person {
-		msg.State, msg.DoneAt = troupe.MsgDelivered, now
-	}
-	s.msgs = append(s.msgs, msg)
-	return msg, true, nil
-}
-
-// Messages lists the completion messages of project p in ID order.
-func (s *MemStore) Messages(_ context.Context, p troupe.ProjectID) ([]troupe.Message, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.DeleteFunc(slices.Clone(s.msgs), func(m troupe.Message) bool { return m.Project != p }), nil
+	return true, nil
 }

@@ -62,6 +62,9 @@ type Task struct {
 	// Notified: the completion message was recorded (queued for an agent,
 	// delivered for the person). It is set with the end, in one transaction.
 	Notified bool `json:"notified"`
+	// MessageID is the completion message's id in the owner's inbox; 0
+	// while running.
+	MessageID int64 `json:"-"`
 }
 
 // Key is the RuntimeKey of the task's owner.
@@ -91,15 +94,21 @@ type Store interface {
 	Tasks(ctx context.Context, p troupe.ProjectID) ([]Task, error)
 	// RunningTasks lists every running task of every project.
 	RunningTasks(ctx context.Context) ([]Task, error)
-	// CompleteTask records end for a running task and, in the same
-	// transaction, appends msg to the owner's inbox, exactly once: the
-	// store assigns msg's ID, sets its Project, To and Kind (task) from the
-	// task when empty, and its CreatedAt to now when zero. For an agent
-	// owner the message is queued; for troupe.Person, who has no inbox, it
-	// is recorded as delivered. It returns the stored message and done ==
-	// true. A task that is no longer running is left as it is: done ==
-	// false, no message. An unknown id fails with troupe.ErrNotFound; an end
-	// state that is not final, or a message for another key or of another
-	// kind, with troupe.ErrInvalid.
-	CompleteTask(ctx context.Context, id ID, end Result, msg troupe.Message) (stored troupe.Message, done bool, err error)
+	// CompleteTask records end for a running task, with the id of its
+	// completion message, already in the owner's inbox (the Manager
+	// appends it first, see Inbox), and sets Notified, exactly once: it
+	// returns done == true. A task that is no longer running is left as it
+	// is: done == false. An unknown id fails with troupe.ErrNotFound; an
+	// end state that is not final, or a message id that is not positive,
+	// with troupe.ErrInvalid.
+	CompleteTask(ctx context.Context, id ID, end Result, msgID int64) (done bool, err error)
+}
+
+// Inbox is where the Manager appends completion messages; the daemon's
+// inbox store (inbox.Store) satisfies it. AppendOnce stores m once per
+// idempotency key and project: a later call with the same key stores
+// nothing and returns the message the first one stored, as it is now, with
+// added == false. It must be safe for concurrent use.
+type Inbox interface {
+	AppendOnce(ctx context.Context, key string, m troupe.Message) (stored troupe.Message, added bool, err error)
 }

@@ -22,15 +22,19 @@ type appendQueue struct {
 }
 
 type appendReq struct {
-	m    troupe.Message
-	done chan struct{} // closed when m's batch committed or failed
-	lead chan struct{} // closed when this caller must commit the next batch
-	err  error         // set before done is closed
+	m     troupe.Message
+	key   string        // idempotency key; "" for none
+	added bool          // set before done is closed: false when key was taken
+	done  chan struct{} // closed when m's batch committed or failed
+	lead  chan struct{} // closed when this caller must commit the next batch
+	err   error         // set before done is closed
 }
 
-// appendDurably stores m with the next batch and returns it with its ID.
-func (db *DB) appendDurably(m troupe.Message) (troupe.Message, error) {
-	req := &appendReq{m: m, done: make(chan struct{}), lead: make(chan struct{})}
+// appendDurably stores m with the next batch, under idempotency key (""
+// for none), and returns it with its ID; or, when key was taken, the
+// message that took it and added == false.
+func (db *DB) appendDurably(m troupe.Message, key string) (_ troupe.Message, added bool, _ error) {
+	req := &appendReq{m: m, key: key, done: make(chan struct{}), lead: make(chan struct{})}
 	q := &db.appends
 	q.mu.Lock()
 	q.queue = append(q.queue, req)
@@ -40,13 +44,13 @@ func (db *DB) appendDurably(m troupe.Message) (troupe.Message, error) {
 	if !leader {
 		select {
 		case <-req.done:
-			return req.m, req.err
+			return req.m, req.added, req.err
 		case <-req.lead:
 		}
 	}
 	db.commitBatch()
 	<-req.done // its own batch: the one just committed
-	return req.m, req.err
+	return req.m, req.added, req.err
 }
 
 // commitBatch commits every queued append in one transaction, then passes
@@ -61,11 +65,11 @@ func (db *DB) commitBatch() {
 	ctx := context.Background()
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		for _, r := range batch {
-			m, err := insertMessage(ctx, tx, r.m)
+			m, added, err := insertOnce(ctx, tx, r.key, r.m)
 			if err != nil {
 				return err
 			}
-			r.m = m
+			r.m, r.added = m, added
 		}
 		return nil
 	})

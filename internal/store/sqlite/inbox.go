@@ -8,64 +8,101 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/troupe-dev/troupe/internal/runtime"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// DB implements runtime.Store: the durable inboxes, conversations and
-// requests of contract C6, held to runtime.MemStore's behaviour by the
-// contract suite in internal/runtime/runtimetest.
+// DB implements inbox.Store: the durable inboxes, conversations and
+// requests of contract C6, held to inbox.MemStore's behaviour by the
+// contract suite in internal/inbox/inboxtest.
 //
 // Every method that changes something is one IMMEDIATE transaction on the
 // writer connection, committed with synchronous=FULL before it returns.
 // Reads that are not part of a change go to the read pool: in WAL mode a
 // read transaction sees every transaction committed before it began, so a
 // read that happens after a write returned (in any goroutine) sees it.
-var _ runtime.Store = (*DB)(nil)
+var _ inbox.Store = (*DB)(nil)
 
 const messageCols = `id, project, to_agent, from_agent, kind, text, request, state, reason, turn, redelivered, created_at, done_at`
 
 const requestCols = `id, project, from_agent, to_agent, kind, question, state, answer, error, detached, message_id, created_at, done_at`
 
-// Append implements runtime.Store. A CreatedAt (or DoneAt) outside the
+// Append implements inbox.Store. A CreatedAt (or DoneAt) outside the
 // years 1677 to 2262 is refused with troupe.ErrInvalid. Concurrent Appends
 // share one transaction (group commit, see appendQueue); each returns once
 // its message is durable.
 func (db *DB) Append(ctx context.Context, m troupe.Message) (troupe.Message, error) {
-	if !m.Key().Valid() {
-		return troupe.Message{}, fmt.Errorf("append message: recipient %q: %w", m.Key(), troupe.ErrInvalid)
+	m, _, err := db.appendMessage(ctx, "", m)
+	return m, err
+}
+
+// AppendOnce implements inbox.Store, in the same group commit as Append:
+// the key is a column with a unique index on (project, idem_key), so the
+// first insert with a key wins, whether the calls share a transaction or
+// not.
+func (db *DB) AppendOnce(ctx context.Context, key string, m troupe.Message) (troupe.Message, bool, error) {
+	if err := inbox.CheckOnce(key, m); err != nil {
+		return troupe.Message{}, false, err
 	}
-	m.State = troupe.MsgQueued
-	if m.CreatedAt.IsZero() {
-		m.CreatedAt = time.Now().UTC()
+	return db.appendMessage(ctx, key, m)
+}
+
+// appendMessage is Append with an idempotency key ("" for none).
+func (db *DB) appendMessage(ctx context.Context, key string, m troupe.Message) (troupe.Message, bool, error) {
+	if err := inbox.CheckKey(m); err != nil {
+		return troupe.Message{}, false, err
 	}
+	m = inbox.Admit(m, time.Now().UTC())
 	if err := ctx.Err(); err != nil {
-		return troupe.Message{}, fmt.Errorf("append message to %s: %w", m.Key(), err)
+		return troupe.Message{}, false, fmt.Errorf("append message to %s: %w", m.Key(), err)
 	}
 	// Refuse what would fail the whole batch before joining one.
-	if _, ok := toNanos(m.CreatedAt); !ok {
-		return troupe.Message{}, fmt.Errorf("append message to %s: created_at %s outside years 1677-2262: %w", m.Key(), m.CreatedAt, troupe.ErrInvalid)
+	if _, _, err := messageTimes(m); err != nil {
+		return troupe.Message{}, false, fmt.Errorf("append message to %s: %w", m.Key(), err)
 	}
-	if _, ok := nullNanos(m.DoneAt); !ok {
-		return troupe.Message{}, fmt.Errorf("append message to %s: done_at %s outside years 1677-2262: %w", m.Key(), m.DoneAt, troupe.ErrInvalid)
-	}
-	m, err := db.appendDurably(m)
+	stored, added, err := db.appendDurably(m, key)
 	if err != nil {
-		return troupe.Message{}, fmt.Errorf("append message to %s: %w", m.Key(), err)
+		return troupe.Message{}, false, fmt.Errorf("append message to %s: %w", m.Key(), err)
 	}
-	return m, nil
+	return stored, added, nil
+}
+
+// insertOnce stores m with idempotency key (none when ""), unless a
+// message of m's project already holds that key: it then returns that
+// message as it is, and added == false.
+func insertOnce(ctx context.Context, tx *sql.Tx, key string, m troupe.Message) (_ troupe.Message, added bool, _ error) {
+	if key == "" {
+		m, err := insertMessage(ctx, tx, m)
+		return m, true, err
+	}
+	created, done, err := messageTimes(m)
+	if err != nil {
+		return m, false, err
+	}
+	res, err := tx.ExecContext(ctx, `INSERT INTO messages (project, to_agent, from_agent, kind, text, request,
+		state, reason, turn, redelivered, created_at, done_at, idem_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT DO NOTHING`,
+		string(m.Project), string(m.To), string(m.From), string(m.Kind), m.Text, string(m.Request),
+		string(m.State), m.Reason, string(m.Turn), m.Redelivered, created, done, key)
+	if err != nil {
+		return m, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		m.ID, err = res.LastInsertId()
+		return m, true, err
+	}
+	// The WHERE term repeats the partial index messages_once's.
+	first, err := scanMessage(tx.QueryRowContext(ctx, `SELECT `+messageCols+` FROM messages
+		WHERE project = ? AND idem_key = ? AND idem_key IS NOT NULL`, string(m.Project), key))
+	return first, false, err
 }
 
 // insertMessage stores m as it is, but for its ID, and returns it with the
 // ID the table assigned.
 func insertMessage(ctx context.Context, tx *sql.Tx, m troupe.Message) (troupe.Message, error) {
-	created, ok := toNanos(m.CreatedAt)
-	if !ok {
-		return m, fmt.Errorf("created_at %s outside years 1677-2262: %w", m.CreatedAt, troupe.ErrInvalid)
-	}
-	done, ok := nullNanos(m.DoneAt)
-	if !ok {
-		return m, fmt.Errorf("done_at %s outside years 1677-2262: %w", m.DoneAt, troupe.ErrInvalid)
+	created, done, err := messageTimes(m)
+	if err != nil {
+		return m, err
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO messages (project, to_agent, from_agent, kind, text, request,
 		state, reason, turn, redelivered, created_at, done_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -76,6 +113,19 @@ func insertMessage(ctx context.Context, tx *sql.Tx, m troupe.Message) (troupe.Me
 	}
 	m.ID, err = res.LastInsertId()
 	return m, err
+}
+
+// messageTimes returns m's CreatedAt and DoneAt as column values, or
+// troupe.ErrInvalid for a time the columns cannot hold.
+func messageTimes(m troupe.Message) (created, done any, err error) {
+	created, ok := toNanos(m.CreatedAt)
+	if !ok {
+		return nil, nil, fmt.Errorf("created_at %s outside years 1677-2262: %w", m.CreatedAt, troupe.ErrInvalid)
+	}
+	if done, ok = nullNanos(m.DoneAt); !ok {
+		return nil, nil, fmt.Errorf("done_at %s outside years 1677-2262: %w", m.DoneAt, troupe.ErrInvalid)
+	}
+	return created, done, nil
 }
 
 // nullNanos is toNanos for a time that may be unset: the zero time is NULL.
@@ -127,7 +177,7 @@ func queryMessages(ctx context.Context, db *sql.DB, query string, args ...any) (
 	return ms, rows.Err()
 }
 
-// Pending implements runtime.Store.
+// Pending implements inbox.Store.
 func (db *DB) Pending(ctx context.Context, k troupe.RuntimeKey) ([]troupe.Message, error) {
 	ms, err := queryMessages(ctx, db.r, `SELECT `+messageCols+` FROM messages
 		WHERE project = ? AND to_agent = ? AND state = 'queued' ORDER BY id`,
@@ -138,7 +188,7 @@ func (db *DB) Pending(ctx context.Context, k troupe.RuntimeKey) ([]troupe.Messag
 	return ms, nil
 }
 
-// StartTurn implements runtime.Store. Ids that are not queued messages of
+// StartTurn implements inbox.Store. Ids that are not queued messages of
 // k are ignored.
 func (db *DB) StartTurn(ctx context.Context, k troupe.RuntimeKey, ids []int64, turn troupe.TurnID) error {
 	if len(ids) == 0 {
@@ -160,12 +210,12 @@ func (db *DB) StartTurn(ctx context.Context, k troupe.RuntimeKey, ids []int64, t
 	return nil
 }
 
-// EndTurn implements runtime.Store: the turn's messages and the outcomes
+// EndTurn implements inbox.Store: the turn's messages and the outcomes
 // of the requests it handled commit together, so a daemon killed at the end
 // of a turn never leaves a delivered ask whose request stays pending.
-func (db *DB) EndTurn(ctx context.Context, k troupe.RuntimeKey, turn troupe.TurnID, state troupe.MessageState, reason string, results []runtime.RequestResult) ([]runtime.Finished, error) {
+func (db *DB) EndTurn(ctx context.Context, k troupe.RuntimeKey, turn troupe.TurnID, state troupe.MessageState, reason string, results []inbox.RequestResult) ([]inbox.Finished, error) {
 	now, _ := toNanos(time.Now())
-	var finished []runtime.Finished
+	var finished []inbox.Finished
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		finished = finished[:0]
 		if _, err := tx.ExecContext(ctx, `UPDATE messages SET state = ?, reason = ?, done_at = ?
@@ -179,7 +229,7 @@ func (db *DB) EndTurn(ctx context.Context, k troupe.RuntimeKey, turn troupe.Turn
 				return err
 			}
 			if done {
-				finished = append(finished, runtime.Finished{Request: r, Queued: queued})
+				finished = append(finished, inbox.Finished{Request: r, Queued: queued})
 			}
 		}
 		return nil
@@ -190,7 +240,7 @@ func (db *DB) EndTurn(ctx context.Context, k troupe.RuntimeKey, turn troupe.Turn
 	return finished, nil
 }
 
-// Expire implements runtime.Store.
+// Expire implements inbox.Store.
 func (db *DB) Expire(ctx context.Context, k troupe.RuntimeKey, reason string) (int, error) {
 	now, _ := toNanos(time.Now())
 	var n int64
@@ -210,7 +260,7 @@ func (db *DB) Expire(ctx context.Context, k troupe.RuntimeKey, reason string) (i
 	return int(n), nil
 }
 
-// Recover implements runtime.Store. The keys come in the order of their
+// Recover implements inbox.Store. The keys come in the order of their
 // oldest queued message.
 func (db *DB) Recover(ctx context.Context) ([]troupe.RuntimeKey, error) {
 	var keys []troupe.RuntimeKey
@@ -248,7 +298,7 @@ func (db *DB) Recover(ctx context.Context) ([]troupe.RuntimeKey, error) {
 	return keys, nil
 }
 
-// Conversation implements runtime.Store.
+// Conversation implements inbox.Store.
 func (db *DB) Conversation(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error) {
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
@@ -263,7 +313,7 @@ func (db *DB) Conversation(ctx context.Context, p troupe.ProjectID, agent troupe
 	return ms, nil
 }
 
-// Ask implements runtime.Store. The request is stored as given but for
+// Ask implements inbox.Store. The request is stored as given but for
 // its state (pending) and a zero CreatedAt (now); a request id that is
 // already known, in any project, is refused with troupe.ErrAlreadyExists
 // and nothing is stored.
@@ -272,10 +322,7 @@ func (db *DB) Ask(ctx context.Context, r troupe.Request, m troupe.Message) (trou
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = time.Now().UTC()
 	}
-	m.State = troupe.MsgQueued
-	if m.CreatedAt.IsZero() {
-		m.CreatedAt = time.Now().UTC()
-	}
+	m = inbox.Admit(m, time.Now().UTC())
 	created, ok := toNanos(r.CreatedAt)
 	if !ok {
 		return troupe.Message{}, fmt.Errorf("record request %s: created_at %s outside years 1677-2262: %w", r.ID, r.CreatedAt, troupe.ErrInvalid)
@@ -331,7 +378,7 @@ func scanRequest(sc scanner) (troupe.Request, int64, error) {
 	return r, msgID, err
 }
 
-// FinishRequest implements runtime.Store. An unknown id fails with
+// FinishRequest implements inbox.Store. An unknown id fails with
 // troupe.ErrNotFound.
 func (db *DB) FinishRequest(ctx context.Context, id troupe.RequestID, state troupe.RequestState, answer, errText string) (troupe.Request, *troupe.Message, bool, error) {
 	var (
@@ -370,14 +417,8 @@ func finishRequest(ctx context.Context, tx *sql.Tx, id troupe.RequestID, state t
 			return r, nil, false, err
 		}
 	}
-	out := r.Outcome()
-	out.CreatedAt = now
-	if r.Detached && r.From != troupe.Person {
-		out.State = troupe.MsgQueued // the asker gets it in its inbox
-	} else {
-		out.State, out.DoneAt = troupe.MsgDelivered, now // the asker got it from its call
-	}
-	if out, err = insertMessage(ctx, tx, out); err != nil {
+	out, err := insertMessage(ctx, tx, inbox.Outcome(r, now))
+	if err != nil {
 		return r, nil, false, err
 	}
 	if out.State == troupe.MsgQueued {
@@ -386,7 +427,7 @@ func finishRequest(ctx context.Context, tx *sql.Tx, id troupe.RequestID, state t
 	return r, queued, true, nil
 }
 
-// Detach implements runtime.Store. An unknown id fails with
+// Detach implements inbox.Store. An unknown id fails with
 // troupe.ErrNotFound.
 func (db *DB) Detach(ctx context.Context, id troupe.RequestID) (troupe.Request, error) {
 	var r troupe.Request
@@ -405,7 +446,7 @@ func (db *DB) Detach(ctx context.Context, id troupe.RequestID) (troupe.Request, 
 	return r, nil
 }
 
-// Request implements runtime.Store.
+// Request implements inbox.Store.
 func (db *DB) Request(ctx context.Context, p troupe.ProjectID, id troupe.RequestID) (troupe.Request, error) {
 	r, _, err := scanRequest(db.r.QueryRowContext(ctx,
 		`SELECT `+requestCols+` FROM requests WHERE id = ? AND project = ?`, string(id), string(p)))
@@ -418,7 +459,7 @@ func (db *DB) Request(ctx context.Context, p troupe.ProjectID, id troupe.Request
 	return r, nil
 }
 
-// PendingRequests implements runtime.Store, oldest first.
+// PendingRequests implements inbox.Store, oldest first.
 func (db *DB) PendingRequests(ctx context.Context) ([]troupe.Request, error) {
 	rs, err := db.pendingRequests(ctx)
 	if err != nil {
@@ -445,7 +486,7 @@ func (db *DB) pendingRequests(ctx context.Context) ([]troupe.Request, error) {
 	return rs, rows.Err()
 }
 
-// ExpireProject implements runtime.Store. It records no outcome messages
+// ExpireProject implements inbox.Store. It records no outcome messages
 // for the requests it fails: nobody is left to read them.
 func (db *DB) ExpireProject(ctx context.Context, p troupe.ProjectID, reason string) error {
 	now, _ := toNanos(time.Now())

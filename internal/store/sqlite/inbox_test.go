@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/troupe-dev/troupe/internal/runtime"
-	"github.com/troupe-dev/troupe/internal/runtime/runtimetest"
+	"github.com/troupe-dev/troupe/internal/inbox"
+	"github.com/troupe-dev/troupe/internal/inbox/inboxtest"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-func TestRuntimeStoreContract(t *testing.T) {
-	runtimetest.RunStore(t, func(t *testing.T) runtime.Store {
+func TestInboxStoreContract(t *testing.T) {
+	inboxtest.RunStore(t, func(t *testing.T) inbox.Store {
 		return openTest(t, newPath(t))
 	})
 }

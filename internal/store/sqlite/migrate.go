@@ -154,6 +154,23 @@ var migrations = []migration{
 			END`,
 		},
 	},
+	// version 5
+	{
+		name: "idempotency keys of appended messages",
+		stmts: []string{
+			// inbox.Store.AppendOnce: NULL for a message appended without
+			// a key (every message before this step). Since this step a
+			// task's completion is appended with the key task:<id> before
+			// the task row records its end (task.Manager), no longer in
+			// CompleteTask's transaction as version 3 says.
+			`ALTER TABLE messages ADD COLUMN idem_key TEXT`,
+			// One message per key and project; keyed messages only (a
+			// task's completion), so the index stays small. Queries
+			// repeat its WHERE term.
+			`CREATE UNIQUE INDEX messages_once ON messages (project, idem_key)
+				WHERE idem_key IS NOT NULL`,
+		},
+	},
 }
 
 // latestVersion is the schema version this binary writes.

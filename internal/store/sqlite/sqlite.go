@@ -4,9 +4,9 @@
 //
 // It is the only package that imports the SQLite driver (modernc.org/sqlite,
 // pure Go). Callers see troupe types and the interfaces they define
-// (project.Store); no driver type appears in an exported signature. Only the
-// wiring package (and tests) should import it; everything else depends on
-// the interfaces.
+// (project.Store, inbox.Store, task.Store, memory.Index); no driver type
+// appears in an exported signature. Only the wiring package (and tests)
+// should import it; everything else depends on the interfaces.
 //
 // Concurrency: a *DB is safe for concurrent use and owns no goroutines of its
 // own. It holds two connection pools to the same file: a writer pool of

@@ -12,14 +12,15 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// DB implements task.Store: background tasks (table tasks) whose
-// completion message goes into the same messages table as every inbox, in
-// the transaction that records the end (contract C6). It is held to
-// task.MemStore's behaviour by the suite in internal/task/tasktest.
+// DB implements task.Store: background tasks (table tasks), each pointing
+// at its completion message once it ended (contract C6). The message is
+// appended through the inbox (AppendOnce) before the end is recorded; see
+// task.Manager. It is held to task.MemStore's behaviour by the suite in
+// internal/task/tasktest.
 var _ task.Store = (*DB)(nil)
 
 const taskCols = `id, project, owner, command, cwd, timeout, state, exit_code, signal, reason,
-	started_at, ended_at, supervisor_pid, supervisor_start, notified`
+	started_at, ended_at, supervisor_pid, supervisor_start, notified, message_id`
 
 // CreateTask implements task.Store. A StartedAt outside the years 1677 to
 // 2262, or a SupervisorStart above 2^63-1, is refused with
@@ -50,7 +51,7 @@ func (db *DB) CreateTask(ctx context.Context, t task.Task) error {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO tasks (`+taskCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, 'running', ?, '', '', ?, NULL, ?, ?, 0)`,
+			VALUES (?, ?, ?, ?, ?, ?, 'running', ?, '', '', ?, NULL, ?, ?, 0, NULL)`,
 			string(t.ID), string(t.Project), string(t.Owner), t.Command, t.Cwd, int64(t.Timeout),
 			t.ExitCode, started, t.SupervisorPID, int64(t.SupervisorStart))
 		return err
@@ -68,9 +69,11 @@ func scanTask(sc scanner) (task.Task, error) {
 		started int64
 		ended   sql.NullInt64
 		start   int64
+		msgID   sql.NullInt64
 	)
 	err := sc.Scan(&t.ID, &t.Project, &t.Owner, &t.Command, &t.Cwd, &timeout, &t.State, &t.ExitCode,
-		&t.Signal, &t.Reason, &started, &ended, &t.SupervisorPID, &start, &t.Notified)
+		&t.Signal, &t.Reason, &started, &ended, &t.SupervisorPID, &start, &t.Notified, &msgID)
+	t.MessageID = msgID.Int64
 	t.Timeout = time.Duration(timeout)
 	t.StartedAt, t.EndedAt = fromNanos(started), fromNullNanos(ended)
 	t.SupervisorStart = uint64(start)
@@ -126,58 +129,43 @@ func (db *DB) RunningTasks(ctx context.Context) ([]task.Task, error) {
 	return ts, nil
 }
 
-// CompleteTask implements task.Store: the end and the message are one
-// IMMEDIATE transaction, committed with synchronous=FULL.
-func (db *DB) CompleteTask(ctx context.Context, id task.ID, end task.Result, msg troupe.Message) (troupe.Message, bool, error) {
-	var (
-		stored troupe.Message
-		done   bool
-	)
+// CompleteTask implements task.Store: one IMMEDIATE transaction,
+// committed with synchronous=FULL. The message id must be a stored
+// message's (a foreign key).
+func (db *DB) CompleteTask(ctx context.Context, id task.ID, end task.Result, msgID int64) (bool, error) {
+	if err := task.CheckEnd(id, end, msgID); err != nil {
+		return false, err
+	}
+	if end.EndedAt.IsZero() {
+		end.EndedAt = time.Now().UTC()
+	}
+	ended, ok := toNanos(end.EndedAt)
+	if !ok {
+		return false, fmt.Errorf("complete task %s: ended_at %s outside years 1677-2262: %w", id, end.EndedAt, troupe.ErrInvalid)
+	}
+	var done bool
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		row := tx.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ?`, string(id))
-		t, err := scanTask(row)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("complete task %s: %w", id, troupe.ErrNotFound)
-		}
-		if err != nil {
-			return fmt.Errorf("complete task %s: %w", id, err)
-		}
-		m, err := task.CheckCompletion(t, end, msg)
+		res, err := tx.ExecContext(ctx, `UPDATE tasks SET state = ?, exit_code = ?, signal = ?, reason = ?,
+			ended_at = ?, notified = 1, message_id = ? WHERE id = ? AND state = 'running'`,
+			string(end.State), end.ExitCode, end.Signal, end.Reason, ended, msgID, string(id))
 		if err != nil {
 			return err
 		}
-		if t.State != task.Running {
-			return nil // completed before: exactly once
+		n, err := res.RowsAffected()
+		if err != nil || n == 1 {
+			done = err == nil
+			return err
 		}
-		now := time.Now().UTC()
-		if end.EndedAt.IsZero() {
-			end.EndedAt = now
+		// Not running: ended before (exactly once), or unknown.
+		var one int
+		err = tx.QueryRowContext(ctx, `SELECT 1 FROM tasks WHERE id = ?`, string(id)).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return troupe.ErrNotFound
 		}
-		ended, ok := toNanos(end.EndedAt)
-		if !ok {
-			return fmt.Errorf("complete task %s: ended_at %s outside years 1677-2262: %w", id, end.EndedAt, troupe.ErrInvalid)
-		}
-		m.ID, m.Reason, m.Turn, m.Redelivered, m.DoneAt = 0, "", "", false, time.Time{}
-		if m.CreatedAt.IsZero() {
-			m.CreatedAt = now
-		}
-		m.State = troupe.MsgQueued
-		if m.To == troupe.Person { // the person has no inbox
-			m.State, m.DoneAt = troupe.MsgDelivered, now
-		}
-		if m, err = insertMessage(ctx, tx, m); err != nil {
-			return fmt.Errorf("complete task %s: %w", id, err)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE tasks SET state = ?, exit_code = ?, signal = ?, reason = ?,
-			ended_at = ?, notified = 1, message_id = ? WHERE id = ? AND state = 'running'`,
-			string(end.State), end.ExitCode, end.Signal, end.Reason, ended, m.ID, string(id)); err != nil {
-			return fmt.Errorf("complete task %s: %w", id, err)
-		}
-		stored, done = m, true
-		return nil
+		return err
 	})
 	if err != nil {
-		return troupe.Message{}, false, err
+		return false, fmt.Errorf("complete task %s: %w", id, err)
 	}
-	return stored, done, nil
+	return done, nil
 }

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"context"
 	"errors"
 	"math"
 	"path/filepath"
@@ -14,16 +13,16 @@ import (
 )
 
 func TestTaskStoreContract(t *testing.T) {
-	tasktest.RunStore(t, func(t *testing.T) (task.Store, tasktest.Messages) {
+	tasktest.RunStore(t, func(t *testing.T) (task.Store, task.Inbox) {
 		db := openTest(t, newPath(t))
-		return db, func(ctx context.Context, p troupe.ProjectID) ([]troupe.Message, error) {
-			return db.Conversation(ctx, p, "", 0, 0)
-		}
+		return db, db
 	})
 }
 
 // C6: a completion is queued in the owner's real inbox (what the runtime
-// delivers from), and tasks survive a restart of the store.
+// delivers from), the task row names it, and both survive a restart of
+// the store; appending the completion again after the restart (a daemon
+// that died between the two steps) stores nothing.
 func TestTaskCompletionReachesTheInboxAndSurvivesReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "troupe.db")
 	ctx := t.Context()
@@ -41,8 +40,12 @@ func TestTaskCompletionReachesTheInboxAndSurvivesReopen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stored, done, err := db.CompleteTask(ctx, "bb", task.Result{State: task.Exited, ExitCode: 2},
-		troupe.Message{Project: "p1", To: "dev", From: task.From, Kind: troupe.KindTask, Text: "task bb exited 2"})
+	msg := troupe.Message{Project: "p1", To: "dev", From: task.From, Kind: troupe.KindTask, Text: "task bb exited 2"}
+	stored, added, err := db.AppendOnce(ctx, task.CompletionKey("bb"), msg)
+	if err != nil || !added {
+		t.Fatalf("AppendOnce: %v, %v", added, err)
+	}
+	done, err := db.CompleteTask(ctx, "bb", task.Result{State: task.Exited, ExitCode: 2}, stored.ID)
 	if err != nil || !done {
 		t.Fatalf("CompleteTask: %v, %v", done, err)
 	}
@@ -60,8 +63,11 @@ func TestTaskCompletionReachesTheInboxAndSurvivesReopen(t *testing.T) {
 		t.Errorf("RunningTasks after reopen: %+v, %v", ts, err)
 	}
 	got, err := db.Task(ctx, "p1", "bb")
-	if err != nil || got.State != task.Exited || got.ExitCode != 2 || !got.Notified {
-		t.Errorf("Task(bb) after reopen: %+v, %v", got, err)
+	if err != nil || got.State != task.Exited || got.ExitCode != 2 || !got.Notified || got.MessageID != stored.ID {
+		t.Errorf("Task(bb) after reopen: %+v, %v; want exited 2, notified, message %d", got, err, stored.ID)
+	}
+	if again, added, err := db.AppendOnce(ctx, task.CompletionKey("bb"), msg); err != nil || added || again.ID != stored.ID {
+		t.Errorf("AppendOnce again after reopen: %+v, added %v, %v; want message %d, not added", again, added, err, stored.ID)
 	}
 	if pending, _ := db.Pending(ctx, key); len(pending) != 1 {
 		t.Errorf("Pending after reopen: %+v", pending)

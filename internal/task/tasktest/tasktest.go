@@ -1,9 +1,10 @@
 // Package tasktest holds the contract suite of task.Store (contracts C1 and
 // C6 as the store sees them): tasks scoped by project, the running list,
-// and a completion that records the end and queues its message in one
-// step, exactly once, also under concurrent calls. Every Store
-// implementation runs it, so the SQLite store is held to the behaviour of
-// task.MemStore, the reference.
+// and a completion that records the end and its message's id exactly
+// once, also under concurrent calls. Every Store implementation runs it,
+// so the SQLite store is held to the behaviour of task.MemStore, the
+// reference. The messages themselves are the inbox's (internal/inbox and
+// its suite); this suite only takes their ids from one.
 //
 // Store tests import it (internal/store/sqlite, and this package's own test
 // for MemStore); production code never does. It imports only the standard
@@ -24,22 +25,19 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// Messages lists every message of project p that the store holds, in ID
-// order: how the suite sees the inbox side of CompleteTask.
-type Messages func(ctx context.Context, p troupe.ProjectID) ([]troupe.Message, error)
-
 // RunStore runs the task.Store contract against the stores that open
 // returns. open is called once per subtest and must return a new, empty
-// store and a way to list its messages; it registers any cleanup with
-// t.Cleanup.
+// store and the inbox its completion messages go to (a store may require
+// a message id to name a stored message, as a foreign key does); it
+// registers any cleanup with t.Cleanup.
 //
 // Times must come back as the same instant to the nanosecond
 // (time.Time.Equal); the location and the monotonic reading may be dropped.
-func RunStore(t *testing.T, open func(t *testing.T) (task.Store, Messages)) {
+func RunStore(t *testing.T, open func(t *testing.T) (task.Store, task.Inbox)) {
 	t.Helper()
 	for _, tc := range []struct {
 		name string
-		fn   func(t *testing.T, s task.Store, msgs Messages)
+		fn   func(t *testing.T, s task.Store, in task.Inbox)
 	}{
 		{"CreateAndGet", testCreateAndGet},
 		{"CreateDefaults", testCreateDefaults},
@@ -48,7 +46,7 @@ func RunStore(t *testing.T, open func(t *testing.T) (task.Store, Messages)) {
 		{"ProjectScope", testProjectScope},
 		{"TasksOrder", testTasksOrder},
 		{"RunningTasks", testRunningTasks},
-		{"CompleteQueuesOnce", testCompleteQueuesOnce},
+		{"CompleteOnce", testCompleteOnce},
 		{"CompleteForPerson", testCompleteForPerson},
 		{"CompleteKeepsTimes", testCompleteKeepsTimes},
 		{"CompleteUnknown", testCompleteUnknown},
@@ -56,8 +54,8 @@ func RunStore(t *testing.T, open func(t *testing.T) (task.Store, Messages)) {
 		{"CompleteConcurrent", testCompleteConcurrent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, msgs := open(t)
-			tc.fn(t, s, msgs)
+			s, in := open(t)
+			tc.fn(t, s, in)
 		})
 	}
 }
@@ -116,27 +114,40 @@ func sameIDs(t *testing.T, what string, got []task.Task, want ...task.ID) {
 	}
 }
 
-func messages(t *testing.T, msgs Messages, p troupe.ProjectID) []troupe.Message {
-	t.Helper()
-	ms, err := msgs(t.Context(), p)
-	if err != nil {
-		t.Fatalf("messages of %s: %v", p, err)
-	}
-	return ms
-}
-
 func completion(tk task.Task) troupe.Message {
 	return troupe.Message{Project: tk.Project, To: tk.Owner, From: task.From, Kind: troupe.KindTask,
 		Text: "task " + string(tk.ID) + " `make test` exited 0 after 1.0s."}
 }
 
-func testCreateAndGet(t *testing.T, s task.Store, _ Messages) {
+// post appends tk's completion message to in as the Manager does, and
+// returns its id.
+func post(t *testing.T, in task.Inbox, tk task.Task) int64 {
+	t.Helper()
+	m, _, err := in.AppendOnce(context.Background(), task.CompletionKey(tk.ID), completion(tk))
+	if err != nil {
+		t.Fatalf("append the completion of %s: %v", tk.ID, err)
+	}
+	return m.ID
+}
+
+// complete posts tk's completion and records end with it.
+func complete(t *testing.T, s task.Store, in task.Inbox, tk task.Task, end task.Result) (msgID int64, done bool) {
+	t.Helper()
+	msgID = post(t, in, tk)
+	done, err := s.CompleteTask(t.Context(), tk.ID, end, msgID)
+	if err != nil {
+		t.Fatalf("CompleteTask(%s): %v", tk.ID, err)
+	}
+	return msgID, done
+}
+
+func testCreateAndGet(t *testing.T, s task.Store, _ task.Inbox) {
 	want := newTask("a1", "p1", "dev")
 	create(t, s, want)
 	same(t, get(t, s, "p1", "a1"), want)
 }
 
-func testCreateDefaults(t *testing.T, s task.Store, _ Messages) {
+func testCreateDefaults(t *testing.T, s task.Store, _ task.Inbox) {
 	tk := newTask("a1", "p1", "dev")
 	tk.State, tk.StartedAt = "", time.Time{}
 	before := time.Now()
@@ -150,7 +161,7 @@ func testCreateDefaults(t *testing.T, s task.Store, _ Messages) {
 	}
 }
 
-func testCreateDuplicate(t *testing.T, s task.Store, _ Messages) {
+func testCreateDuplicate(t *testing.T, s task.Store, _ task.Inbox) {
 	create(t, s, newTask("a1", "p1", "dev"))
 	err := s.CreateTask(t.Context(), newTask("a1", "p2", "dev"))
 	if !errors.Is(err, troupe.ErrAlreadyExists) {
@@ -161,7 +172,7 @@ func testCreateDuplicate(t *testing.T, s task.Store, _ Messages) {
 	}
 }
 
-func testCreateInvalid(t *testing.T, s task.Store, _ Messages) {
+func testCreateInvalid(t *testing.T, s task.Store, _ task.Inbox) {
 	for name, edit := range map[string]func(*task.Task){
 		"no id":      func(tk *task.Task) { tk.ID = "" },
 		"no project": func(tk *task.Task) { tk.Project = "" },
@@ -182,7 +193,7 @@ func testCreateInvalid(t *testing.T, s task.Store, _ Messages) {
 
 // C1: a task is reached through its project only, even with the same
 // agent ids in both projects (a cp -r of a project).
-func testProjectScope(t *testing.T, s task.Store, msgs Messages) {
+func testProjectScope(t *testing.T, s task.Store, in task.Inbox) {
 	create(t, s, newTask("a1", "p1", "dev"))
 	create(t, s, newTask("b1", "p2", "dev"))
 	if _, err := s.Task(t.Context(), "p2", "a1"); !errors.Is(err, troupe.ErrNotFound) {
@@ -196,22 +207,15 @@ func testProjectScope(t *testing.T, s task.Store, msgs Messages) {
 		t.Fatal(err)
 	}
 	sameIDs(t, "Tasks(p1)", ts, "a1")
-	tk := get(t, s, "p2", "b1")
-	if _, done, err := s.CompleteTask(t.Context(), "b1", task.Result{State: task.Exited}, completion(tk)); err != nil || !done {
-		t.Fatalf("CompleteTask(b1): done %v, %v", done, err)
+	if _, done := complete(t, s, in, get(t, s, "p2", "b1"), task.Result{State: task.Exited}); !done {
+		t.Fatal("CompleteTask(b1): not done")
 	}
-	if ms := messages(t, msgs, "p1"); len(ms) != 0 {
-		t.Errorf("p1 got p2's completion: %+v", ms)
-	}
-	if ms := messages(t, msgs, "p2"); len(ms) != 1 || ms[0].Key() != (troupe.RuntimeKey{Project: "p2", Agent: "dev"}) {
-		t.Errorf("p2's messages: %+v, want one for p2/dev", ms)
-	}
-	if got := get(t, s, "p1", "a1"); got.State != task.Running {
-		t.Errorf("p1's a1 is %s after p2's b1 ended", got.State)
+	if got := get(t, s, "p1", "a1"); got.State != task.Running || got.Notified || got.MessageID != 0 {
+		t.Errorf("p1's a1 after p2's b1 ended: %+v, want running, not notified", got)
 	}
 }
 
-func testTasksOrder(t *testing.T, s task.Store, _ Messages) {
+func testTasksOrder(t *testing.T, s task.Store, _ task.Inbox) {
 	// Creation order, whatever the ids and start times say.
 	for i, id := range []task.ID{"c3", "a1", "b2"} {
 		tk := newTask(id, "p1", "dev")
@@ -228,14 +232,11 @@ func testTasksOrder(t *testing.T, s task.Store, _ Messages) {
 	}
 }
 
-func testRunningTasks(t *testing.T, s task.Store, _ Messages) {
+func testRunningTasks(t *testing.T, s task.Store, in task.Inbox) {
 	create(t, s, newTask("a1", "p1", "dev"))
 	create(t, s, newTask("a2", "p1", "dev"))
 	create(t, s, newTask("b1", "p2", "dev"))
-	tk := get(t, s, "p1", "a2")
-	if _, _, err := s.CompleteTask(t.Context(), "a2", task.Result{State: task.Killed}, completion(tk)); err != nil {
-		t.Fatal(err)
-	}
+	complete(t, s, in, get(t, s, "p1", "a2"), task.Result{State: task.Killed})
 	ts, err := s.RunningTasks(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -252,68 +253,51 @@ func testRunningTasks(t *testing.T, s task.Store, _ Messages) {
 	}
 }
 
-func testCompleteQueuesOnce(t *testing.T, s task.Store, msgs Messages) {
+func testCompleteOnce(t *testing.T, s task.Store, in task.Inbox) {
 	tk := newTask("a1", "p1", "dev")
 	create(t, s, tk)
 	end := task.Result{State: task.Exited, ExitCode: 3, EndedAt: base.Add(3 * time.Second)}
-	msg := completion(tk)
-	stored, done, err := s.CompleteTask(t.Context(), "a1", end, msg)
-	if err != nil || !done {
-		t.Fatalf("CompleteTask: done %v, %v", done, err)
-	}
-	if stored.ID <= 0 || stored.State != troupe.MsgQueued || stored.Kind != troupe.KindTask ||
-		stored.Key() != tk.Key() || stored.From != task.From || stored.Text != msg.Text || stored.CreatedAt.IsZero() {
-		t.Errorf("stored message %+v: want a queued task message to p1/dev with an id", stored)
+	msgID, done := complete(t, s, in, tk, end)
+	if !done {
+		t.Fatal("CompleteTask: not done")
 	}
 	want := tk
-	want.State, want.ExitCode, want.EndedAt, want.Notified = task.Exited, 3, end.EndedAt, true
+	want.State, want.ExitCode, want.EndedAt, want.Notified, want.MessageID = task.Exited, 3, end.EndedAt, true, msgID
 	same(t, get(t, s, "p1", "a1"), want)
 
+	// A second end, even with another message, changes nothing.
 	again := end
 	again.State, again.ExitCode = task.Killed, 9
-	if m, done, err := s.CompleteTask(t.Context(), "a1", again, msg); err != nil || done || m.ID != 0 {
-		t.Errorf("second CompleteTask: %+v, done %v, %v; want nothing, false, nil", m, done, err)
-	}
-	same(t, get(t, s, "p1", "a1"), want)
-	ms := messages(t, msgs, "p1")
-	if len(ms) != 1 || ms[0].ID != stored.ID || ms[0].State != troupe.MsgQueued || ms[0].Text != msg.Text {
-		t.Errorf("messages: %+v, want only the one queued completion", ms)
-	}
-}
-
-func testCompleteForPerson(t *testing.T, s task.Store, msgs Messages) {
-	tk := newTask("a1", "p1", troupe.Person)
-	create(t, s, tk)
-	// Project, To and Kind come from the task when empty.
-	stored, done, err := s.CompleteTask(t.Context(), "a1", task.Result{State: task.TimedOut, ExitCode: -1, Signal: "SIGTERM", Reason: "ran past its timeout"},
-		troupe.Message{From: task.From, Text: "done"})
-	if err != nil || !done {
-		t.Fatalf("CompleteTask: done %v, %v", done, err)
-	}
-	if stored.State != troupe.MsgDelivered || stored.DoneAt.IsZero() || stored.Key() != tk.Key() || stored.Kind != troupe.KindTask {
-		t.Errorf("person's completion %+v: want delivered (the person has no inbox), kind task, to p1/@person", stored)
-	}
-	got := get(t, s, "p1", "a1")
-	if got.State != task.TimedOut || got.Signal != "SIGTERM" || got.Reason != "ran past its timeout" || got.ExitCode != -1 || !got.Notified || got.EndedAt.IsZero() {
-		t.Errorf("task after completion: %+v", got)
-	}
-	if ms := messages(t, msgs, "p1"); len(ms) != 1 || ms[0].State != troupe.MsgDelivered {
-		t.Errorf("messages %+v, want one delivered", ms)
-	}
-}
-
-func testCompleteKeepsTimes(t *testing.T, s task.Store, msgs Messages) {
-	tk := newTask("a1", "p1", "dev")
-	create(t, s, tk)
-	msg := completion(tk)
-	msg.CreatedAt = base.Add(time.Minute)
-	stored, _, err := s.CompleteTask(t.Context(), "a1", task.Result{State: task.Exited, EndedAt: base.Add(30 * time.Second)}, msg)
+	other, _, err := in.AppendOnce(t.Context(), "other", completion(tk))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !stored.CreatedAt.Equal(msg.CreatedAt) {
-		t.Errorf("message created_at %v, want %v", stored.CreatedAt, msg.CreatedAt)
+	if done, err := s.CompleteTask(t.Context(), "a1", again, other.ID); err != nil || done {
+		t.Errorf("second CompleteTask: done %v, %v; want false, nil", done, err)
 	}
+	same(t, get(t, s, "p1", "a1"), want)
+}
+
+func testCompleteForPerson(t *testing.T, s task.Store, in task.Inbox) {
+	// A task of the person's ends like any other; its message is the
+	// inbox's business (delivered at once: the person has no inbox).
+	tk := newTask("a1", "p1", troupe.Person)
+	create(t, s, tk)
+	msgID, done := complete(t, s, in, tk, task.Result{State: task.TimedOut, ExitCode: -1, Signal: "SIGTERM", Reason: "ran past its timeout"})
+	if !done {
+		t.Fatal("CompleteTask: not done")
+	}
+	got := get(t, s, "p1", "a1")
+	if got.State != task.TimedOut || got.Signal != "SIGTERM" || got.Reason != "ran past its timeout" || got.ExitCode != -1 ||
+		!got.Notified || got.MessageID != msgID || got.EndedAt.IsZero() {
+		t.Errorf("task after completion: %+v", got)
+	}
+}
+
+func testCompleteKeepsTimes(t *testing.T, s task.Store, in task.Inbox) {
+	tk := newTask("a1", "p1", "dev")
+	create(t, s, tk)
+	complete(t, s, in, tk, task.Result{State: task.Exited, EndedAt: base.Add(30 * time.Second)})
 	if got := get(t, s, "p1", "a1"); !got.EndedAt.Equal(base.Add(30 * time.Second)) {
 		t.Errorf("ended_at %v, want %v", got.EndedAt, base.Add(30*time.Second))
 	}
@@ -321,61 +305,47 @@ func testCompleteKeepsTimes(t *testing.T, s task.Store, msgs Messages) {
 	tk2 := newTask("a2", "p1", "dev")
 	create(t, s, tk2)
 	before := time.Now()
-	if _, _, err := s.CompleteTask(t.Context(), "a2", task.Result{State: task.Lost}, completion(tk2)); err != nil {
-		t.Fatal(err)
-	}
+	complete(t, s, in, tk2, task.Result{State: task.Lost})
 	if got := get(t, s, "p1", "a2"); got.EndedAt.Before(before.Add(-time.Second)) || got.EndedAt.After(time.Now().Add(time.Second)) {
 		t.Errorf("ended_at %v, want about now", got.EndedAt)
 	}
-	if ms := messages(t, msgs, "p1"); len(ms) != 2 || ms[0].ID >= ms[1].ID {
-		t.Errorf("messages %+v, want two in increasing id order", ms)
-	}
 }
 
-func testCompleteUnknown(t *testing.T, s task.Store, msgs Messages) {
-	_, done, err := s.CompleteTask(t.Context(), "nope", task.Result{State: task.Exited},
-		troupe.Message{Project: "p1", To: "dev", From: task.From, Kind: troupe.KindTask, Text: "x"})
+func testCompleteUnknown(t *testing.T, s task.Store, in task.Inbox) {
+	msgID := post(t, in, newTask("nope", "p1", "dev"))
+	done, err := s.CompleteTask(t.Context(), "nope", task.Result{State: task.Exited}, msgID)
 	if !errors.Is(err, troupe.ErrNotFound) || done {
 		t.Errorf("CompleteTask(unknown): done %v, %v; want ErrNotFound", done, err)
 	}
-	if ms := messages(t, msgs, "p1"); len(ms) != 0 {
-		t.Errorf("messages %+v, want none", ms)
+	if _, err := s.Task(t.Context(), "p1", "nope"); !errors.Is(err, troupe.ErrNotFound) {
+		t.Errorf("Task(nope) after CompleteTask: %v, want ErrNotFound", err)
 	}
 }
 
-func testCompleteInvalid(t *testing.T, s task.Store, msgs Messages) {
+func testCompleteInvalid(t *testing.T, s task.Store, in task.Inbox) {
 	tk := newTask("a1", "p1", "dev")
 	create(t, s, tk)
-	good := completion(tk)
+	msgID := post(t, in, tk)
 	for name, tc := range map[string]struct {
-		end task.Result
-		msg func(troupe.Message) troupe.Message
+		end   task.Result
+		msgID int64
 	}{
-		"running end":   {task.Result{State: task.Running}, nil},
-		"empty end":     {task.Result{}, nil},
-		"other project": {task.Result{State: task.Exited}, func(m troupe.Message) troupe.Message { m.Project = "p2"; return m }},
-		"other agent":   {task.Result{State: task.Exited}, func(m troupe.Message) troupe.Message { m.To = "qa"; return m }},
-		"other kind":    {task.Result{State: task.Exited}, func(m troupe.Message) troupe.Message { m.Kind = troupe.KindMessage; return m }},
+		"running end":         {task.Result{State: task.Running}, msgID},
+		"empty end":           {task.Result{}, msgID},
+		"no message":          {task.Result{State: task.Exited}, 0},
+		"negative message id": {task.Result{State: task.Exited}, -1},
 	} {
-		msg := good
-		if tc.msg != nil {
-			msg = tc.msg(msg)
-		}
-		if _, done, err := s.CompleteTask(t.Context(), "a1", tc.end, msg); !errors.Is(err, troupe.ErrInvalid) || done {
+		if done, err := s.CompleteTask(t.Context(), "a1", tc.end, tc.msgID); !errors.Is(err, troupe.ErrInvalid) || done {
 			t.Errorf("%s: done %v, %v; want ErrInvalid", name, done, err)
 		}
 	}
 	same(t, get(t, s, "p1", "a1"), tk)
-	for _, p := range []troupe.ProjectID{"p1", "p2"} {
-		if ms := messages(t, msgs, p); len(ms) != 0 {
-			t.Errorf("messages of %s: %+v, want none", p, ms)
-		}
-	}
 }
 
 // Two watchers (an old and a new Manager, or adoption racing a live
-// watcher) may complete the same task: exactly one wins.
-func testCompleteConcurrent(t *testing.T, s task.Store, msgs Messages) {
+// watcher) may complete the same task: exactly one wins, and the task
+// names the one message both appended.
+func testCompleteConcurrent(t *testing.T, s task.Store, in task.Inbox) {
 	const tasks, racers = 4, 8
 	for i := range tasks {
 		create(t, s, newTask(task.ID(fmt.Sprintf("t%d", i)), "p1", "dev"))
@@ -383,30 +353,43 @@ func testCompleteConcurrent(t *testing.T, s task.Store, msgs Messages) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	wins := map[task.ID]int{}
+	msgs := map[task.ID]map[int64]bool{}
 	for i := range tasks {
-		id := task.ID(fmt.Sprintf("t%d", i))
+		tk := get(t, s, "p1", task.ID(fmt.Sprintf("t%d", i)))
+		mu.Lock() // racers of earlier tasks read msgs
+		msgs[tk.ID] = map[int64]bool{}
+		mu.Unlock()
 		for range racers {
 			wg.Go(func() {
-				_, done, err := s.CompleteTask(context.Background(), id, task.Result{State: task.Exited},
-					troupe.Message{Project: "p1", To: "dev", From: task.From, Kind: troupe.KindTask, Text: string(id)})
+				m, _, err := in.AppendOnce(context.Background(), task.CompletionKey(tk.ID), completion(tk))
 				if err != nil {
-					t.Errorf("CompleteTask(%s): %v", id, err)
+					t.Errorf("append the completion of %s: %v", tk.ID, err)
+					return
 				}
+				done, err := s.CompleteTask(context.Background(), tk.ID, task.Result{State: task.Exited}, m.ID)
+				if err != nil {
+					t.Errorf("CompleteTask(%s): %v", tk.ID, err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				msgs[tk.ID][m.ID] = true
 				if done {
-					mu.Lock()
-					wins[id]++
-					mu.Unlock()
+					wins[tk.ID]++
 				}
 			})
 		}
 	}
 	wg.Wait()
 	for i := range tasks {
-		if id := task.ID(fmt.Sprintf("t%d", i)); wins[id] != 1 {
+		id := task.ID(fmt.Sprintf("t%d", i))
+		if wins[id] != 1 {
 			t.Errorf("%s completed %d times, want 1", id, wins[id])
 		}
-	}
-	if ms := messages(t, msgs, "p1"); len(ms) != tasks {
-		t.Errorf("%d messages, want %d", len(ms), tasks)
+		if len(msgs[id]) != 1 {
+			t.Errorf("%s: the racers appended messages %v, want one", id, msgs[id])
+		}
+		if got := get(t, s, "p1", id); !msgs[id][got.MessageID] || !got.Notified {
+			t.Errorf("%s: message id %d notified %v, want the one message appended", id, got.MessageID, got.Notified)
+		}
 	}
 }

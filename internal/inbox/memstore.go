@@ -1,4 +1,4 @@
-package runtime
+package inbox
 
 import (
 	"context"
@@ -20,34 +20,60 @@ type MemStore struct {
 	msgs     []troupe.Message // in ID order
 	requests map[troupe.RequestID]troupe.Request
 	reqMsg   map[troupe.RequestID]int64
+	once     map[onceKey]int64 // AppendOnce's keys: the id of the message each stored
+}
+
+// onceKey is an idempotency key, scoped by project.
+type onceKey struct {
+	project troupe.ProjectID
+	key     string
 }
 
 var _ Store = (*MemStore)(nil)
 
 // NewMemStore returns an empty store.
 func NewMemStore() *MemStore {
-	return &MemStore{next: 1, requests: map[troupe.RequestID]troupe.Request{}, reqMsg: map[troupe.RequestID]int64{}}
+	return &MemStore{next: 1, requests: map[troupe.RequestID]troupe.Request{},
+		reqMsg: map[troupe.RequestID]int64{}, once: map[onceKey]int64{}}
 }
 
-func (s *MemStore) appendLocked(m troupe.Message) troupe.Message {
+// storeLocked gives m the next ID and stores it as it is.
+func (s *MemStore) storeLocked(m troupe.Message) troupe.Message {
 	m.ID = s.next
 	s.next++
-	m.State = troupe.MsgQueued
-	if m.CreatedAt.IsZero() {
-		m.CreatedAt = time.Now().UTC()
-	}
 	s.msgs = append(s.msgs, m)
 	return m
 }
 
+// appendLocked admits m (Admit) and stores it.
+func (s *MemStore) appendLocked(m troupe.Message) troupe.Message {
+	return s.storeLocked(Admit(m, time.Now().UTC()))
+}
+
 // Append implements Store.
 func (s *MemStore) Append(_ context.Context, m troupe.Message) (troupe.Message, error) {
-	if !m.Key().Valid() {
-		return troupe.Message{}, fmt.Errorf("append message: recipient %q: %w", m.Key(), troupe.ErrInvalid)
+	if err := CheckKey(m); err != nil {
+		return troupe.Message{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.appendLocked(m), nil
+}
+
+// AppendOnce implements Store.
+func (s *MemStore) AppendOnce(_ context.Context, key string, m troupe.Message) (troupe.Message, bool, error) {
+	if err := CheckOnce(key, m); err != nil {
+		return troupe.Message{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := onceKey{m.Project, key}
+	if id, ok := s.once[k]; ok {
+		return s.msgs[id-1], false, nil // ids are dense from 1
+	}
+	m = s.appendLocked(m)
+	s.once[k] = m.ID
+	return m, true, nil
 }
 
 // Ask implements Store.
@@ -196,10 +222,8 @@ func (s *MemStore) finishLocked(id troupe.RequestID, state troupe.RequestState, 
 			}
 		}
 	}
-	m := s.appendLocked(r.Outcome())
-	if !r.Detached || r.From == troupe.Person {
-		s.msgs[len(s.msgs)-1].State = troupe.MsgDelivered
-		s.msgs[len(s.msgs)-1].DoneAt = now
+	m := s.storeLocked(Outcome(r, now))
+	if m.State != troupe.MsgQueued {
 		return r, nil, true
 	}
 	return r, &m, true

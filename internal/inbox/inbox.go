@@ -1,0 +1,163 @@
+// Package inbox is the one door to troupe's durable inboxes: the Store
+// every message and every request goes through (contracts C5 and C6), the
+// rules every store applies the same way (Admit, Outcome), and MemStore,
+// the reference implementation in memory. The contract suite that holds
+// every Store to MemStore's behaviour is internal/inbox/inboxtest.
+//
+// Messages and requests are one store: a request's outcome is a message,
+// and the end of a turn ends its messages and its requests in one
+// transaction, so a daemon killed at the end of a turn never leaves a
+// delivered ask whose request stays pending.
+//
+// Concurrency: a Store is safe for concurrent use; every method is one
+// transaction. The runtime calls a key's inbox methods from that key's
+// actor only, and request methods from anywhere; other components (the
+// task manager) only append, from any goroutine.
+//
+// Who imports it: internal/runtime (it delivers inboxes), internal/store/sqlite
+// (it implements Store), internal/daemon (wiring), and tests. It imports
+// the standard library and internal/troupe only; the task manager reaches
+// it through the small interface it defines itself (task.Inbox).
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// RequestResult is the outcome a turn gives one request it handled.
+type RequestResult struct {
+	ID     troupe.RequestID
+	State  troupe.RequestState
+	Answer string
+	Error  string
+}
+
+// Finished is a request a store call ended, and the outcome message it
+// queued in the asker's inbox (nil when none).
+type Finished struct {
+	Request troupe.Request
+	Queued  *troupe.Message
+}
+
+// Store keeps inboxes, requests and conversations durably (contract C6).
+// Every method is one transaction. Implementations must be safe for
+// concurrent use.
+//
+// Every message a store accepts goes through Admit: queued in its
+// recipient's inbox, except a message to troupe.Person, who has no inbox,
+// which is recorded as delivered at once and never queued.
+type Store interface {
+	// Append accepts a message into its recipient's inbox (m.Key()). The
+	// store assigns ID, sets State (Admit) and CreatedAt if zero. A key
+	// that is not valid fails with troupe.ErrInvalid and stores nothing.
+	Append(ctx context.Context, m troupe.Message) (troupe.Message, error)
+	// AppendOnce is Append with an idempotency key, unique within m's
+	// project: the first call with a key stores m and returns it with
+	// added == true; every later call with the same key and project,
+	// concurrent ones included, stores nothing and returns the message
+	// the first one stored, as it is now (its state may have moved on),
+	// with added == false. The key is the store's: it is not part of the
+	// message. An empty key fails with troupe.ErrInvalid.
+	AppendOnce(ctx context.Context, key string, m troupe.Message) (stored troupe.Message, added bool, err error)
+	// Ask records a pending request and its ask (or delegate) message in one
+	// transaction, and returns the stored message.
+	Ask(ctx context.Context, r troupe.Request, m troupe.Message) (troupe.Message, error)
+	// Pending returns the queued messages of k in ID order.
+	Pending(ctx context.Context, k troupe.RuntimeKey) ([]troupe.Message, error)
+	// StartTurn moves the given queued messages of k to in_turn for turn.
+	StartTurn(ctx context.Context, k troupe.RuntimeKey, ids []int64, turn troupe.TurnID) error
+	// EndTurn moves every in_turn message of turn to state (delivered or
+	// failed) with reason and, in the same transaction, ends each request of
+	// results as FinishRequest would. It returns the requests it ended (those
+	// still pending), each with its queued outcome message if any.
+	EndTurn(ctx context.Context, k troupe.RuntimeKey, turn troupe.TurnID, state troupe.MessageState, reason string, results []RequestResult) ([]Finished, error)
+	// Expire moves every queued or in_turn message of k to expired.
+	Expire(ctx context.Context, k troupe.RuntimeKey, reason string) (int, error)
+	// Recover is called once at start: messages left in_turn by a daemon
+	// that died go back to queued, marked redelivered. It returns every key
+	// that has queued messages.
+	Recover(ctx context.Context) ([]troupe.RuntimeKey, error)
+	// Conversation lists a project's messages in ID order, after the given
+	// ID, at most limit (0: no limit); with agent set, only those from or to
+	// that agent.
+	Conversation(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error)
+
+	// FinishRequest ends a pending request with state, answer and error
+	// text, and records its outcome (Outcome) in the conversation in the
+	// same transaction: queued in the asker's inbox, and returned as
+	// queued so the caller wakes the asker, when the request is detached
+	// (the asker stopped waiting, and always for delegations); otherwise
+	// delivered (the asker got the answer from its call). A request that
+	// is no longer pending is returned unchanged with done == false. A
+	// failed or no_reply outcome also expires the request's message if it
+	// is still queued (its recipient never started on it), with errText as
+	// reason.
+	FinishRequest(ctx context.Context, id troupe.RequestID, state troupe.RequestState, answer, errText string) (r troupe.Request, queued *troupe.Message, done bool, err error)
+	// Detach marks a pending request detached. It returns the request as
+	// it is; if it is no longer pending, its outcome is final and the caller
+	// returns it instead of a request id.
+	Detach(ctx context.Context, id troupe.RequestID) (troupe.Request, error)
+	// Request returns one request of project p (troupe.ErrNotFound when the
+	// id is unknown or belongs to another project).
+	Request(ctx context.Context, p troupe.ProjectID, id troupe.RequestID) (troupe.Request, error)
+	// PendingRequests lists every pending request, for the watchdogs to
+	// re-arm after a restart.
+	PendingRequests(ctx context.Context) ([]troupe.Request, error)
+	// ExpireProject ends everything of a removed project: queued and
+	// in_turn messages expire, pending requests fail with reason.
+	ExpireProject(ctx context.Context, p troupe.ProjectID, reason string) error
+}
+
+// Admit returns m as a store accepts it at now: queued in its recipient's
+// inbox, with CreatedAt set to now when zero; or, for troupe.Person, who
+// has no inbox, delivered at once (DoneAt now). This is the only place
+// the rule is written; every Store calls it for every message it stores.
+func Admit(m troupe.Message, now time.Time) troupe.Message {
+	if m.CreatedAt.IsZero() {
+		m.CreatedAt = now
+	}
+	m.State = troupe.MsgQueued
+	if m.To == troupe.Person {
+		m.State, m.DoneAt = troupe.MsgDelivered, now
+	}
+	return m
+}
+
+// Outcome returns the message that records finished request r's outcome
+// at now, as a store keeps it: admitted into the asker's inbox when r is
+// detached, else delivered, since the asker got the answer from its call.
+func Outcome(r troupe.Request, now time.Time) troupe.Message {
+	m := r.Outcome()
+	m.CreatedAt = now
+	if !r.Detached {
+		m.State, m.DoneAt = troupe.MsgDelivered, now
+		return m
+	}
+	return Admit(m, now)
+}
+
+// CheckKey refuses a message whose recipient is not a project-qualified
+// key (contract C1) with troupe.ErrInvalid. Stores call it before they
+// store anything.
+func CheckKey(m troupe.Message) error {
+	if !m.Key().Valid() {
+		return fmt.Errorf("append message: recipient %q: %w", m.Key(), troupe.ErrInvalid)
+	}
+	return nil
+}
+
+// CheckOnce is CheckKey for AppendOnce, which also refuses an empty
+// idempotency key with troupe.ErrInvalid.
+func CheckOnce(key string, m troupe.Message) error {
+	if err := CheckKey(m); err != nil {
+		return err
+	}
+	if key == "" {
+		return fmt.Errorf("append message to %s: empty idempotency key: %w", m.Key(), troupe.ErrInvalid)
+	}
+	return nil
+}
