@@ -45,8 +45,8 @@ func newFixtureWith(t *testing.T, o api.Options) *fixture {
 	t.Helper()
 	hub := events.New(events.Options{})
 	reg, err := project.Open(context.Background(), project.Options{Store: project.NewMemStore(),
-		OnTeamChange: func(c project.TeamChange) {
-			hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{Project: c.Project, Added: c.Added, Removed: c.Removed, Changed: c.Changed, Error: c.Error})
+		OnTeamChange: func(c troupe.TeamChange) {
+			hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})
 		}})
 	if err != nil {
 		t.Fatal(err)

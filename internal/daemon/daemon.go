@@ -126,8 +126,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Grants: tokens, MCPURL: "http://" + addr + "/mcp", Briefing: notes.Briefing,
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
-	reg.Listen(func(c project.TeamChange) {
-		hub.Publish(troupe.RuntimeKey{Project: c.Project}, teamChanged(c))
+	reg.Listen(func(c troupe.TeamChange) {
+		hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})
 		rt.TeamChanged(c)
 	}, func(id troupe.ProjectID) {
 		hub.Publish(troupe.RuntimeKey{Project: id}, events.ProjectRemoved{Project: id})
@@ -239,9 +239,4 @@ func killTasks(ctx context.Context, log *slog.Logger, tasks *task.Manager, p tro
 			log.Warn("kill task of a removed project", "project", p, "task", t.ID, "err", err)
 		}
 	}
-}
-
-// teamChanged is the event of a team reload.
-func teamChanged(c project.TeamChange) events.TeamChanged {
-	return events.TeamChanged{Project: c.Project, Added: c.Added, Removed: c.Removed, Changed: c.Changed, Error: c.Error}
 }

@@ -54,15 +54,10 @@ type DaemonStarted struct {
 	Addr string `json:"addr"`
 }
 
-// TeamChanged: a project's team file was (re)loaded. Its lists are empty
-// when Error is set: the last good team stays in force.
-type TeamChanged struct {
-	Project troupe.ProjectID `json:"project"`
-	Added   []troupe.AgentID `json:"added,omitempty"`
-	Removed []troupe.AgentID `json:"removed,omitempty"`
-	Changed []troupe.AgentID `json:"changed,omitempty"`
-	Error   string           `json:"error,omitempty"`
-}
+// TeamChanged: a project's team file was (re)loaded (its data is the
+// change). Its lists are empty when Error is set: the last good team stays
+// in force.
+type TeamChanged struct{ troupe.TeamChange }
 
 // ProjectRemoved: a project was unregistered.
 type ProjectRemoved struct {

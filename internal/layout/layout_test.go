@@ -66,6 +66,9 @@ var never = map[string][]string{
 	// Engines see the vocabulary, the tool catalogue and their own seam only.
 	"internal/engine":      {mod + "internal/project", mod + "internal/runtime"},
 	"internal/engine/fake": {mod + "internal/project", mod + "internal/runtime"},
+	// The runtime drives engines through their seam and reads teams
+	// through its own interface: no project registry, store or transport.
+	"internal/runtime": {mod + "internal/project", mod + "internal/store/sqlite", mod + "internal/mcp", mod + "internal/api"},
 	// The MCP endpoint serves whatever catalogue it is given.
 	"internal/mcp":  {mod + "internal/runtime", mod + "internal/project"},
 	"internal/tool": {mod + "internal/runtime", mod + "internal/engine", mod + "internal/project"},

@@ -21,23 +21,6 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// TeamChange describes what a reload of a team file changed. Agents whose
-// definition did not change are in none of the lists and keep running.
-type TeamChange struct {
-	Project troupe.ProjectID `json:"project"`
-	Added   []troupe.AgentID `json:"added,omitempty"`
-	Removed []troupe.AgentID `json:"removed,omitempty"`
-	Changed []troupe.AgentID `json:"changed,omitempty"`
-	// Error is the current load error, empty when the file is good. When it
-	// is set the lists are empty: the last good team stays in force.
-	Error string `json:"error,omitempty"`
-}
-
-// Empty reports whether the change changes nothing.
-func (c TeamChange) Empty() bool {
-	return len(c.Added)+len(c.Removed)+len(c.Changed) == 0 && c.Error == ""
-}
-
 // Info is a registered project with its team state.
 type Info struct {
 	troupe.Project
@@ -56,7 +39,7 @@ type Options struct {
 	// neither: read the teams loaded at start with List. It must not block
 	// for long and must not call back into the Registry while holding its
 	// own locks. Listen sets it after Open instead.
-	OnTeamChange func(TeamChange)
+	OnTeamChange func(troupe.TeamChange)
 	// OnRemove, if set, is called after a project is removed.
 	OnRemove func(troupe.ProjectID)
 	// Check, if set, validates each agent's engine options whenever a team
@@ -84,7 +67,7 @@ type Registry struct {
 	// mu guards the fields below.
 	mu       sync.Mutex
 	projects map[troupe.ProjectID]*entry
-	onChange func(TeamChange)
+	onChange func(troupe.TeamChange)
 	onRemove func(troupe.ProjectID)
 	watcher  *fsnotify.Watcher // Run's, while it runs; nil otherwise
 }
@@ -124,7 +107,7 @@ func Open(ctx context.Context, o Options) (*Registry, error) {
 // Listen sets the functions called after later team changes and project
 // removals, replacing Options.OnTeamChange and OnRemove: for a caller whose
 // listeners need the registry built first. Call it before Run and Add.
-func (r *Registry) Listen(onChange func(TeamChange), onRemove func(troupe.ProjectID)) {
+func (r *Registry) Listen(onChange func(troupe.TeamChange), onRemove func(troupe.ProjectID)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.onChange, r.onRemove = onChange, onRemove
@@ -258,12 +241,12 @@ func (r *Registry) reload(ctx context.Context, id troupe.ProjectID, initial bool
 // load loads the team file of project id, and returns what changed and
 // whether that is worth telling. initial compares with no team, for a
 // project just loaded or added.
-func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial bool) (change TeamChange, tell bool) {
+func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial bool) (change troupe.TeamChange, tell bool) {
 	r.mu.Lock()
 	e, ok := r.projects[id]
 	if !ok {
 		r.mu.Unlock()
-		return TeamChange{}, false
+		return troupe.TeamChange{}, false
 	}
 	path := filepath.Join(e.info.Path, TeamFile)
 	r.mu.Unlock()
@@ -287,9 +270,9 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial bool) 
 	e, ok = r.projects[id]
 	if !ok {
 		r.mu.Unlock()
-		return TeamChange{}, false
+		return troupe.TeamChange{}, false
 	}
-	change = TeamChange{Project: id}
+	change = troupe.TeamChange{Project: id}
 	e.loaded = true
 	oldTeam := e.info.Team
 	if initial {
@@ -323,7 +306,7 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial bool) 
 	return change, initial || !change.Empty() || hadErr
 }
 
-func (r *Registry) notify(c TeamChange) {
+func (r *Registry) notify(c troupe.TeamChange) {
 	r.mu.Lock()
 	f := r.onChange
 	r.mu.Unlock()

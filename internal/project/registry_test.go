@@ -49,9 +49,9 @@ func TestFailingCheckKeepsLastGoodTeam(t *testing.T) {
 	os.MkdirAll(filepath.Dir(file), 0o755)
 	good := leadHead + "[agent.fake]\nrespond = \"ok\"\n"
 	os.WriteFile(file, []byte(good), 0o644)
-	var changes []TeamChange
+	var changes []troupe.TeamChange
 	r, err := Open(context.Background(), Options{Store: NewMemStore(), Check: checkFake,
-		OnTeamChange: func(c TeamChange) { changes = append(changes, c) }})
+		OnTeamChange: func(c troupe.TeamChange) { changes = append(changes, c) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,9 +102,9 @@ func TestOpenNotifiesNobody(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	changes := make(chan TeamChange, 10)
+	changes := make(chan troupe.TeamChange, 10)
 	r, err := Open(context.Background(), Options{Store: store, Debounce: time.Millisecond,
-		OnTeamChange: func(c TeamChange) { changes <- c }})
+		OnTeamChange: func(c troupe.TeamChange) { changes <- c }})
 	if err != nil {
 		t.Fatal(err)
 	}

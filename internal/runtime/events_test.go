@@ -9,7 +9,6 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/events"
-	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -84,7 +83,7 @@ func TestSessionIDIsResumedByTheNextSession(t *testing.T) {
 		if len(specs) != 2 || specs[0].Resume != "" || specs[1].Resume != "sess-42" {
 			t.Fatalf("starts resumed %v, want a new conversation then sess-42", resumes(specs))
 		}
-		h.rt.TeamChanged(project.TeamChange{Project: p1, Removed: []troupe.AgentID{"researcher"}})
+		h.rt.TeamChanged(troupe.TeamChange{Project: p1, Removed: []troupe.AgentID{"researcher"}})
 		if id := h.rt.resumeID(r); id != "" {
 			t.Errorf("after removal the runtime still keeps conversation %q", id)
 		}

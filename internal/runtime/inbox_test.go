@@ -8,7 +8,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -218,7 +217,7 @@ func TestTeamChangeRestartsOnlyChangedAgents(t *testing.T) {
 		if h.eng.starts != 2 {
 			t.Fatalf("starts = %d, want 2", h.eng.starts)
 		}
-		h.rt.TeamChanged(project.TeamChange{Project: p1, Changed: []troupe.AgentID{"researcher"}})
+		h.rt.TeamChanged(troupe.TeamChange{Project: p1, Changed: []troupe.AgentID{"researcher"}})
 		h.rt.Ask(ctx, lead, troupe.Person, "again", 0)
 		h.rt.Ask(ctx, res, troupe.Person, "again", 0)
 		if h.eng.starts != 3 {
@@ -229,7 +228,7 @@ func TestTeamChangeRestartsOnlyChangedAgents(t *testing.T) {
 		h.rt.Send(ctx, res, troupe.Person, troupe.KindMessage, "queued behind")
 		synctest.Wait()
 		teams[p1] = teams[p1][:1] // the registry drops the agent, then tells the runtime
-		h.rt.TeamChanged(project.TeamChange{Project: p1, Removed: []troupe.AgentID{"researcher"}})
+		h.rt.TeamChanged(troupe.TeamChange{Project: p1, Removed: []troupe.AgentID{"researcher"}})
 		synctest.Wait()
 		conv, _ := h.store.Conversation(ctx, p1, "researcher", 0, 0)
 		for _, m := range conv {

@@ -30,7 +30,6 @@ import (
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/inbox"
-	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -216,7 +215,7 @@ func (r *Runtime) Activity(k troupe.RuntimeKey) engine.Activity {
 // TeamChanged applies a team reload: removed agents stop and their
 // undelivered mail expires; changed agents get a new session at their next
 // turn boundary; unchanged agents are not touched.
-func (r *Runtime) TeamChanged(c project.TeamChange) {
+func (r *Runtime) TeamChanged(c troupe.TeamChange) {
 	for _, name := range c.Removed {
 		k := troupe.RuntimeKey{Project: c.Project, Agent: name}
 		if a := r.actor(k); a != nil {

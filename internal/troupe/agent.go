@@ -19,3 +19,20 @@ type AgentSpec struct {
 	// Line is the line of the [[agent]] header in the file, for errors.
 	Line int `json:"-"`
 }
+
+// TeamChange describes what a reload of a team file changed. Agents whose
+// definition did not change are in none of the lists and keep running.
+type TeamChange struct {
+	Project ProjectID `json:"project"`
+	Added   []AgentID `json:"added,omitempty"`
+	Removed []AgentID `json:"removed,omitempty"`
+	Changed []AgentID `json:"changed,omitempty"`
+	// Error is the current load error, empty when the file is good. When it
+	// is set the lists are empty: the last good team stays in force.
+	Error string `json:"error,omitempty"`
+}
+
+// Empty reports whether the change changes nothing.
+func (c TeamChange) Empty() bool {
+	return len(c.Added)+len(c.Removed)+len(c.Changed) == 0 && c.Error == ""
+}
