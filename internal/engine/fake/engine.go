@@ -126,7 +126,9 @@ func checkDir(dir string) error {
 }
 
 // ToolCallLimit implements engine.ToolCallLimiter: the agent's
-// tool_timeout option, which its MCP client enforces (0: none).
+// tool_timeout option, which its MCP client enforces (0: none). Options
+// that Check refuses never reach here from a loaded team; given anyway,
+// they read as no limit, and Start fails with Check's error.
 func (e *Engine) ToolCallLimit(agent troupe.AgentSpec) time.Duration {
 	opts, err := parseOptions(agent.Name, agent.Options)
 	if err != nil {
