@@ -26,6 +26,7 @@ func TestEngineEventsReachTheFeedTypedAndClipped(t *testing.T) {
 		if err != nil || req.Answer != "Read:true Bash:false" {
 			t.Fatalf("ask = %+v, %v; want the approver to allow Read (allowed_tools) and deny Bash", req, err)
 		}
+		synctest.Wait() // the actor publishes turn.ended after the answer is out
 		got := map[events.Type]json.RawMessage{}
 	drain:
 		for {
