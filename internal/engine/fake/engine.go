@@ -152,8 +152,8 @@ const (
 var inheritedEnv = []string{"PATH", "HOME", "TMPDIR", "LANG", "GORACE"}
 
 // childEnv builds a child's environment (C11) with proc.Env: a few
-// variables of ours, the agent's env, ChildEnv=1 and extra; never CLAUDECODE
-// or CLAUDE_CODE_*. The child is a Go program (troupe or a test binary):
+// variables of ours, the agent's env, ChildEnv=1 and extra; never the
+// nested-session markers (proc.NestedSessionVars). The child is a Go program (troupe or a test binary):
 // unless GORACE is set, a race-enabled child is told not to pause 1 s at
 // exit (the race runtime's default), which would slow every Close.
 func childEnv(agent map[string]string, extra ...string) []string {

@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/troupe-dev/troupe/internal/engine/proc"
 )
 
 func TestDecode(t *testing.T) {
@@ -219,7 +222,7 @@ func TestChildEnv(t *testing.T) {
 		t.Errorf("env %v", env)
 	}
 	for k := range m {
-		if k == "CLAUDECODE" || strings.HasPrefix(k, "CLAUDE_CODE_") {
+		if slices.Contains(proc.NestedSessionVars, k) {
 			t.Errorf("env has %s", k)
 		}
 	}

@@ -492,7 +492,7 @@ func TestChildEnvIsBuilt(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
 	spec := engine.StartSpec{}
 	spec.Agent.Name = "a"
-	spec.Agent.Env = map[string]string{"AGENT_VAR": "v", "CLAUDE_CODE_X": "y", ChildEnv: "0"}
+	spec.Agent.Env = map[string]string{"AGENT_VAR": "v", "CLAUDE_CODE_X": "y", ChildEnv: "0"} // the person's Claude settings pass
 	s := startAgent(t, Options{}, spec)
 	names := []string{"PATH", "HOME", "AGENT_VAR", ChildEnv, "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_X", "TROUPE_TEST_LEAK"}
 	var lines []string
@@ -502,7 +502,7 @@ func TestChildEnvIsBuilt(t *testing.T) {
 	outputs, _ := turn(t, s, "t1", strings.Join(lines, "\n"))
 	want := []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "AGENT_VAR=v", ChildEnv + "=1",
-		"CLAUDECODE unset", "CLAUDE_CODE_ENTRYPOINT unset", "CLAUDE_CODE_X unset", "TROUPE_TEST_LEAK unset",
+		"CLAUDECODE unset", "CLAUDE_CODE_ENTRYPOINT unset", "CLAUDE_CODE_X=y", "TROUPE_TEST_LEAK unset",
 	}
 	if !slices.Equal(outputs, want) {
 		t.Errorf("child env:\n got %q\nwant %q", outputs, want)

@@ -372,12 +372,18 @@ func (s *stdin) Close() error {
 	return s.f.Close()
 }
 
+// NestedSessionVars are set by Claude Code in the processes it runs; a
+// child that inherits them takes itself for a nested session.
+var NestedSessionVars = []string{"CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT"}
+
 // Env builds a child's environment (C11): the daemon's variables named in
 // allow, then the agent's env table, then extra ("KEY=value" entries; one
 // without "=" is ignored), each later source overriding an earlier one.
-// CLAUDECODE and CLAUDE_CODE_* are never passed on, whatever their source:
-// a Claude Code child would take itself for a nested session. The result
-// is sorted.
+// The variables that mark a process as running inside a Claude Code
+// session (NestedSessionVars) are never passed on, whatever their source:
+// a Claude Code child would take itself for a nested session. The person's
+// own Claude settings (CLAUDE_CODE_USE_BEDROCK, CLAUDE_CODE_MAX_RETRIES,
+// ...) are theirs to pass, like any variable (C11). The result is sorted.
 func Env(allow []string, agentEnv map[string]string, extra ...string) []string {
 	vars := make(map[string]string, len(allow)+len(agentEnv)+len(extra))
 	for _, k := range allow {
@@ -395,7 +401,7 @@ func Env(allow []string, agentEnv map[string]string, extra ...string) []string {
 	}
 	env := make([]string, 0, len(vars))
 	for k, v := range vars {
-		if k == "" || k == "CLAUDECODE" || strings.HasPrefix(k, "CLAUDE_CODE_") {
+		if k == "" || slices.Contains(NestedSessionVars, k) {
 			continue
 		}
 		env = append(env, k+"="+v)

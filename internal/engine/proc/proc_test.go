@@ -288,9 +288,10 @@ func TestEnv(t *testing.T) {
 	t.Setenv("TROUPE_TEST_LEAK", "leaked")
 	os.Unsetenv("TROUPE_TEST_MISSING")
 	allow := []string{"TROUPE_TEST_KEEP", "TROUPE_TEST_OVERRIDDEN", "TROUPE_TEST_MISSING", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT"}
-	agent := map[string]string{"TROUPE_TEST_OVERRIDDEN": "agent", "AGENT_VAR": "a=b", "CLAUDE_CODE_X": "y", "EXTRA": "agent"}
+	agent := map[string]string{"TROUPE_TEST_OVERRIDDEN": "agent", "AGENT_VAR": "a=b", "CLAUDE_CODE_SSE_PORT": "9", "EXTRA": "agent"}
 	env := Env(allow, agent, "EXTRA=extra", "CLAUDECODE=1", "CLAUDE_CODE_USE_BEDROCK=1", "no equals sign")
-	want := []string{"AGENT_VAR=a=b", "EXTRA=extra", "TROUPE_TEST_KEEP=daemon", "TROUPE_TEST_OVERRIDDEN=agent"}
+	// The person's own Claude settings pass; the nested-session markers never do.
+	want := []string{"AGENT_VAR=a=b", "CLAUDE_CODE_USE_BEDROCK=1", "EXTRA=extra", "TROUPE_TEST_KEEP=daemon", "TROUPE_TEST_OVERRIDDEN=agent"}
 	if !slices.Equal(env, want) {
 		t.Errorf("Env:\n got %q\nwant %q", env, want)
 	}
