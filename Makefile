@@ -4,7 +4,15 @@ BIN     := bin/troupe
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/troupe-dev/troupe/internal/cli.Version=$(VERSION)
 
-.PHONY: build run test bench fuzz clean
+# The agent CLIs the tests run, pinned, installed with npm into a cache
+# folder outside the repo (once; later runs reuse it). One folder per
+# version, so a pin change installs afresh.
+TOOLS          ?= $(HOME)/.cache/troupe-tools
+CLAUDE_VERSION := 2.1.328
+CLAUDE_DIR     := $(TOOLS)/claude-code-$(CLAUDE_VERSION)
+CLAUDE_BIN     := $(CLAUDE_DIR)/node_modules/.bin/claude
+
+.PHONY: build run test bench fuzz clean tools
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troupe
@@ -13,12 +21,19 @@ build:
 run: build
 	./$(BIN) serve --project examples/demo
 
-test:
-	$(GO) vet ./...
-	$(GO) test -race -timeout 12m ./...
+tools: $(CLAUDE_BIN)
 
-bench: build
-	$(GO) test -run '^$$' -bench . -benchmem ./... | tee bench.out
+$(CLAUDE_BIN):
+	mkdir -p $(CLAUDE_DIR)
+	npm install --no-audit --no-fund --prefix $(CLAUDE_DIR) @anthropic-ai/claude-code@$(CLAUDE_VERSION)
+	$(CLAUDE_BIN) --version
+
+test: tools
+	$(GO) vet ./...
+	TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -race -timeout 12m ./...
+
+bench: build tools
+	TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -run '^$$' -bench . -benchmem ./... | tee bench.out
 
 fuzz:
 	$(GO) test ./internal/project -run '^$$' -fuzz FuzzParseTeam -fuzztime 60s

@@ -25,7 +25,8 @@ var (
 // after its engine.
 var agentKeys = []string{
 	"name", "engine", "model", "mode", "turn_timeout",
-	"prompt", "prompt_file", "allowed_tools", "env",
+	"prompt", "prompt_file", "allowed_tools", "permission_mode", "env",
+	"command", "args",
 }
 
 const nameRule = "use 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit"
@@ -325,20 +326,35 @@ func (p *teamParser) agentKey(i int, rel toml.Key) error {
 			a.PromptFile = s
 		}
 	case "allowed_tools":
-		const example = `write it like allowed_tools = ["Read", "Edit"]`
-		arr, ok := v.([]any)
-		if !ok {
-			return p.errorf(i, field, fmt.Sprintf("must be an array of strings, not %s: %s", typeName(v), example))
-		}
-		tools := make([]string, 0, len(arr))
-		for j, e := range arr {
-			s, ok := e.(string)
-			if !ok {
-				return p.errorf(i, field, fmt.Sprintf("must be an array of strings, but item %d is %s: %s", j+1, typeName(e), example))
-			}
-			tools = append(tools, s)
+		tools, err := p.strings(i, field, v, `allowed_tools = ["Read", "Edit"]`)
+		if err != nil {
+			return err
 		}
 		a.AllowedTools = tools
+	case "args":
+		args, err := p.strings(i, field, v, `args = ["--verbose"]`)
+		if err != nil {
+			return err
+		}
+		a.Args = args
+	case "permission_mode":
+		s, err := p.str(i, field, v, `permission_mode = "acceptEdits"`)
+		if err != nil {
+			return err
+		}
+		if s == "" {
+			return p.errorf(i, field, "must not be empty: remove it for the engine's default, or name a mode like \"acceptEdits\"")
+		}
+		a.PermissionMode = s // its engine checks the value
+	case "command":
+		s, err := p.str(i, field, v, `command = "/opt/claude/bin/claude"`)
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(s) == "" {
+			return p.errorf(i, field, "must not be empty: remove it to run the engine's CLI from PATH, or give the program's path")
+		}
+		a.Command = s
 	case "env":
 		return p.setEnv(i, v)
 	default:
@@ -386,6 +402,23 @@ func (p *teamParser) envEntry(i int, name string, v any) error {
 	}
 	p.cur.Env[name] = s
 	return nil
+}
+
+// strings returns v as an array of strings, or an error showing example.
+func (p *teamParser) strings(i int, field string, v any, example string) ([]string, error) {
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, p.errorf(i, field, fmt.Sprintf("must be an array of strings, not %s: write it like %s", typeName(v), example))
+	}
+	out := make([]string, 0, len(arr))
+	for j, e := range arr {
+		s, ok := e.(string)
+		if !ok {
+			return nil, p.errorf(i, field, fmt.Sprintf("must be an array of strings, but item %d is %s: write it like %s", j+1, typeName(e), example))
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // str returns v as a string, or an error showing example.

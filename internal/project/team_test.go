@@ -274,6 +274,16 @@ var badTeams = []struct {
 	{"tools as tables", leadHead + "[[agent.allowed_tools]]\nname = \"Read\"\n",
 		`.troupe/team.toml:4: agent "lead": allowed_tools: must be an array of strings, not an array of tables: write it like allowed_tools = ["Read", "Edit"]`},
 
+	// permission_mode, command, args.
+	{"permission mode as a number", leadHead + "permission_mode = 3\n",
+		`.troupe/team.toml:4: agent "lead": permission_mode: must be a string, not an integer: write it like permission_mode = "acceptEdits"`},
+	{"empty permission mode", leadHead + "permission_mode = \"\"\n",
+		`.troupe/team.toml:4: agent "lead": permission_mode: must not be empty: remove it for the engine's default, or name a mode like "acceptEdits"`},
+	{"blank command", leadHead + "command = \" \"\n",
+		`.troupe/team.toml:4: agent "lead": command: must not be empty: remove it to run the engine's CLI from PATH, or give the program's path`},
+	{"args as a string", leadHead + "args = \"-v\"\n",
+		`.troupe/team.toml:4: agent "lead": args: must be an array of strings, not a string: write it like args = ["--verbose"]`},
+
 	// env.
 	{"env as a string", leadHead + "env = \"A=1\"\n",
 		`.troupe/team.toml:4: agent "lead": env: must be a table of strings, not a string: write it like env = { NAME = "value" }`},
@@ -290,15 +300,15 @@ var badTeams = []struct {
 
 	// Unknown keys and engine tables.
 	{"unknown key", leadHead + "temperature = 0.2\n",
-		`.troupe/team.toml:4: agent "lead": temperature: unknown key: an agent may set name, engine, model, mode, turn_timeout, prompt, prompt_file, allowed_tools, env and an [agent.<engine>] table of engine options`},
+		`.troupe/team.toml:4: agent "lead": temperature: unknown key: an agent may set name, engine, model, mode, turn_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args and an [agent.<engine>] table of engine options`},
 	{"key in the wrong case", leadHead + "Model = \"x\"\n",
 		`.troupe/team.toml:4: agent "lead": Model: unknown key: did you mean model?`},
 	{"key with a dash", leadHead + "turn-timeout = \"5m\"\n",
 		`.troupe/team.toml:4: agent "lead": turn-timeout: unknown key: did you mean turn_timeout?`},
 	{"quoted unknown key", leadHead + "\"allowed tools\" = []\n",
-		`.troupe/team.toml:4: agent "lead": "allowed tools": unknown key: an agent may set name, engine, model, mode, turn_timeout, prompt, prompt_file, allowed_tools, env and an [agent.<engine>] table of engine options`},
+		`.troupe/team.toml:4: agent "lead": "allowed tools": unknown key: an agent may set name, engine, model, mode, turn_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args and an [agent.<engine>] table of engine options`},
 	{"unknown sub-table", leadHead + "\n[agent.settings]\nx = 1\n",
-		`.troupe/team.toml:5: agent "lead": settings: unknown key: an agent may set name, engine, model, mode, turn_timeout, prompt, prompt_file, allowed_tools, env and an [agent.<engine>] table of engine options`},
+		`.troupe/team.toml:5: agent "lead": settings: unknown key: an agent may set name, engine, model, mode, turn_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args and an [agent.<engine>] table of engine options`},
 	{"engine table in the wrong case", leadHead + "[agent.Fake]\nx = 1\n",
 		`.troupe/team.toml:4: agent "lead": Fake: unknown key: did you mean fake?`},
 	{"table for another engine", leadHead + "\n[agent.claude]\nmodel = \"opus\"\n",
@@ -506,5 +516,22 @@ func TestParseTeamCheckedSeesEveryAgent(t *testing.T) {
 	})
 	if err != nil || !slices.Equal(seen, []troupe.AgentID{"lead", "b"}) {
 		t.Fatalf("checked %v, err %v; want lead and b", seen, err)
+	}
+}
+
+func TestParseTeamCommandArgsPermissionMode(t *testing.T) {
+	team, err := ParseTeam("team.toml", []byte(`[[agent]]
+name = "lead"
+engine = "claude"
+permission_mode = "acceptEdits"
+command = "/opt/claude/bin/claude"
+args = ["--verbose", "--debug"]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := team.Agents[0]
+	if a.PermissionMode != "acceptEdits" || a.Command != "/opt/claude/bin/claude" || strings.Join(a.Args, " ") != "--verbose --debug" {
+		t.Errorf("agent = %+v", a)
 	}
 }

@@ -4,15 +4,22 @@ import "time"
 
 // AgentSpec is one [[agent]] table of a team file, with defaults applied.
 type AgentSpec struct {
-	Name         AgentID           `json:"name"`
-	Engine       Engine            `json:"engine"`
-	Model        string            `json:"model,omitempty"`
-	Mode         Mode              `json:"mode"`
-	TurnTimeout  time.Duration     `json:"turn_timeout"`
-	Prompt       string            `json:"prompt,omitempty"`
-	PromptFile   string            `json:"prompt_file,omitempty"`
-	AllowedTools []string          `json:"allowed_tools,omitempty"`
-	Env          map[string]string `json:"env,omitempty"`
+	Name         AgentID       `json:"name"`
+	Engine       Engine        `json:"engine"`
+	Model        string        `json:"model,omitempty"`
+	Mode         Mode          `json:"mode"`
+	TurnTimeout  time.Duration `json:"turn_timeout"`
+	Prompt       string        `json:"prompt,omitempty"`
+	PromptFile   string        `json:"prompt_file,omitempty"`
+	AllowedTools []string      `json:"allowed_tools,omitempty"`
+	// PermissionMode is passed to the engine as it is (Claude Code's
+	// --permission-mode); the engine's Check says which values it takes.
+	PermissionMode string `json:"permission_mode,omitempty"`
+	// Command and Args run the engine's CLI instead of its default program
+	// on PATH.
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
 	// Options holds the engine-specific table ([agent.<engine>]), checked by
 	// the engine when it starts the agent.
 	Options map[string]any `json:"options,omitempty"`

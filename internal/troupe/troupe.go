@@ -43,6 +43,7 @@ const (
 	StateIdle     AgentState = "idle"
 	StateBusy     AgentState = "busy"
 	StateBlocked  AgentState = "blocked"
+	StateWaiting  AgentState = "waiting" // a permission request waits on the person
 	StateFailed   AgentState = "failed"
 )
 
