@@ -57,6 +57,9 @@ type Options struct {
 	Teams   Teams
 	Engines map[troupe.Engine]engine.Engine
 	Hub     *events.Hub // nil: a private hub nobody reads
+	// Sessions keeps each agent's engine conversation id, so its next
+	// session (also after a restart) resumes it; nil: a MemSessions.
+	Sessions Sessions
 	// Tools are the tools of other domains (background tasks, memory
 	// notes) offered beside the runtime's own; New composes the catalogue.
 	Tools []tool.Tool
@@ -86,11 +89,10 @@ type Runtime struct {
 	ctx     context.Context // Run's context; nil before Run
 	actors  map[troupe.RuntimeKey]*actor
 	waiters map[troupe.RequestID]waiter
-	// resume holds each agent's engine conversation id (EventSession), in
-	// memory: a daemon restart starts new conversations.
-	resume  map[troupe.RuntimeKey]string
 	wg      sync.WaitGroup // actors and watchdogs
 	stopped bool
+
+	perms permTable // permission requests waiting on the person; its own lock
 }
 
 // New returns a runtime; call Run to start it.
@@ -107,8 +109,11 @@ func New(o Options) *Runtime {
 	if o.StopTimeout <= 0 {
 		o.StopTimeout = 5 * time.Second
 	}
+	if o.Sessions == nil {
+		o.Sessions = NewMemSessions()
+	}
 	r := &Runtime{o: o, log: o.Logger, hub: o.Hub, actors: map[troupe.RuntimeKey]*actor{},
-		waiters: map[troupe.RequestID]waiter{}, resume: map[troupe.RuntimeKey]string{}}
+		waiters: map[troupe.RequestID]waiter{}, perms: newPermTable()}
 	r.tools = tool.NewCatalog(r.ownTools(), o.Tools)
 	return r
 }
@@ -221,7 +226,10 @@ func (r *Runtime) TeamChanged(c troupe.TeamChange) {
 		if a := r.actor(k); a != nil {
 			a.stop("removed from the team")
 		}
-		r.forget(k)
+		r.dropPermissions(func(p *pendingPerm) bool { return p.perm.Key() == k }, "the agent was removed from its team")
+		if err := r.o.Sessions.ClearSessionID(context.Background(), k); err != nil {
+			r.log.Error("clear session id", "project", k.Project, "agent", k.Agent, "err", err)
+		}
 		if n, err := r.o.Store.Expire(context.Background(), k, "agent removed from the team"); err != nil {
 			r.log.Error("expire inbox", "project", k.Project, "agent", k.Agent, "err", err)
 		} else if n > 0 {
@@ -244,14 +252,13 @@ func (r *Runtime) ProjectRemoved(p troupe.ProjectID) {
 			as = append(as, a)
 		}
 	}
-	for k := range r.resume {
-		if k.Project == p {
-			delete(r.resume, k)
-		}
-	}
 	r.mu.Unlock()
 	for _, a := range as {
 		a.stop("project removed")
+	}
+	r.dropPermissions(func(pp *pendingPerm) bool { return pp.perm.Project == p }, "the project was removed")
+	if err := r.o.Sessions.ClearProjectSessions(context.Background(), p); err != nil {
+		r.log.Error("clear session ids", "project", p, "err", err)
 	}
 	if err := r.o.Store.ExpireProject(context.Background(), p, "project removed"); err != nil {
 		r.log.Error("expire project", "project", p, "err", err)
