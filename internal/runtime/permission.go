@@ -78,15 +78,14 @@ func (ap *approver) Approve(ctx context.Context, p engine.Permission) (engine.De
 		r.publishPermission(perm)
 		return d, nil
 	}
-	a.waitOnPerson(1, "asks to use "+p.Tool)
-	defer a.waitOnPerson(-1, "")
-	pp, err := r.perms.add(ap, perm)
+	pp, err := r.addPermission(ap, perm)
 	if err != nil {
 		perm.State, perm.Reason = troupe.PermDenied, err.Error()
 		r.publishPermission(perm)
 		return engine.Decision{Reason: perm.Reason}, nil
 	}
-	r.publishPermission(perm)
+	a.waitOnPerson(1, "asks to use "+p.Tool)
+	defer a.waitOnPerson(-1, "")
 	select {
 	case <-pp.done:
 	case <-ctx.Done():
@@ -132,9 +131,11 @@ func (ap *approver) echo(engineID string) bool {
 	return ok
 }
 
-// add registers perm as pending, unless ap's session ended or the project
-// has too many waiting.
-func (t *permTable) add(ap *approver, perm troupe.Permission) (*pendingPerm, error) {
+// add registers perm as pending and publishes it, unless ap's session
+// ended or the project has too many waiting. It publishes under the lock,
+// so the pending event comes before the decision's.
+func (r *Runtime) addPermission(ap *approver, perm troupe.Permission) (*pendingPerm, error) {
+	t := &r.perms
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if ap.closed {
@@ -146,6 +147,7 @@ func (t *permTable) add(ap *approver, perm troupe.Permission) (*pendingPerm, err
 	pp := &pendingPerm{perm: perm, appr: ap, done: make(chan struct{})}
 	t.pending[perm.ID] = pp
 	t.perProject[perm.Project]++
+	r.publishPermission(perm)
 	return pp, nil
 }
 
