@@ -34,6 +34,7 @@ import (
 //
 // Interrupt ends a waiting turn (silent, work, perm) with the error
 // "interrupted", as real engines do.
+//
 //	session ID                   report conversation id ID, answer "ok"
 //	anything else                "echo: " + the texts of the batch
 type memEngine struct {
