@@ -76,8 +76,11 @@ func (a *actor) interrupt(ctx context.Context) error {
 	if t == nil || s == nil {
 		return noTurn(a.key)
 	}
+	// The engine first (it ends the turn, and may stop waiting in Approve
+	// itself), then the requests it left waiting.
+	err := s.Interrupt(ctx)
 	a.rt.dropPermissions(func(pp *pendingPerm) bool { return pp.perm.Key() == a.key }, "the person interrupted the turn")
-	if err := s.Interrupt(ctx); err != nil {
+	if err != nil {
 		return fmt.Errorf("interrupt %s: %w", a.key.Agent, err)
 	}
 	a.log.Info("turn interrupted", "turn", t.id)

@@ -5,7 +5,13 @@
 // window re-armed by the target's activity (C4); delegations and replies
 // come back through the asker's inbox and wake it.
 //
-// Concurrency: Runtime.mu guards the actor table and the request waiters.
+// The engine's conversation id of each agent is kept in Sessions (durable
+// in the daemon), so a restart resumes it. Permission requests that an
+// agent's allowed_tools do not settle wait on the person (permission.go);
+// the person also resets and interrupts agents (control.go).
+//
+// Concurrency: Runtime.mu guards the actor table and the request waiters;
+// the pending permissions have their own lock (permTable.mu).
 // Each actor is one goroutine (its loop) plus the goroutines of the tool
 // calls its turn makes; its mutex guards only what other goroutines read
 // (state, activity). Every ask has one watchdog goroutine owned by the
