@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"testing"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/runtime/sessionstest"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -42,7 +43,7 @@ func TestSessionsMigratesFromVersion5(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AddProject(ctx, troupe.Project{ID: "p1", Path: "/x", Name: "x"}); err != nil {
+	if err := db.AddProject(ctx, troupe.Project{ID: "p1", Path: "/x", Name: "x", AddedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
