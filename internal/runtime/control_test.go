@@ -36,11 +36,11 @@ func TestSessionIDSurvivesARuntimeRestart(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got := map[troupe.AgentID]string{}
+		got := map[troupe.RuntimeKey]string{}
 		for _, s := range h.eng.Specs() {
-			got[s.Agent.Name] = s.Resume
+			got[s.Key] = s.Resume
 		}
-		if got["lead"] != "conv-lead" || got["researcher"] != "" {
+		if got[key(p1, "lead")] != "conv-lead" || got[key(p1, "researcher")] != "" {
 			t.Fatalf("after restart the starts resumed %v; want lead's conversation, and a new one for researcher (engine changed)", got)
 		}
 	})
