@@ -135,11 +135,11 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.AddCommand(resetCmd(g), interruptCmd(g))
+	root.AddCommand(permissionsCmd(g), allowCmd(g), denyCmd(g))
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
 	root.AddCommand(serveCmd(g), statusCmd(g), versionCmd(g), projectCmd(g), agentsCmd(g),
 		askCmd(g), sendCmd(g), inboxCmd(g), tasksCmd(g), taskCmd(g), mcpBridgeCmd(g), fakeAgentCmd())
-	root.AddCommand(resetCmd(g), interruptCmd(g))
-	root.AddCommand(permissionsCmd(g), allowCmd(g), denyCmd(g))
 	return root
 }
 
