@@ -222,3 +222,25 @@ func TestPermissionsAreBoundedPerProject(t *testing.T) {
 		}
 	})
 }
+
+// TestAskCeilingNamesThePersonsWait: a wait on the person is activity, but
+// an ask's ceiling still ends the ask, saying what the agent waits for.
+func TestAskCeilingNamesThePersonsWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(10*time.Minute), time.Hour)
+		start := time.Now()
+		req, err := h.rt.Ask(t.Context(), key(p1, "researcher"), "lead", "perm Bash", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.State != troupe.ReqNoReply || time.Since(start) != time.Hour ||
+			!strings.Contains(req.Error, "waits on the person (asks to use Bash)") {
+			t.Fatalf("ask = %+v after %v; want no_reply at the 1 h ceiling, naming the wait on the person", req, time.Since(start))
+		}
+		if ps := h.rt.Permissions(p1); len(ps) != 1 {
+			t.Fatalf("pending = %+v; the request still waits for the person", ps)
+		}
+		h.rt.Decide(t.Context(), h.rt.Permissions(p1)[0].ID, true, "")
+		synctest.Wait()
+	})
+}
