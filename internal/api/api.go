@@ -58,6 +58,9 @@ type Agent struct {
 	TurnTimeout Duration          `json:"turn_timeout"`
 	State       troupe.AgentState `json:"state"`
 	Reason      string            `json:"reason,omitempty"`
+	// SessionID is the engine's id of the agent's conversation, which its
+	// next session resumes; empty: the next session starts a new one.
+	SessionID string `json:"session_id"`
 }
 
 // Duration is a time.Duration that travels as text ("10m0s").
@@ -79,7 +82,7 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // Error is the body of every non-2xx answer.
 type Error struct {
 	Error string `json:"error"`
-	// Code is one of "not_found", "already_exists", "invalid",
-	// "unauthorized", "forbidden", "internal".
+	// Code is one of "not_found", "already_exists", "conflict",
+	// "invalid", "unauthorized", "forbidden", "internal".
 	Code string `json:"code"`
 }

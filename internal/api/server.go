@@ -25,6 +25,14 @@ type Runtime interface {
 	Await(ctx context.Context, p troupe.ProjectID, id troupe.RequestID, wait time.Duration) (troupe.Request, error)
 	Send(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, kind troupe.MessageKind, text string) (troupe.Message, error)
 	Conversation(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error)
+	// ResumeID is the engine conversation the agent's next session resumes.
+	ResumeID(ctx context.Context, k troupe.RuntimeKey) (string, error)
+	// Reset, Interrupt, Permissions, Decide: see agents_control.go and
+	// permissions.go.
+	Reset(ctx context.Context, k troupe.RuntimeKey) error
+	Interrupt(ctx context.Context, k troupe.RuntimeKey) error
+	Permissions(p troupe.ProjectID) []troupe.Permission
+	Decide(ctx context.Context, id troupe.PermissionID, allow bool, reason string) (troupe.Permission, error)
 }
 
 // Options configures a Server. Registry, Hub and Token are required.
@@ -95,6 +103,8 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("POST /api/login-links", s.newLoginLink)
 	s.mux.HandleFunc("GET /api/events", s.events)
 	s.routeTasks()
+	s.routeAgentControl()
+	s.routePermissions()
 	s.mux.HandleFunc("GET /login", s.login)
 	if o.MCP != nil {
 		s.mux.Handle("/mcp", o.MCP)
@@ -178,12 +188,17 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	out := []Agent{}
 	if info.Team != nil {
 		for _, a := range info.Team.Agents {
-			st, reason := troupe.StateStopped, ""
+			st, reason, sess := troupe.StateStopped, "", ""
 			if s.o.Runtime != nil {
-				st, reason = s.o.Runtime.AgentState(troupe.RuntimeKey{Project: id, Agent: a.Name})
+				k := troupe.RuntimeKey{Project: id, Agent: a.Name}
+				st, reason = s.o.Runtime.AgentState(k)
+				var err error
+				if sess, err = s.o.Runtime.ResumeID(r.Context(), k); err != nil {
+					s.log.Warn("read session id", "project", id, "agent", a.Name, "err", err)
+				}
 			}
 			out = append(out, Agent{Project: id, Name: a.Name, Engine: a.Engine, Model: a.Model, Mode: a.Mode,
-				TurnTimeout: Duration(a.TurnTimeout), State: st, Reason: reason})
+				TurnTimeout: Duration(a.TurnTimeout), State: st, Reason: reason, SessionID: sess})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -266,6 +281,8 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusConflict, "already_exists", err.Error())
 	case errors.Is(err, troupe.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, troupe.ErrConflict):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
 	case errors.Is(err, context.Canceled):
 		writeError(w, http.StatusServiceUnavailable, "internal", "request canceled")
 	default:

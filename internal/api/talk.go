@@ -28,8 +28,7 @@ func (s *Server) target(w http.ResponseWriter, r *http.Request) (troupe.RuntimeK
 		writeError(w, http.StatusNotFound, "not_found", "project "+string(id)+" is not registered: see `troupe project list`")
 		return troupe.RuntimeKey{}, false
 	}
-	if s.o.Runtime == nil {
-		writeError(w, http.StatusServiceUnavailable, "internal", "this daemon runs no agents")
+	if _, ok := s.runtime(w); !ok {
 		return troupe.RuntimeKey{}, false
 	}
 	return troupe.RuntimeKey{Project: id, Agent: troupe.AgentID(r.PathValue("agent"))}, true

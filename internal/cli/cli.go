@@ -135,6 +135,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.AddCommand(resetCmd(g), interruptCmd(g))
+	root.AddCommand(permissionsCmd(g), allowCmd(g), denyCmd(g))
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
 	root.AddCommand(serveCmd(g), statusCmd(g), versionCmd(g), projectCmd(g), agentsCmd(g),
 		askCmd(g), sendCmd(g), inboxCmd(g), tasksCmd(g), taskCmd(g), mcpBridgeCmd(g), fakeAgentCmd(),
@@ -341,13 +343,17 @@ func agentsCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.errw, "warning: team file not loaded, showing the last good team: %s\n", p.TeamError)
 			}
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AGENT\tENGINE\tMODE\tSTATE\tTURN TIMEOUT")
+			fmt.Fprintln(tw, "AGENT\tENGINE\tMODE\tSTATE\tTURN TIMEOUT\tSESSION")
 			for _, a := range as {
 				st := string(a.State)
 				if a.Reason != "" {
 					st += " (" + a.Reason + ")"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Name, a.Engine, a.Mode, st, fmtDuration(a.TurnTimeout))
+				sess := a.SessionID
+				if sess == "" {
+					sess = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Engine, a.Mode, st, fmtDuration(a.TurnTimeout), sess)
 			}
 			return tw.Flush()
 		},

@@ -50,6 +50,8 @@ func (e *Error) Is(target error) bool {
 		return target == troupe.ErrAlreadyExists
 	case "invalid":
 		return target == troupe.ErrInvalid
+	case "conflict":
+		return target == troupe.ErrConflict
 	}
 	return false
 }

@@ -37,6 +37,10 @@ import (
 	"github.com/troupe-dev/troupe/internal/web"
 )
 
+// The SQLite store keeps the agents' conversation ids (it cannot import
+// the runtime to say so itself).
+var _ runtime.Sessions = (*sqlite.DB)(nil)
+
 // DefaultAddr is where the daemon listens unless told otherwise.
 const DefaultAddr = "127.0.0.1:7433"
 
@@ -122,7 +126,7 @@ func Run(ctx context.Context, cfg Config) error {
 	tasks := task.New(task.Options{Store: db, Inbox: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
 		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject})
 	notes := memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})
-	rt := runtime.New(runtime.Options{Store: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,
+	rt := runtime.New(runtime.Options{Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,
 		Grants: tokens, MCPURL: "http://" + addr + "/mcp", Briefing: notes.Briefing,
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner

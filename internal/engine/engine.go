@@ -83,7 +83,10 @@ type Approver interface {
 
 // Permission is an engine's request to use a tool.
 type Permission struct {
-	ID    string          // the engine's id of the request, for its answer
+	// ID is the engine's id of the request, for its answer. An
+	// EventPermission reporting its decision carries the same ID: the
+	// runtime has published that decision already and does not repeat it.
+	ID    string
 	Turn  troupe.TurnID   // the turn that asks
 	Tool  string          // the engine's tool name ("Bash", "Edit", "mcp__x__y")
 	Input json.RawMessage // the tool's input, as the engine gave it

@@ -120,16 +120,21 @@ type AgentSession struct {
 	SessionID string `json:"session_id"`
 }
 
-// AgentPermission: an engine asked to use a tool, and the decision.
+// AgentPermission: an engine asked to use a tool (State pending: it waits
+// on the person, who decides it by ID), or the request was decided (State
+// allowed or denied, with Allow and Reason). A request the person decides
+// is published twice, pending then decided; one the agent's definition
+// settles (allowed_tools, troupe's own tools) once, decided.
 type AgentPermission struct {
-	Turn   troupe.TurnID `json:"turn"`
-	ID     string        `json:"id"`
-	Tool   string        `json:"tool"`
-	Title  string        `json:"title,omitempty"`
-	Input  string        `json:"input"`
-	Cut    bool          `json:"cut,omitempty"`
-	Allow  bool          `json:"allow"`
-	Reason string        `json:"reason,omitempty"`
+	Turn   troupe.TurnID          `json:"turn"`
+	ID     string                 `json:"id"`
+	Tool   string                 `json:"tool"`
+	Title  string                 `json:"title,omitempty"`
+	Input  string                 `json:"input"`
+	Cut    bool                   `json:"cut,omitempty"`
+	State  troupe.PermissionState `json:"state"`
+	Allow  bool                   `json:"allow"`
+	Reason string                 `json:"reason,omitempty"`
 }
 
 // TurnStarted: a turn began with these inbox messages.

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -20,13 +21,15 @@ import (
 // loop is the only goroutine that starts turns or changes the session, so at
 // most one turn is in flight (C5's wake budget).
 type actor struct {
-	rt    *Runtime
-	key   troupe.RuntimeKey
-	log   *slog.Logger
-	pokeC chan struct{} // wake-ups, coalesced (capacity 1)
-	quit  chan struct{} // closed by stop
-	once  sync.Once
-	idle  *time.Timer // the turn inactivity watchdog; used by the loop only
+	rt     *Runtime
+	key    troupe.RuntimeKey
+	log    *slog.Logger
+	pokeC  chan struct{} // wake-ups, coalesced (capacity 1)
+	ctlC   chan ctl      // the person's commands (reset, interrupt), run by the loop
+	quit   chan struct{} // closed by stop
+	exited chan struct{} // closed when the loop has returned
+	once   sync.Once
+	idle   *time.Timer // the turn inactivity watchdog; used by the loop only
 
 	// mu guards the fields below; the loop writes them, others read.
 	mu         sync.Mutex
@@ -34,11 +37,14 @@ type actor struct {
 	reason     string
 	quitReason string
 	sess       engine.Session
-	token      string // the session's MCP token; "" when none
+	appr       *approver // the session's permission flow
+	token      string    // the session's MCP token; "" when none
 	turn       *turn
-	actAt      time.Time // last activity seen by the actor itself (turn starts, tool results)
-	toolCalls  int       // troupe tool calls of this agent in flight
-	restart    bool      // the definition changed: new session at the next boundary
+	actAt      time.Time     // last activity seen by the actor itself (turn starts, tool results)
+	toolCalls  int           // troupe tool calls of this agent in flight
+	waiting    int           // permission requests of this agent waiting on the person
+	restart    bool          // the definition changed: new session at the next boundary
+	engine     troupe.Engine // the session's engine, recorded with its conversation id
 }
 
 // turn is a turn in flight.
@@ -52,7 +58,8 @@ func newActor(r *Runtime, k troupe.RuntimeKey) *actor {
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
 	return &actor{rt: r, key: k, log: r.log.With("project", k.Project, "agent", k.Agent),
-		pokeC: make(chan struct{}, 1), quit: make(chan struct{}), state: troupe.StateStopped, idle: idle}
+		pokeC: make(chan struct{}, 1), ctlC: make(chan ctl), quit: make(chan struct{}), exited: make(chan struct{}),
+		state: troupe.StateStopped, idle: idle}
 }
 
 func (a *actor) poke() {
@@ -87,11 +94,17 @@ func (a *actor) status() (troupe.AgentState, string) {
 // activity is the agent's activity: its session's output, its turn starts,
 // and its troupe tool calls. A tool call in flight (an ask of a teammate
 // that is working, a task start) counts as activity now: the agent waits,
-// it is not silent; the wait has its own watchdog.
+// it is not silent; the wait has its own watchdog. So does a permission
+// request waiting on the person: the agent is blocked on the person, not
+// silent, and the person sees it waiting (state waiting, `troupe
+// permissions`). Neither the turn watchdog nor an ask's inactivity window
+// cuts it for that; an ask's ceiling (4 h by default) still does, and an
+// asking agent whose tool call limit comes first gets a request id and
+// carries on (C4).
 func (a *actor) activity() engine.Activity {
 	a.mu.Lock()
 	act := engine.Activity{At: a.actAt}
-	if a.toolCalls > 0 {
+	if a.toolCalls > 0 || a.waiting > 0 {
 		act.At = time.Now()
 	}
 	s := a.sess
@@ -128,9 +141,64 @@ func (a *actor) session() engine.Session {
 	return a.sess
 }
 
+// waitOnPerson counts a permission request of the agent that waits on the
+// person (delta 1, reason "asks to use Bash") or no longer does (delta -1):
+// the agent is waiting while one does, then busy again (idle if its turn
+// ended meanwhile).
+func (a *actor) waitOnPerson(delta int, reason string) {
+	a.mu.Lock()
+	a.waiting += delta
+	st, why := a.state, a.reason
+	switch {
+	case delta > 0 && (a.state == troupe.StateBusy || a.state == troupe.StateWaiting):
+		st, why = troupe.StateWaiting, reason
+	case a.waiting == 0 && a.state == troupe.StateWaiting:
+		st, why = troupe.StateIdle, ""
+		if a.turn != nil {
+			st = troupe.StateBusy
+		}
+	}
+	changed := st != a.state || why != a.reason
+	a.state, a.reason = st, why
+	a.mu.Unlock()
+	if changed {
+		a.rt.publish(a.key, events.AgentState{State: st, Reason: why})
+	}
+}
+
+// ctl is a command for the actor's loop: fn runs there, its error is sent
+// on done (capacity 1).
+type ctl struct {
+	fn   func(ctx context.Context) error
+	done chan error
+}
+
+// errActorGone: the actor's loop returned before it took a command.
+var errActorGone = errors.New("actor gone")
+
+// do runs fn in the actor's loop, which owns the session, and returns its
+// error; errActorGone when the loop has ended.
+func (a *actor) do(ctx context.Context, fn func(ctx context.Context) error) error {
+	c := ctl{fn: fn, done: make(chan error, 1)}
+	select {
+	case a.ctlC <- c:
+	case <-a.exited:
+		return errActorGone
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-c.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // run is the actor's loop. When ctx ends (the daemon stops) a turn in
 // flight is left in the store as in_turn, so the next daemon redelivers it.
 func (a *actor) run(ctx context.Context) {
+	defer close(a.exited)
 	defer a.closeSession()
 	for {
 		var evs <-chan engine.Event
@@ -150,6 +218,8 @@ func (a *actor) run(ctx context.Context) {
 			a.setState(troupe.StateStopped, reason)
 			return
 		case <-a.pokeC:
+		case c := <-a.ctlC:
+			c.done <- c.fn(ctx)
 		case <-a.idle.C:
 			a.checkIdle(ctx)
 		case ev, ok := <-evs:
@@ -164,11 +234,7 @@ func (a *actor) run(ctx context.Context) {
 }
 
 func (a *actor) closeSession() {
-	a.mu.Lock()
-	s := a.sess
-	a.sess = nil
-	a.mu.Unlock()
-	a.revoke()
+	s := a.detach()
 	if s == nil {
 		return
 	}
@@ -177,6 +243,21 @@ func (a *actor) closeSession() {
 	if err := s.Close(ctx); err != nil {
 		a.log.Warn("close session", "err", err)
 	}
+}
+
+// detach takes the session from the actor: its MCP token is revoked and
+// its permission requests are denied (first: an engine may wait in Approve
+// until they are), and it is returned for the caller to close.
+func (a *actor) detach() engine.Session {
+	a.mu.Lock()
+	s, ap := a.sess, a.appr
+	a.sess, a.appr = nil, nil
+	a.mu.Unlock()
+	a.revoke()
+	if ap != nil {
+		a.rt.closeApprover(ap, "the agent's session ended before the person decided")
+	}
+	return s
 }
 
 // revoke kills the session's MCP token: tokens die with their session (C2).
@@ -192,15 +273,11 @@ func (a *actor) revoke() {
 
 // sessionEnded handles a session that ended on its own (its process died).
 func (a *actor) sessionEnded(ctx context.Context) {
-	s := a.session()
+	s := a.detach()
 	reason := "the agent's session ended"
 	if err := s.Err(); err != nil {
 		reason = "the agent's process died: " + err.Error()
 	}
-	a.mu.Lock()
-	a.sess = nil
-	a.mu.Unlock()
-	a.revoke()
 	_ = s.Close(ctx)
 	if a.currentTurn() != nil {
 		a.endTurn(ctx, "", reason)
@@ -238,14 +315,26 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 		}
 	case engine.EventSession:
 		if ev.SessionID != "" {
-			a.rt.setResume(a.key, ev.SessionID)
+			a.mu.Lock()
+			eng := a.engine
+			a.mu.Unlock()
+			if err := a.rt.o.Sessions.SetSessionID(ctx, a.key, eng, ev.SessionID); err != nil {
+				a.log.Error("store session id", "session", ev.SessionID, "err", err)
+			}
 			a.rt.publish(a.key, events.AgentSession{SessionID: ev.SessionID})
 		}
 	case engine.EventPermission:
-		if p, d := ev.Permission, ev.Decision; p != nil && d != nil {
+		// A request that went through the session's Approver is on the
+		// feed already (pending, then decided); the engine's echo of it is
+		// not published again.
+		if p, d := ev.Permission, ev.Decision; p != nil && d != nil && !a.echoed(p.ID) {
 			in, cut := events.Clip(string(p.Input))
+			st := troupe.PermDenied
+			if d.Allow {
+				st = troupe.PermAllowed
+			}
 			a.rt.publish(a.key, events.AgentPermission{Turn: ev.Turn, ID: p.ID, Tool: p.Tool, Title: p.Title,
-				Input: in, Cut: cut, Allow: d.Allow, Reason: d.Reason})
+				Input: in, Cut: cut, State: st, Allow: d.Allow, Reason: d.Reason})
 		}
 	case engine.EventTurnEnd:
 		t := a.currentTurn()
@@ -258,6 +347,15 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 	default:
 		a.log.Debug("event of an unknown kind", "kind", ev.Kind)
 	}
+}
+
+// echoed reports whether the session's Approver published the decision of
+// the engine's permission request id.
+func (a *actor) echoed(engineID string) bool {
+	a.mu.Lock()
+	ap := a.appr
+	a.mu.Unlock()
+	return engineID != "" && ap != nil && ap.echo(engineID)
 }
 
 // toolCall marks a troupe tool call of this agent in flight; the returned
@@ -314,6 +412,8 @@ func (a *actor) finishTurn(ctx context.Context, text, errText string, failState 
 	a.turn = nil
 	a.mu.Unlock()
 	a.idle.Stop()
+	a.rt.dropPermissions(func(pp *pendingPerm) bool { return pp.perm.Key() == a.key && pp.perm.Turn == t.id },
+		"the turn ended before the person decided")
 	state := troupe.MsgDelivered
 	if errText != "" {
 		state = troupe.MsgFailed
@@ -449,22 +549,28 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 	if err != nil {
 		return nil, err
 	}
+	resume, err := a.rt.ResumeID(ctx, a.key)
+	if err != nil {
+		return nil, err
+	}
 	var access engine.MCPAccess
 	if g := a.rt.o.Grants; g != nil && a.rt.o.MCPURL != "" {
 		access = engine.MCPAccess{URL: a.rt.o.MCPURL, Token: g.Mint(a.key, callLimit(eng, spec))}
 	}
+	ap := &approver{a: a}
 	s, err := eng.Start(ctx, engine.StartSpec{Key: a.key, Agent: spec, Dir: dir, Instructions: instr,
-		Resume: a.rt.resumeID(a.key), Tools: a.rt.Tools(a.key), Approver: a.rt.approver(a.key), MCP: access, Logger: a.log})
+		Resume: resume, Tools: a.rt.Tools(a.key), Approver: ap, MCP: access, Logger: a.log})
 	if err != nil {
+		a.rt.closeApprover(ap, "the agent's session did not start")
 		if access.Token != "" {
 			a.rt.o.Grants.Revoke(access.Token)
 		}
 		return nil, fmt.Errorf("start %s session: %w", spec.Engine, err)
 	}
 	a.mu.Lock()
-	a.sess, a.token = s, access.Token
+	a.sess, a.appr, a.token, a.engine = s, ap, access.Token, spec.Engine
 	a.mu.Unlock()
-	a.log.Info("session started", "engine", spec.Engine)
+	a.log.Info("session started", "engine", spec.Engine, "resume", resume)
 	return s, nil
 }
 

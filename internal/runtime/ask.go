@@ -151,9 +151,12 @@ func (r *Runtime) watchdog(ctx context.Context, req troupe.Request, done <-chan 
 		case <-done:
 			return
 		case <-ceiling.C:
-			r.finish(ctx, req.ID, troupe.ReqNoReply, "", fmt.Sprintf(
-				"no reply from %s: the ask reached its ceiling of %v; last activity %s",
-				req.To, r.o.Ceiling, r.lastActivity(to, armed)))
+			msg := fmt.Sprintf("no reply from %s: the ask reached its ceiling of %v; last activity %s",
+				req.To, r.o.Ceiling, r.lastActivity(to, armed))
+			if st, why := r.AgentState(to); st == troupe.StateWaiting {
+				msg += fmt.Sprintf("; it still waits on the person (%s): see `troupe permissions`", why)
+			}
+			r.finish(ctx, req.ID, troupe.ReqNoReply, "", msg)
 			return
 		case <-idle.C:
 			last := armed

@@ -12,9 +12,26 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
+// drain returns the events sub holds now about agent ("" for any).
+func drain(sub *events.Subscription, agent troupe.AgentID) []events.Event {
+	var out []events.Event
+	for {
+		select {
+		case ev := <-sub.C():
+			if agent == "" || ev.Agent == agent {
+				out = append(out, ev)
+			}
+		default:
+			return out
+		}
+	}
+}
+
 // TestEngineEventsReachTheFeedTypedAndClipped: every kind of engine event
 // is published as its typed payload, long texts cut at events.MaxText and
-// marked; permission requests are decided by the agent's allowed_tools.
+// marked; a permission request the agent's allowed_tools settle is
+// published once, decided; one the person decides twice, pending then
+// decided, and the engine's echo of either is not published again.
 func TestEngineEventsReachTheFeedTypedAndClipped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		teams := twoAgents(10 * time.Minute)
@@ -22,21 +39,34 @@ func TestEngineEventsReachTheFeedTypedAndClipped(t *testing.T) {
 		h := newHarness(t, teams, 0)
 		_, sub, _ := h.rt.hub.Subscribe(h.rt.hub.Last())
 		defer sub.Close()
-		req, err := h.rt.Ask(t.Context(), key(p1, "researcher"), "lead", "rich sess-1", 0)
+		var req troupe.Request
+		var err error
+		done := make(chan struct{})
+		go func() {
+			req, err = h.rt.Ask(t.Context(), key(p1, "researcher"), "lead", "rich sess-1", 0)
+			close(done)
+		}()
+		synctest.Wait()
+		ps := h.rt.Permissions(p1)
+		if len(ps) != 1 || ps[0].Tool != "Bash" {
+			t.Fatalf("pending permissions = %+v, want Bash only (Read is in allowed_tools)", ps)
+		}
+		if _, err := h.rt.Decide(t.Context(), ps[0].ID, false, ""); err != nil {
+			t.Fatal(err)
+		}
+		<-done
 		if err != nil || req.Answer != "Read:true Bash:false" {
-			t.Fatalf("ask = %+v, %v; want the approver to allow Read (allowed_tools) and deny Bash", req, err)
+			t.Fatalf("ask = %+v, %v; want Read allowed (allowed_tools) and Bash denied (the person)", req, err)
 		}
 		synctest.Wait() // the actor publishes turn.ended after the answer is out
 		got := map[events.Type]json.RawMessage{}
-	drain:
-		for {
-			select {
-			case ev := <-sub.C():
-				if ev.Agent == "researcher" {
-					got[ev.Type] = ev.Data
-				}
-			default:
-				break drain
+		var perms []events.AgentPermission
+		for _, ev := range drain(sub, "researcher") {
+			got[ev.Type] = ev.Data
+			if ev.Type == events.TypeAgentPermission {
+				var p events.AgentPermission
+				json.Unmarshal(ev.Data, &p)
+				perms = append(perms, p)
 			}
 		}
 		var call events.AgentToolCall
@@ -49,17 +79,22 @@ func TestEngineEventsReachTheFeedTypedAndClipped(t *testing.T) {
 			events.TypeAgentToolResult: `"is_error":true`,
 			events.TypeAgentUsage:      `"cost_usd":0.25`,
 			events.TypeAgentSession:    `{"session_id":"sess-1"}`,
-			events.TypeAgentPermission: `"tool":"Bash"`,
 			events.TypeTurnEnded:       `"error":""`,
 		} {
 			if !strings.Contains(string(got[typ]), want) {
 				t.Errorf("%s = %s, want it to hold %s", typ, got[typ], want)
 			}
 		}
-		var perm events.AgentPermission
-		json.Unmarshal(got[events.TypeAgentPermission], &perm)
-		if perm.Allow || !strings.Contains(perm.Reason, "allowed_tools") {
-			t.Errorf("permission for Bash = %+v, want denied naming allowed_tools", perm)
+		var seq []string
+		for _, p := range perms {
+			seq = append(seq, p.Tool+":"+string(p.State))
+		}
+		if strings.Join(seq, " ") != "Read:allowed Bash:pending Bash:denied" {
+			t.Fatalf("permission events = %v, want Read:allowed Bash:pending Bash:denied (no echo twice)", seq)
+		}
+		if perms[1].ID != string(ps[0].ID) || perms[2].ID != perms[1].ID || perms[2].Allow ||
+			perms[2].Reason != "the person denied it" {
+			t.Errorf("Bash events = %+v, want troupe's id %s, denied by the person", perms[1:], ps[0].ID)
 		}
 	})
 }
@@ -71,7 +106,7 @@ func TestSessionIDIsResumedByTheNextSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, twoAgents(10*time.Minute), 0)
 		r := key(p1, "researcher")
-		if _, err := h.rt.Ask(t.Context(), r, "lead", "rich sess-42", 0); err != nil {
+		if _, err := h.rt.Ask(t.Context(), r, "lead", "session sess-42", 0); err != nil {
 			t.Fatal(err)
 		}
 		if req, _ := h.rt.Ask(t.Context(), r, "lead", "die", 0); req.State != troupe.ReqFailed {
@@ -85,7 +120,7 @@ func TestSessionIDIsResumedByTheNextSession(t *testing.T) {
 			t.Fatalf("starts resumed %v, want a new conversation then sess-42", resumes(specs))
 		}
 		h.rt.TeamChanged(troupe.TeamChange{Project: p1, Removed: []troupe.AgentID{"researcher"}})
-		if id := h.rt.resumeID(r); id != "" {
+		if _, id, _ := h.rt.o.Sessions.SessionID(t.Context(), r); id != "" {
 			t.Errorf("after removal the runtime still keeps conversation %q", id)
 		}
 	})

@@ -26,12 +26,32 @@ import (
 //	rich SESSION                 report every event kind (a 5 KB tool input,
 //	                             session id SESSION, permission requests for
 //	                             Read and Bash), then end with the decisions
+//	perm TOOL...                 ask the Approver for each tool in turn (its
+//	                             ctx ends when the session closes or the turn
+//	                             is interrupted), echo each decision as an
+//	                             EventPermission, end with "TOOL:true" or
+//	                             "TOOL:false(REASON)" each
+//
+// Interrupt ends a waiting turn (silent, work, perm) with the error
+// "interrupted", as real engines do.
+//
+//	session ID                   report conversation id ID, answer "ok"
 //	anything else                "echo: " + the texts of the batch
 type memEngine struct {
-	mu     sync.Mutex // guards starts, specs and inputs
-	starts int
-	specs  []engine.StartSpec
-	inputs []engine.Input
+	mu        sync.Mutex // guards the fields below
+	starts    int
+	specs     []engine.StartSpec
+	inputs    []engine.Input
+	decisions []engine.Decision // what Approve returned to perm scripts
+}
+
+// engineOther is a second engine name the memEngine also serves.
+const engineOther troupe.Engine = "other"
+
+func (e *memEngine) Decisions() []engine.Decision {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]engine.Decision(nil), e.decisions...)
 }
 
 // Check implements engine.Engine: a memEngine takes any definition.
@@ -67,6 +87,7 @@ type memSession struct {
 	mu       sync.Mutex // guards the fields below
 	act      engine.Activity
 	busy     bool
+	intr     chan struct{} // closed by Interrupt; the turn's
 	err      error
 	evClosed bool
 	once     sync.Once
@@ -79,7 +100,40 @@ func (s *memSession) Activity() engine.Activity {
 	defer s.mu.Unlock()
 	return s.act
 }
-func (s *memSession) Interrupt(context.Context) error { return nil }
+func (s *memSession) Interrupt(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy && s.intr != nil {
+		select {
+		case <-s.intr:
+		default:
+			close(s.intr)
+		}
+	}
+	return nil
+}
+
+// interrupted is the turn's interrupt channel.
+func (s *memSession) interrupted() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.intr
+}
+
+// turnCtx ends when the session closes or the turn is interrupted.
+func (s *memSession) turnCtx() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	intr := s.interrupted()
+	go func() {
+		select {
+		case <-s.closed:
+		case <-intr:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	return ctx, cancel
+}
 func (s *memSession) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -105,6 +159,7 @@ func (s *memSession) Send(ctx context.Context, in engine.Input) error {
 		return errors.New("busy")
 	}
 	s.busy = true
+	s.intr = make(chan struct{})
 	s.e.mu.Lock()
 	s.e.inputs = append(s.e.inputs, in)
 	s.e.mu.Unlock()
@@ -138,6 +193,19 @@ func (s *memSession) wait(d time.Duration) bool {
 		return true
 	case <-s.closed:
 		return false
+	case <-s.interrupted():
+		return false
+	}
+}
+
+// endInterrupted ends turn with "interrupted" if it was; it reports whether.
+func (s *memSession) endInterrupted(turn troupe.TurnID) bool {
+	select {
+	case <-s.interrupted():
+		s.emit(engine.Event{Kind: engine.EventTurnEnd, Turn: turn, Error: "interrupted"})
+		return true
+	default:
+		return false
 	}
 }
 
@@ -154,6 +222,7 @@ func (s *memSession) play(in engine.Input) {
 		chunk := f[4] == "chunk"
 		for t := time.Duration(0); t < dur; t += step {
 			if !s.wait(step) {
+				s.endInterrupted(in.Turn)
 				return
 			}
 			out := "working\n"
@@ -173,6 +242,8 @@ func (s *memSession) play(in engine.Input) {
 		dur, _ := time.ParseDuration(f[1])
 		if s.wait(dur) {
 			end(text[strings.Index(text, " then ")+6:])
+		} else {
+			s.endInterrupted(in.Turn)
 		}
 	case len(f) == 2 && f[0] == "rich":
 		big := json.RawMessage(`{"command":"` + strings.Repeat("x", 5000) + `"}`)
@@ -189,9 +260,11 @@ func (s *memSession) play(in engine.Input) {
 				return
 			}
 		}
+		ctx, cancel := s.turnCtx()
+		defer cancel()
 		for _, tool := range []string{"Read", "Bash"} {
 			p := engine.Permission{ID: "p-" + tool, Turn: in.Turn, Tool: tool, Input: json.RawMessage(`{}`)}
-			d, err := s.spec.Approver.Approve(context.Background(), p)
+			d, err := s.spec.Approver.Approve(ctx, p)
 			if err != nil {
 				d = engine.Decision{Reason: err.Error()}
 			}
@@ -201,6 +274,36 @@ func (s *memSession) play(in engine.Input) {
 			}
 		}
 		end(strings.Join(decided, " "))
+	case len(f) >= 2 && f[0] == "perm":
+		ctx, cancel := s.turnCtx()
+		defer cancel()
+		var decided []string
+		for i, tool := range f[1:] {
+			p := engine.Permission{ID: fmt.Sprint("p", i), Turn: in.Turn, Tool: tool, Title: "use " + tool,
+				Input: json.RawMessage(`{"command":"ls"}`)}
+			d, err := s.spec.Approver.Approve(ctx, p)
+			if err != nil {
+				d = engine.Decision{Reason: err.Error()}
+			}
+			s.e.mu.Lock()
+			s.e.decisions = append(s.e.decisions, d)
+			s.e.mu.Unlock()
+			out := fmt.Sprintf("%s:%v", tool, d.Allow)
+			if !d.Allow {
+				out += "(" + d.Reason + ")"
+			}
+			decided = append(decided, out)
+			if !s.emit(engine.Event{Kind: engine.EventPermission, Turn: in.Turn, Permission: &p, Decision: &d}) {
+				return
+			}
+		}
+		if !s.endInterrupted(in.Turn) {
+			end(strings.Join(decided, " "))
+		}
+	case len(f) == 2 && f[0] == "session":
+		if s.emit(engine.Event{Kind: engine.EventSession, Turn: in.Turn, SessionID: f[1]}) {
+			end("ok")
+		}
 	case text == "die":
 		s.mu.Lock()
 		s.err = errors.New("exit status 3: crashed on purpose")

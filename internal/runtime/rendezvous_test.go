@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -28,19 +29,31 @@ type harness struct {
 
 func newHarness(t *testing.T, teams staticTeams, ceiling time.Duration) *harness {
 	t.Helper()
-	h := &harness{store: inbox.NewMemStore(), eng: &memEngine{}}
-	h.rt = New(Options{Store: h.store, Teams: teams, Ceiling: ceiling,
-		Engines: map[troupe.Engine]engine.Engine{troupe.EngineFake: h.eng}})
+	return newHarnessOn(t, teams, Options{Ceiling: ceiling})
+}
+
+// newHarnessOn is newHarness with o's Store (default a new MemStore),
+// Sessions and Ceiling; the memEngine serves the fake engine and
+// engineOther.
+func newHarnessOn(t *testing.T, teams staticTeams, o Options) *harness {
+	t.Helper()
+	if o.Store == nil {
+		o.Store = inbox.NewMemStore()
+	}
+	h := &harness{store: o.Store.(*inbox.MemStore), eng: &memEngine{}}
+	o.Teams = teams
+	o.Engines = map[troupe.Engine]engine.Engine{troupe.EngineFake: h.eng, engineOther: h.eng}
+	h.rt = New(o)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- h.rt.Run(ctx) }()
 	synctest.Wait() // Run has recovered and waits
-	h.stop = func() {
+	h.stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
-	}
+	})
 	t.Cleanup(h.stop)
 	return h
 }

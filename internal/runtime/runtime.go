@@ -5,7 +5,13 @@
 // window re-armed by the target's activity (C4); delegations and replies
 // come back through the asker's inbox and wake it.
 //
-// Concurrency: Runtime.mu guards the actor table and the request waiters.
+// The engine's conversation id of each agent is kept in Sessions (durable
+// in the daemon), so a restart resumes it. Permission requests that an
+// agent's allowed_tools do not settle wait on the person (permission.go);
+// the person also resets and interrupts agents (control.go).
+//
+// Concurrency: Runtime.mu guards the actor table and the request waiters;
+// the pending permissions have their own lock (permTable.mu).
 // Each actor is one goroutine (its loop) plus the goroutines of the tool
 // calls its turn makes; its mutex guards only what other goroutines read
 // (state, activity). Every ask has one watchdog goroutine owned by the
@@ -57,6 +63,9 @@ type Options struct {
 	Teams   Teams
 	Engines map[troupe.Engine]engine.Engine
 	Hub     *events.Hub // nil: a private hub nobody reads
+	// Sessions keeps each agent's engine conversation id, so its next
+	// session (also after a restart) resumes it; nil: a MemSessions.
+	Sessions Sessions
 	// Tools are the tools of other domains (background tasks, memory
 	// notes) offered beside the runtime's own; New composes the catalogue.
 	Tools []tool.Tool
@@ -86,11 +95,10 @@ type Runtime struct {
 	ctx     context.Context // Run's context; nil before Run
 	actors  map[troupe.RuntimeKey]*actor
 	waiters map[troupe.RequestID]waiter
-	// resume holds each agent's engine conversation id (EventSession), in
-	// memory: a daemon restart starts new conversations.
-	resume  map[troupe.RuntimeKey]string
 	wg      sync.WaitGroup // actors and watchdogs
 	stopped bool
+
+	perms permTable // permission requests waiting on the person; its own lock
 }
 
 // New returns a runtime; call Run to start it.
@@ -107,8 +115,11 @@ func New(o Options) *Runtime {
 	if o.StopTimeout <= 0 {
 		o.StopTimeout = 5 * time.Second
 	}
+	if o.Sessions == nil {
+		o.Sessions = NewMemSessions()
+	}
 	r := &Runtime{o: o, log: o.Logger, hub: o.Hub, actors: map[troupe.RuntimeKey]*actor{},
-		waiters: map[troupe.RequestID]waiter{}, resume: map[troupe.RuntimeKey]string{}}
+		waiters: map[troupe.RequestID]waiter{}, perms: newPermTable()}
 	r.tools = tool.NewCatalog(r.ownTools(), o.Tools)
 	return r
 }
@@ -221,7 +232,10 @@ func (r *Runtime) TeamChanged(c troupe.TeamChange) {
 		if a := r.actor(k); a != nil {
 			a.stop("removed from the team")
 		}
-		r.forget(k)
+		r.dropPermissions(func(p *pendingPerm) bool { return p.perm.Key() == k }, "the agent was removed from its team")
+		if err := r.o.Sessions.ClearSessionID(context.Background(), k); err != nil {
+			r.log.Error("clear session id", "project", k.Project, "agent", k.Agent, "err", err)
+		}
 		if n, err := r.o.Store.Expire(context.Background(), k, "agent removed from the team"); err != nil {
 			r.log.Error("expire inbox", "project", k.Project, "agent", k.Agent, "err", err)
 		} else if n > 0 {
@@ -244,14 +258,13 @@ func (r *Runtime) ProjectRemoved(p troupe.ProjectID) {
 			as = append(as, a)
 		}
 	}
-	for k := range r.resume {
-		if k.Project == p {
-			delete(r.resume, k)
-		}
-	}
 	r.mu.Unlock()
 	for _, a := range as {
 		a.stop("project removed")
+	}
+	r.dropPermissions(func(pp *pendingPerm) bool { return pp.perm.Project == p }, "the project was removed")
+	if err := r.o.Sessions.ClearProjectSessions(context.Background(), p); err != nil {
+		r.log.Error("clear session ids", "project", p, "err", err)
 	}
 	if err := r.o.Store.ExpireProject(context.Background(), p, "project removed"); err != nil {
 		r.log.Error("expire project", "project", p, "err", err)

@@ -65,7 +65,7 @@ func (r *Runtime) ownTools() []tool.Tool {
 		{Spec: tool.Spec{Name: "delegate", Description: "Give a task to another agent and carry on. When it finishes, its result arrives in your inbox and wakes you.",
 			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"the agent's name"},"task":{"type":"string","description":"what to do, and what result to report"}},"required":["to","task"],"additionalProperties":false}`)},
 			Handle: r.delegateTool},
-		{Spec: tool.Spec{Name: "list_agents", Description: "List the agents of your team with their engine and state (idle, busy, stopped, failed, blocked).",
+		{Spec: tool.Spec{Name: "list_agents", Description: "List the agents of your team with their engine and state (idle, busy, waiting, stopped, failed, blocked).",
 			Schema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)},
 			Handle: r.listTool},
 	}

@@ -89,6 +89,10 @@ var (
 	ErrNotFound      = errors.New("not found")
 	ErrAlreadyExists = errors.New("already exists")
 	ErrInvalid       = errors.New("invalid")
+	// ErrConflict: the thing exists but is not in a state that allows the
+	// action (a permission already decided, an agent with no turn to
+	// interrupt).
+	ErrConflict = errors.New("conflict")
 )
 
 // FieldError reports a bad value in an input file or request, naming where it

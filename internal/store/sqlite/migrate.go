@@ -171,6 +171,24 @@ var migrations = []migration{
 				WHERE idem_key IS NOT NULL`,
 		},
 	},
+	// version 6
+	{
+		name: "agents' engine conversation ids",
+		stmts: []string{
+			// runtime.Sessions: the id each agent's engine reported for its
+			// conversation, resumed by its next session. Not foreign-keyed
+			// to projects, like messages: the runtime clears a removed
+			// project's rows (ClearProjectSessions).
+			`CREATE TABLE agent_sessions (
+				project    TEXT NOT NULL,
+				agent      TEXT NOT NULL,
+				engine     TEXT NOT NULL,
+				session_id TEXT NOT NULL,
+				updated_at INTEGER NOT NULL, -- unix nanoseconds, UTC
+				PRIMARY KEY (project, agent)
+			)`,
+		},
+	},
 }
 
 // latestVersion is the schema version this binary writes.

@@ -1,0 +1,82 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// DenyRequest is the optional body of POST /api/permissions/{perm}/deny.
+type DenyRequest struct {
+	// Reason is shown to the agent after "the person denied it: ".
+	Reason string `json:"reason,omitempty"`
+}
+
+// routePermissions registers the person's side of the permission flow:
+// the requests that wait on them (troupe.Permission, across projects) and
+// their decisions.
+func (s *Server) routePermissions() {
+	s.mux.HandleFunc("GET /api/permissions", s.listPermissions)
+	s.mux.HandleFunc("POST /api/permissions/{perm}/allow", s.decidePermission(true))
+	s.mux.HandleFunc("POST /api/permissions/{perm}/deny", s.decidePermission(false))
+}
+
+// runtime answers 503 itself when the daemon runs no agents.
+func (s *Server) runtime(w http.ResponseWriter) (Runtime, bool) {
+	if s.o.Runtime == nil {
+		writeError(w, http.StatusServiceUnavailable, "internal", "this daemon runs no agents")
+		return nil, false
+	}
+	return s.o.Runtime, true
+}
+
+// listPermissions lists the pending requests, oldest first; ?project=ID
+// keeps one project's.
+func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) {
+	rt, ok := s.runtime(w)
+	if !ok {
+		return
+	}
+	p := troupe.ProjectID(r.URL.Query().Get("project"))
+	if _, ok := s.o.Registry.Get(p); p != "" && !ok {
+		writeError(w, http.StatusNotFound, "not_found", "project "+string(p)+" is not registered: see `troupe project list`")
+		return
+	}
+	writeJSON(w, http.StatusOK, rt.Permissions(p))
+}
+
+// decidePermission allows or denies a pending request and answers it,
+// decided. Unknown: 404; already decided (or dropped when its session
+// ended): 409.
+func (s *Server) decidePermission(allow bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in DenyRequest
+		if !allow && !decodeOptional(w, r, &in) {
+			return
+		}
+		rt, ok := s.runtime(w)
+		if !ok {
+			return
+		}
+		p, err := rt.Decide(r.Context(), troupe.PermissionID(r.PathValue("perm")), allow, in.Reason)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, p)
+	}
+}
+
+// decodeOptional is decode for a body that may be absent.
+func decodeOptional(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, "invalid", "bad request body: "+err.Error())
+		return false
+	}
+	return true
+}

@@ -1,0 +1,88 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// ResetReason ends the turn a reset cuts, and its asks.
+const ResetReason = "reset by the person"
+
+// Reset gives k a new conversation: its stored conversation id is
+// forgotten and its live session, if any, is closed now. A turn in flight
+// ends failed with ResetReason, and so do its asks; its permission
+// requests are denied. Mail still queued starts a new session.
+func (r *Runtime) Reset(ctx context.Context, k troupe.RuntimeKey) error {
+	if err := r.checkTarget(k, troupe.Person); err != nil {
+		return err
+	}
+	if a := r.actor(k); a != nil {
+		err := a.do(ctx, a.reset)
+		if !errors.Is(err, errActorGone) {
+			return err
+		}
+	}
+	if err := r.o.Sessions.ClearSessionID(ctx, k); err != nil {
+		return fmt.Errorf("reset %s: %w", k.Agent, err)
+	}
+	return nil
+}
+
+// reset runs in the actor's loop: the session is closed first, so no
+// event of it can store its id again after the id is cleared.
+func (a *actor) reset(ctx context.Context) error {
+	t := a.currentTurn()
+	a.closeSession()
+	if t != nil {
+		a.endTurn(ctx, "", ResetReason)
+	}
+	a.setState(troupe.StateStopped, ResetReason)
+	if err := a.rt.o.Sessions.ClearSessionID(ctx, a.key); err != nil {
+		return fmt.Errorf("reset %s: %w", a.key.Agent, err)
+	}
+	a.log.Info("conversation reset")
+	return nil
+}
+
+// Interrupt asks the engine to stop k's turn in flight (Session.Interrupt);
+// the turn then ends with the error "interrupted", and so do its asks. Its
+// permission requests are denied at once. No turn in flight is
+// troupe.ErrConflict.
+func (r *Runtime) Interrupt(ctx context.Context, k troupe.RuntimeKey) error {
+	if err := r.checkTarget(k, troupe.Person); err != nil {
+		return err
+	}
+	a := r.actor(k)
+	if a == nil {
+		return noTurn(k)
+	}
+	err := a.do(ctx, a.interrupt)
+	if errors.Is(err, errActorGone) {
+		return noTurn(k)
+	}
+	return err
+}
+
+func noTurn(k troupe.RuntimeKey) error {
+	return fmt.Errorf("%s has no turn in flight: %w", k.Agent, troupe.ErrConflict)
+}
+
+// interrupt runs in the actor's loop.
+func (a *actor) interrupt(ctx context.Context) error {
+	t, s := a.currentTurn(), a.session()
+	if t == nil || s == nil {
+		return noTurn(a.key)
+	}
+	// The engine first (it ends the turn, and may stop waiting in Approve
+	// itself), then the requests it left waiting.
+	err := s.Interrupt(ctx)
+	a.rt.dropPermissions(func(pp *pendingPerm) bool { return pp.perm.Key() == a.key }, "the person interrupted the turn")
+	if err != nil {
+		return fmt.Errorf("interrupt %s: %w", a.key.Agent, err)
+	}
+	a.log.Info("turn interrupted", "turn", t.id)
+	return nil
+}

@@ -1,0 +1,74 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// The methods below implement runtime.Sessions (asserted in
+// internal/daemon: this package does not import the runtime).
+
+// SessionID returns k's engine conversation id and its engine; an empty id
+// when none is stored.
+func (db *DB) SessionID(ctx context.Context, k troupe.RuntimeKey) (troupe.Engine, string, error) {
+	var eng, id string
+	err := db.r.QueryRowContext(ctx, `SELECT engine, session_id FROM agent_sessions WHERE project = ? AND agent = ?`,
+		string(k.Project), string(k.Agent)).Scan(&eng, &id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("read session id of %s: %w", k.Agent, err)
+	}
+	return troupe.Engine(eng), id, nil
+}
+
+// SetSessionID records k's conversation id, replacing any earlier one.
+func (db *DB) SetSessionID(ctx context.Context, k troupe.RuntimeKey, eng troupe.Engine, id string) error {
+	if id == "" {
+		return fmt.Errorf("set session id of %s: empty id: %w", k.Agent, troupe.ErrInvalid)
+	}
+	now, _ := toNanos(time.Now())
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO agent_sessions (project, agent, engine, session_id, updated_at)
+			VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (project, agent) DO UPDATE SET engine = excluded.engine,
+				session_id = excluded.session_id, updated_at = excluded.updated_at`,
+			string(k.Project), string(k.Agent), string(eng), id, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("set session id of %s: %w", k.Agent, err)
+	}
+	return nil
+}
+
+// ClearSessionID forgets k's conversation id.
+func (db *DB) ClearSessionID(ctx context.Context, k troupe.RuntimeKey) error {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM agent_sessions WHERE project = ? AND agent = ?`,
+			string(k.Project), string(k.Agent))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("clear session id of %s: %w", k.Agent, err)
+	}
+	return nil
+}
+
+// ClearProjectSessions forgets the conversation ids of p's agents.
+func (db *DB) ClearProjectSessions(ctx context.Context, p troupe.ProjectID) error {
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM agent_sessions WHERE project = ?`, string(p))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("clear session ids of project %s: %w", p, err)
+	}
+	return nil
+}

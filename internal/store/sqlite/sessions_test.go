@@ -1,0 +1,58 @@
+package sqlite
+
+import (
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/runtime/sessionstest"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+func TestSessionsContract(t *testing.T) {
+	sessionstest.Run(t, func(t *testing.T) sessionstest.Store { return openTest(t, newPath(t)) })
+}
+
+// TestSessionIDSurvivesReopen: a daemon restart (or crash) keeps each
+// agent's conversation id, so its next session resumes it.
+func TestSessionIDSurvivesReopen(t *testing.T) {
+	ctx := t.Context()
+	path := newPath(t)
+	k := troupe.RuntimeKey{Project: "p1", Agent: "lead"}
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetSessionID(ctx, k, "claude", "sess-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, path)
+	if eng, id, err := db.SessionID(ctx, k); err != nil || eng != "claude" || id != "sess-1" {
+		t.Errorf("after reopen SessionID = %q, %q, %v; want claude, sess-1", eng, id, err)
+	}
+}
+
+// TestSessionsMigratesFromVersion5: a database of the schema before the
+// sessions table gets it, keeping what it held.
+func TestSessionsMigratesFromVersion5(t *testing.T) {
+	ctx := t.Context()
+	path := newPath(t)
+	db, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.AddProject(ctx, troupe.Project{ID: "p1", Path: "/x", Name: "x", AddedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	rawExec(t, path, "DROP TABLE agent_sessions", "PRAGMA user_version = 5")
+	db = openTest(t, path)
+	if ps, err := db.Projects(ctx); err != nil || len(ps) != 1 {
+		t.Fatalf("projects after migration = %v, %v", ps, err)
+	}
+	if err := db.SetSessionID(ctx, troupe.RuntimeKey{Project: "p1", Agent: "lead"}, "fake", "s"); err != nil {
+		t.Errorf("SetSessionID after migrating from version 5: %v", err)
+	}
+}
