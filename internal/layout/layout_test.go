@@ -77,6 +77,8 @@ var never = map[string][]string{
 	// never the runtime above it or the projects.
 	"internal/engine/proc":       {mod + "internal/runtime", mod + "internal/project"},
 	"internal/engine/enginetest": {mod + "internal/runtime", mod + "internal/project"},
+	// The fake model server is a test fixture for every engine: it knows HTTP only.
+	"internal/fakemodel": {mod + "internal/runtime", mod + "internal/engine", mod + "internal/project"},
 	// The store implements the interfaces of inbox, task, project and
 	// memory; the runtime is their user, not its dependency.
 	"internal/store/sqlite": {mod + "internal/runtime"},

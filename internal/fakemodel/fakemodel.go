@@ -1,0 +1,218 @@
+// Package fakemodel is a scripted model server for tests and dry runs. It
+// speaks the Anthropic Messages API (SSE and JSON), the OpenAI Responses API
+// (SSE and JSON) and OpenAI Chat Completions (SSE and JSON) on 127.0.0.1, so
+// agent CLIs (Claude Code, Codex, OpenCode) and troupe's own engines run with
+// no network and no API key. `troupe fakemodel` serves it on a fixed address
+// for dry runs by hand.
+//
+// The reply to a model request is chosen in this order: side queries of the
+// CLIs (session titles, Claude's auto-mode classifier) get fixed answers;
+// then a reply queued with Push; then the Script (Options.Script or
+// SetScript); then DefaultScript, which reads markers such as [[text:X]] or
+// [[tool:NAME {json}]] in the last user message (see ParseMarkers). Every
+// request is recorded, with the reply chosen, for assertions (Requests,
+// WaitRequests).
+//
+// Concurrency: a Server is safe for concurrent use. net/http runs each
+// request in its own goroutine; every wait in a handler (delays, silences,
+// slow streams, Reply.Hold) also selects on the server's done channel, so
+// Close returns promptly however a reply is scripted, and Close waits for the
+// handlers to return. The Script is called from handler goroutines, one call
+// per request, possibly concurrently.
+//
+// Imported by tests of the engines, the runtime and the daemon, and by
+// internal/cli for `troupe fakemodel`. It imports nothing of troupe's.
+package fakemodel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+)
+
+// DefaultMaxBody bounds a request body; a larger one gets 413.
+const DefaultMaxBody = 32 << 20
+
+// Script chooses the reply to one model request. It is called concurrently
+// from handler goroutines.
+type Script func(Request) Reply
+
+// Options configure a Server. The zero value is usable.
+type Options struct {
+	Logger  *slog.Logger // nil: discard
+	Script  Script       // nil: DefaultScript
+	MaxBody int64        // request body limit in bytes; 0: DefaultMaxBody
+}
+
+// Server is the fake model. Use it as an http.Handler (httptest.NewServer,
+// then Close the Server before the httptest server) or Start it on an address.
+type Server struct {
+	log     *slog.Logger
+	maxBody int64
+	done    chan struct{} // closed by Close: every wait in a handler selects on it
+
+	handlers sync.WaitGroup // handlers in flight; Add only under mu while !closed
+	serving  sync.WaitGroup // the http.Server's Serve loop, when Started
+
+	mu      sync.Mutex // mu guards the fields below
+	closed  bool
+	script  Script
+	queue   []Reply
+	reqs    []Request
+	changed chan struct{} // closed and replaced when reqs grows
+	hs      *http.Server
+	url     string
+}
+
+// New returns a Server that is not listening yet.
+func New(o Options) *Server {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	max := o.MaxBody
+	if max <= 0 {
+		max = DefaultMaxBody
+	}
+	return &Server{log: log, maxBody: max, done: make(chan struct{}), script: o.Script,
+		changed: make(chan struct{})}
+}
+
+// Start listens on addr ("" means 127.0.0.1:0, a free loopback port) and
+// serves until Close.
+func (s *Server) Start(addr string) error {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen fake model on %s: %w", addr, err)
+	}
+	hs := &http.Server{Handler: s, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	s.mu.Lock()
+	if s.closed || s.hs != nil {
+		s.mu.Unlock()
+		ln.Close()
+		return errors.New("start fake model: already started or closed")
+	}
+	s.hs = hs
+	s.url = "http://" + ln.Addr().String()
+	s.mu.Unlock()
+	s.serving.Go(func() {
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("serve fake model", "err", err)
+		}
+	})
+	s.log.Info("fake model listening", "url", s.url)
+	return nil
+}
+
+// URL is the base URL after Start, like http://127.0.0.1:41234 (no /v1).
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
+}
+
+// Close stops the server: waiting handlers give up at once, open connections
+// are closed, and Close returns when every handler has returned. It may be
+// called more than once.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	hs := s.hs
+	s.mu.Unlock()
+	close(s.done)
+	var err error
+	if hs != nil {
+		err = hs.Close()
+	}
+	s.serving.Wait()
+	s.handlers.Wait()
+	if err != nil {
+		return fmt.Errorf("close fake model: %w", err)
+	}
+	return nil
+}
+
+// SetScript replaces the script (nil: DefaultScript).
+func (s *Server) SetScript(fn Script) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.script = fn
+}
+
+// Push queues replies: each model request that is not a side query takes
+// the first queued reply, before the script is asked.
+func (s *Server) Push(r ...Reply) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queue = append(s.queue, r...)
+}
+
+// Requests returns a copy of every request recorded so far, in arrival order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.reqs...)
+}
+
+// WaitRequests waits until at least n requests have been recorded and
+// returns them all. It fails when ctx ends or the server closes first.
+func (s *Server) WaitRequests(ctx context.Context, n int) ([]Request, error) {
+	for {
+		s.mu.Lock()
+		if len(s.reqs) >= n {
+			r := append([]Request(nil), s.reqs...)
+			s.mu.Unlock()
+			return r, nil
+		}
+		ch, have := s.changed, len(s.reqs)
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for %d fake model requests (have %d): %w", n, have, ctx.Err())
+		case <-s.done:
+			return nil, fmt.Errorf("wait for %d fake model requests (have %d): server closed", n, have)
+		}
+	}
+}
+
+// record numbers req and stores it.
+func (s *Server) record(req *Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	req.Seq = len(s.reqs) + 1
+	s.reqs = append(s.reqs, *req)
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// choose picks the reply for a model request (see the package doc).
+func (s *Server) choose(req Request) Reply {
+	if r, ok := sideReply(req); ok {
+		return r
+	}
+	s.mu.Lock()
+	if len(s.queue) > 0 {
+		r := s.queue[0]
+		s.queue = s.queue[1:]
+		s.mu.Unlock()
+		return r
+	}
+	fn := s.script
+	s.mu.Unlock()
+	if fn == nil {
+		fn = DefaultScript
+	}
+	return fn(req)
+}
