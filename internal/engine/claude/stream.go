@@ -97,7 +97,10 @@ type controlRequest struct {
 }
 
 // parseLine decodes one stdout line. Blank lines are not an error: they
-// decode to a line of no type.
+// decode to a line of no type. A field whose JSON type is not the one troupe
+// reads (the same key means different things in different line types:
+// "message" is a string in system/permission_denied) is left zero, the rest
+// of the line decoded.
 func parseLine(b []byte) (line, error) {
 	var l line
 	b = bytes.TrimSpace(b)
@@ -105,7 +108,9 @@ func parseLine(b []byte) (line, error) {
 		return l, nil
 	}
 	if err := json.Unmarshal(b, &l); err != nil {
-		return line{}, fmt.Errorf("decode stream-json line: %w", err)
+		if _, ok := errors.AsType[*json.UnmarshalTypeError](err); !ok || b[0] != '{' {
+			return line{}, fmt.Errorf("decode stream-json line: %w", err)
+		}
 	}
 	return l, nil
 }
