@@ -141,7 +141,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if err != nil {
 		return nil, fmt.Errorf("start claude agent %s: %w", name, err)
 	}
-	if err := checkDir(spec.Dir); err != nil {
+	if err := proc.CheckDir(spec.Dir); err != nil {
 		return nil, fmt.Errorf("start claude agent %s: working directory: %w", name, err)
 	}
 	command, err := findCommand(spec.Agent.Command)
@@ -199,21 +199,6 @@ func findCommand(command string) (string, error) {
 		return "", fmt.Errorf("find Claude Code CLI %q: %w", command, err)
 	}
 	return path, nil
-}
-
-// checkDir checks that the agent's working directory exists.
-func checkDir(dir string) error {
-	if dir == "" {
-		return errors.New("none given: set StartSpec.Dir to the project's folder")
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
-	}
-	return nil
 }
 
 // mcpConfig is the --mcp-config file: troupe's endpoint with the session's

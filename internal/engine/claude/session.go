@@ -72,9 +72,7 @@ type Session struct {
 	err         error              // why the session ended on its own; nil after Close
 	lastError   string             // the last failed turn's error text, for the reason of a death
 
-	// amu guards act.
-	amu sync.Mutex
-	act engine.Activity
+	act engine.ActivityMeter
 }
 
 // start starts the CLI and the session's lifecycle goroutine, and reports
@@ -114,7 +112,7 @@ func (s *Session) startChild(id string, resume bool) (*proc.Process, error) {
 		Env:         s.launch.env,
 		Logger:      s.log,
 		StopTimeout: s.stopTimeout,
-		OnStderr:    func([]byte) { s.bump() },
+		OnStderr:    func([]byte) { s.act.Bump() },
 	})
 }
 
@@ -140,19 +138,7 @@ func (s *Session) Events() <-chan engine.Event { return s.events }
 
 // Activity is the session's activity token (C3): it advances on every line
 // the CLI writes to stdout and every chunk it writes to stderr.
-func (s *Session) Activity() engine.Activity {
-	s.amu.Lock()
-	defer s.amu.Unlock()
-	return s.act
-}
-
-func (s *Session) bump() {
-	now := time.Now()
-	s.amu.Lock()
-	s.act.Count++
-	s.act.At = now
-	s.amu.Unlock()
-}
+func (s *Session) Activity() engine.Activity { return s.act.Load() }
 
 // Err says why the session ended on its own, e.g. "claude exited: exit
 // status 1: API Error: …". It is nil while the session runs and when it
@@ -168,11 +154,8 @@ func (s *Session) Err() error {
 // CLI would queue it) or the session ended. Its events follow on Events,
 // ending with one EventTurnEnd.
 func (s *Session) Send(ctx context.Context, in engine.Input) error {
-	if in.Turn == "" {
-		return errors.New("send turn: empty turn id")
-	}
-	if len(in.Messages) == 0 {
-		return fmt.Errorf("send turn %s: no messages", in.Turn)
+	if err := in.Check(); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("send turn %s: %w", in.Turn, err)
@@ -363,7 +346,7 @@ func (s *Session) readStdout(p *proc.Process) (lost bool) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
-		s.bump()
+		s.act.Bump()
 		l, err := parseLine(sc.Bytes())
 		if err != nil {
 			s.log.Warn("claude wrote a line that is not stream-json", "err", err)
