@@ -426,3 +426,26 @@ func TestCLINothingListening(t *testing.T) {
 		t.Fatalf("turn end %+v, want the CLI's connection error", end)
 	}
 }
+
+// C4: the limit troupe reports (ToolCallLimit, here the agent's
+// tool_timeout of 2s) is the one Claude Code applies to a troupe tool call:
+// its MCP client gives up on a call that takes longer.
+func TestCLIToolCallLimit(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	mcp := newFakeMCP(t)
+	a := troupe.AgentSpec{Env: map[string]string{"ENABLE_TOOL_SEARCH": "false"}, Options: map[string]any{"tool_timeout": "2s"}}
+	if got := r.eng.ToolCallLimit(a); got != 2*time.Second {
+		t.Fatalf("ToolCallLimit = %v, want 2s", got)
+	}
+	s := r.start(t, a, engine.StartSpec{MCP: engine.MCPAccess{URL: mcp.url, Token: "tok"}})
+	sessionEvent(t, s)
+	began := time.Now()
+	evs, end := runTurn(t, s, "t1", `[[tool:mcp__troupe__slow_tool {}]]`)
+	took := time.Since(began)
+	results := kinds(evs, engine.EventToolResult)
+	if len(results) != 1 || !results[0].Tool.IsError || took > 15*time.Second {
+		t.Fatalf("after %v: results %+v, end %+v; want the call cut after about 2s", took, results, end)
+	}
+	t.Logf("cut after %v: %q", took, results[0].Tool.Output)
+}

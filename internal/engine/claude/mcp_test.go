@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // fakeMCP is a tiny MCP endpoint (streamable HTTP, JSON answers) with one
@@ -47,7 +49,12 @@ func (m *fakeMCP) serve(w http.ResponseWriter, r *http.Request) {
 			ProtocolVersion string `json:"protocolVersion"`
 		} `json:"params"`
 	}
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	var raw json.RawMessage
+	if err := json.NewDecoder(r.Body).Decode(&raw); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if err := json.Unmarshal(raw, &req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
@@ -56,6 +63,9 @@ func (m *fakeMCP) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := map[string]any{"jsonrpc": "2.0", "id": req.ID}
+	if req.Method == "tools/call" && strings.Contains(string(raw), `"slow_tool"`) {
+		req.Method = "tools/call_slow"
+	}
 	switch req.Method {
 	case "initialize":
 		resp["result"] = map[string]any{
@@ -64,10 +74,18 @@ func (m *fakeMCP) serve(w http.ResponseWriter, r *http.Request) {
 			"serverInfo":      map[string]any{"name": "troupe", "version": "test"},
 		}
 	case "tools/list":
-		resp["result"] = map[string]any{"tools": []any{map[string]any{
-			"name": "list_agents", "description": "List the agents of your team.",
-			"inputSchema": map[string]any{"type": "object", "properties": map[string]any{}},
-		}}}
+		schema := map[string]any{"type": "object", "properties": map[string]any{}}
+		resp["result"] = map[string]any{"tools": []any{
+			map[string]any{"name": "list_agents", "description": "List the agents of your team.", "inputSchema": schema},
+			map[string]any{"name": "slow_tool", "description": "Takes 30 s.", "inputSchema": schema},
+		}}
+	case "tools/call_slow":
+		select { // the client gives up first
+		case <-r.Context().Done():
+			return
+		case <-time.After(30 * time.Second):
+		}
+		resp["result"] = map[string]any{"content": []any{map[string]any{"type": "text", "text": "too late"}}}
 	case "tools/call":
 		resp["result"] = map[string]any{"content": []any{map[string]any{"type": "text", "text": "agents: alice, bob"}}, "isError": false}
 	case "ping":
