@@ -54,8 +54,9 @@ type sseEvent struct {
 	raw  string
 }
 
-// readSSE parses an SSE body; it returns the events read before any error.
-func readSSE(r io.Reader) ([]sseEvent, error) {
+// readSSE parses an SSE body, calling each (if given) as an event arrives;
+// it returns the events read before any error.
+func readSSE(r io.Reader, each ...func(sseEvent)) ([]sseEvent, error) {
 	var evs []sseEvent
 	var cur sseEvent
 	sc := bufio.NewScanner(r)
@@ -66,6 +67,9 @@ func readSSE(r io.Reader) ([]sseEvent, error) {
 		case line == "":
 			if cur.raw != "" {
 				evs = append(evs, cur)
+				for _, fn := range each {
+					fn(cur)
+				}
 			}
 			cur = sseEvent{}
 		case strings.HasPrefix(line, "event: "):

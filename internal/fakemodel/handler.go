@@ -286,7 +286,7 @@ func writeEvent(w io.Writer, ev event) error {
 func whole(req Request) any {
 	switch req.API {
 	case Responses:
-		return responsesObject(req, "completed")
+		return responsesObject(req, true)
 	case ChatCompletions:
 		return chatObject(req)
 	}

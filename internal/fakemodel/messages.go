@@ -30,19 +30,10 @@ func parseMessages(req *Request, m map[string]any) {
 		if str(msg["role"]) != "user" {
 			continue
 		}
-		if s, ok := msg["content"].(string); ok {
-			req.Prompt = s
-			return
-		}
+		req.Prompt = lastText(msg["content"])
 		var results []string
 		for _, b := range arr(msg["content"]) {
-			blk := obj(b)
-			switch str(blk["type"]) {
-			case "text":
-				if t := str(blk["text"]); !strings.HasPrefix(strings.TrimSpace(t), "<system-reminder>") {
-					req.Prompt = t
-				}
-			case "tool_result":
+			if blk := obj(b); str(blk["type"]) == "tool_result" {
 				req.AfterTool = true
 				results = append(results, blockText(blk["content"]))
 			}
@@ -50,6 +41,22 @@ func parseMessages(req *Request, m map[string]any) {
 		req.ToolResult = strings.Join(results, "\n")
 		return
 	}
+}
+
+// lastText is a string, or the last text of a list of content parts that is
+// not a <system-reminder>.
+func lastText(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	var last string
+	for _, b := range arr(v) {
+		t, ok := obj(b)["text"].(string)
+		if ok && !strings.HasPrefix(strings.TrimSpace(t), "<system-reminder>") {
+			last = t
+		}
+	}
+	return last
 }
 
 // blockText is the text of a string or of a list of text blocks.

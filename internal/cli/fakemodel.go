@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/troupe-dev/troupe/internal/fakemodel"
+)
+
+// fakemodelCmd serves the scripted model (internal/fakemodel) for dry runs
+// of a real agent CLI with no API key.
+func fakemodelCmd(g *globals) *cobra.Command {
+	var addr, level string
+	c := &cobra.Command{
+		Use:   "fakemodel",
+		Short: "Serve a scripted fake model (Anthropic and OpenAI APIs) for dry runs with no API key",
+		Long: `Serve a scripted fake model on a loopback address until interrupted.
+
+It speaks the Anthropic Messages API (Claude Code), the OpenAI Responses API
+(Codex) and Chat Completions (OpenCode, OpenAI-compatible clients). Markers in
+the prompt script the answer:
+
+  [[text:X]]                 answer X (default: "Echo: <prompt>")
+  [[tool:NAME {json}]]       call a tool the client offered (NAME* / *NAME: prefix / suffix)
+  [[slow:3s every 500ms]]    stream the answer slowly
+  [[sleep:5s]]               send nothing for 5s, then answer
+  [[silent:5s]]              start the stream, then nothing for 5s
+  [[error:529]]              fail with this HTTP status
+  [[drop]]                   cut the connection mid-answer`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var lv slog.Level
+			if err := lv.UnmarshalText([]byte(level)); err != nil {
+				return fmt.Errorf("--log-level: %q is not a level: use debug, info, warn or error", level)
+			}
+			log := slog.New(slog.NewTextHandler(g.errw, &slog.HandlerOptions{Level: lv}))
+			srv := fakemodel.New(fakemodel.Options{Logger: log})
+			if err := srv.Start(addr); err != nil {
+				return err
+			}
+			defer srv.Close()
+			u := srv.URL()
+			fmt.Fprintf(g.out, "fake model at %s\n\nClaude Code:\n  ANTHROPIC_BASE_URL=%s ANTHROPIC_API_KEY=test CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1\n"+
+				"Codex, OpenCode, OpenAI clients:\n  OPENAI_BASE_URL=%s/v1 OPENAI_API_KEY=test\n\nCtrl-C stops it.\n", u, u, u)
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			<-ctx.Done()
+			return srv.Close()
+		},
+	}
+	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8765", "address to listen on (loopback unless you mean otherwise)")
+	c.Flags().StringVar(&level, "log-level", "debug", "log level: debug (one line per request), info, warn, error")
+	return c
+}
