@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/engine/claude"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -22,7 +23,8 @@ func newEngines(cfg Config, log *slog.Logger) (map[troupe.Engine]engine.Engine, 
 		fakeCmd = []string{self, "fake-agent"}
 	}
 	return map[troupe.Engine]engine.Engine{
-		troupe.EngineFake: fake.New(fake.Options{Command: fakeCmd, Logger: log}),
+		troupe.EngineFake:   fake.New(fake.Options{Command: fakeCmd, Logger: log}),
+		troupe.EngineClaude: claude.New(claude.Options{Logger: log}),
 	}, nil
 }
 

@@ -64,8 +64,9 @@ var never = map[string][]string{
 	"internal/events": {mod + "internal/project", mod + "internal/api"},
 	"internal/troupe": {}, // checked separately: standard library only
 	// Engines see the vocabulary, the tool catalogue and their own seam only.
-	"internal/engine":      {mod + "internal/project", mod + "internal/runtime"},
-	"internal/engine/fake": {mod + "internal/project", mod + "internal/runtime"},
+	"internal/engine":        {mod + "internal/project", mod + "internal/runtime"},
+	"internal/engine/fake":   {mod + "internal/project", mod + "internal/runtime"},
+	"internal/engine/claude": {mod + "internal/project", mod + "internal/runtime"},
 	// The runtime drives engines through their seam and reads teams
 	// through its own interface: no project registry, store or transport.
 	"internal/runtime": {mod + "internal/project", mod + "internal/store/sqlite", mod + "internal/mcp", mod + "internal/api"},

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -73,7 +72,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if len(e.command) == 0 {
 		return nil, fmt.Errorf("start fake agent %s: no command: set fake.Options.Command (the troupe binary and \"fake-agent\")", name)
 	}
-	if err := checkDir(spec.Dir); err != nil {
+	if err := proc.CheckDir(spec.Dir); err != nil {
 		return nil, fmt.Errorf("start fake agent %s: working directory: %w", name, err)
 	}
 	log := spec.Logger
@@ -108,21 +107,6 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		s.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start fake agent %s: %w", name, context.Cause(ctx))
 	}
-}
-
-// checkDir checks that the agent's working directory exists.
-func checkDir(dir string) error {
-	if dir == "" {
-		return errors.New("none given: set StartSpec.Dir to the project's folder")
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
-	}
-	return nil
 }
 
 // ToolCallLimit implements engine.ToolCallLimiter: the agent's

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/proc"
@@ -52,9 +51,7 @@ type Session struct {
 	ended      bool  // the child is gone and Events closed (or closing)
 	err        error // why the session ended on its own; nil after Close
 
-	// amu guards act.
-	amu sync.Mutex
-	act engine.Activity
+	act engine.ActivityMeter
 }
 
 // start starts the child with proc (own process group, pipes, one reaper,
@@ -68,7 +65,7 @@ func start(spec proc.Spec, tools engine.Tools) (*Session, error) {
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
-	spec.OnStderr = func([]byte) { s.bump() }
+	spec.OnStderr = func([]byte) { s.act.Bump() }
 	p, err := proc.Start(spec)
 	if err != nil {
 		return nil, err
@@ -93,19 +90,7 @@ func (s *Session) Events() <-chan engine.Event { return s.events }
 
 // Activity is the session's activity token (C3): it advances on every line
 // the child writes to stdout and every chunk it writes to stderr.
-func (s *Session) Activity() engine.Activity {
-	s.amu.Lock()
-	defer s.amu.Unlock()
-	return s.act
-}
-
-func (s *Session) bump() {
-	now := time.Now()
-	s.amu.Lock()
-	s.act.Count++
-	s.act.At = now
-	s.amu.Unlock()
-}
+func (s *Session) Activity() engine.Activity { return s.act.Load() }
 
 // Err says why the session ended on its own, e.g. "fake agent exited: exit
 // status 3: fake agent crashing on purpose". It is nil while the session
@@ -120,11 +105,8 @@ func (s *Session) Err() error {
 // the session ended. It does not wait for the turn: its events follow on
 // Events, ending with one EventTurnEnd.
 func (s *Session) Send(ctx context.Context, in engine.Input) error {
-	if in.Turn == "" {
-		return errors.New("send turn: empty turn id")
-	}
-	if len(in.Messages) == 0 {
-		return fmt.Errorf("send turn %s: no messages", in.Turn)
+	if err := in.Check(); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("send turn %s: %w", in.Turn, err)
@@ -258,7 +240,7 @@ func (s *Session) readStdout(r io.ReadCloser) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
-		s.bump()
+		s.act.Bump()
 		f, err := decode(sc.Bytes())
 		if err != nil {
 			s.log.Warn("fake agent wrote a bad line", "err", err)

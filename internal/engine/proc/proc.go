@@ -409,3 +409,19 @@ func Env(allow []string, agentEnv map[string]string, extra ...string) []string {
 	slices.Sort(env)
 	return env
 }
+
+// CheckDir checks that a child's working directory is given and is a
+// directory.
+func CheckDir(dir string) error {
+	if dir == "" {
+		return errors.New("none given: set StartSpec.Dir to the project's folder")
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	return nil
+}

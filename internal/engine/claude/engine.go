@@ -1,0 +1,250 @@
+package claude
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+var (
+	_ engine.Engine          = (*Engine)(nil)
+	_ engine.ToolCallLimiter = (*Engine)(nil)
+)
+
+// DefaultCommand is the CLI an agent runs when its command is not set.
+const DefaultCommand = "claude"
+
+// MCPServerName is the name troupe's MCP server has in the CLI's config:
+// its tools are mcp__troupe__<tool>.
+const MCPServerName = "troupe"
+
+// Options configures an Engine. Zero values mean defaults.
+type Options struct {
+	// Logger gets the engine's logs; nil discards them. A StartSpec's
+	// Logger, when set, is used for that session instead.
+	Logger *slog.Logger
+	// StopTimeout bounds each wait of Close's escalation (after closing
+	// stdin, after SIGTERM). Zero means proc.DefaultStopTimeout.
+	StopTimeout time.Duration
+	// Environ is the environment the child's is built from (C11: only the
+	// variables Claude Code needs pass). Nil means os.Environ: the
+	// daemon's. Tests give an offline one here.
+	Environ func() []string
+}
+
+// Engine starts Claude Code sessions. It holds no state besides its options
+// and is safe for concurrent use.
+type Engine struct {
+	log         *slog.Logger
+	stopTimeout time.Duration
+	environ     func() []string
+}
+
+// New returns an Engine with the given options.
+func New(o Options) *Engine {
+	e := &Engine{log: o.Logger, stopTimeout: o.StopTimeout, environ: o.Environ}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.stopTimeout <= 0 {
+		e.stopTimeout = proc.DefaultStopTimeout
+	}
+	if e.environ == nil {
+		e.environ = os.Environ
+	}
+	return e
+}
+
+// ToolCallLimit implements engine.ToolCallLimiter: how long Claude Code
+// lets one call of a troupe tool run (see DefaultToolTimeout).
+func (e *Engine) ToolCallLimit(agent troupe.AgentSpec) time.Duration {
+	o, err := parseOptions(agent.Options)
+	if err != nil {
+		return DefaultToolTimeout
+	}
+	d, _ := toolLimit(agent, o, e.environ())
+	return d
+}
+
+// launch is what a session needs to (re)start its CLI: everything but the
+// session id.
+type launch struct {
+	command string // resolved
+	agent   troupe.AgentSpec
+	dir     string
+	env     []string
+	mcpFile string // "" without an MCP endpoint
+	instr   string
+}
+
+// argv is the CLI's command line for a new session (resume false: id is
+// minted) or the continuation of an earlier one.
+func (l *launch) argv(id string, resume bool) []string {
+	argv := []string{l.command}
+	argv = append(argv, l.agent.Args...)
+	argv = append(argv, "-p",
+		"--input-format", "stream-json",
+		"--output-format", "stream-json",
+		"--verbose",
+		"--include-partial-messages")
+	if resume {
+		argv = append(argv, "--resume", id)
+	} else {
+		argv = append(argv, "--session-id", id)
+	}
+	if l.agent.Model != "" {
+		argv = append(argv, "--model", l.agent.Model)
+	}
+	if l.agent.PermissionMode != "" {
+		argv = append(argv, "--permission-mode", l.agent.PermissionMode)
+	}
+	if l.instr != "" {
+		argv = append(argv, "--append-system-prompt", l.instr)
+	}
+	if l.mcpFile != "" {
+		argv = append(argv, "--mcp-config", l.mcpFile)
+	}
+	// --allowedTools is variadic: its values (one argument each) run up
+	// to the next flag, so a flag follows them.
+	argv = append(argv, "--allowedTools", "mcp__"+MCPServerName)
+	argv = append(argv, l.agent.AllowedTools...)
+	return append(argv, "--permission-prompt-tool", "stdio")
+}
+
+// Start starts the agent's CLI in spec.Dir: a new conversation with a
+// minted session id, or spec.Resume's (falling back to a new one when the
+// CLI no longer has it). The session's id is reported at once as an
+// EventSession. The returned session is a *Session.
+func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Session, error) {
+	name := spec.Agent.Name
+	if name == "" {
+		name = spec.Key.Agent
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("start claude agent %s: %w", name, err)
+	}
+	if spec.Agent.Mode == troupe.ModeTerminal {
+		return nil, fmt.Errorf("start claude agent %s: terminal mode is not built yet: remove mode from the agent in .troupe/team.toml", name)
+	}
+	o, err := parseOptions(spec.Agent.Options)
+	if err != nil {
+		return nil, fmt.Errorf("start claude agent %s: %w", name, err)
+	}
+	if err := proc.CheckDir(spec.Dir); err != nil {
+		return nil, fmt.Errorf("start claude agent %s: working directory: %w", name, err)
+	}
+	command, err := findCommand(spec.Agent.Command)
+	if err != nil {
+		return nil, fmt.Errorf("start claude agent %s: %w", name, err)
+	}
+	log := spec.Logger
+	if log == nil {
+		log = e.log
+	}
+	log = log.With("project", spec.Key.Project, "agent", spec.Key.Agent)
+
+	environ := e.environ()
+	limit, personSet := toolLimit(spec.Agent, o, environ)
+	l := &launch{
+		command: command,
+		agent:   spec.Agent,
+		dir:     spec.Dir,
+		env:     childEnv(environ, spec.Agent.Env, limit, personSet),
+		instr:   spec.Instructions,
+	}
+	var tmp string
+	if spec.MCP.URL != "" {
+		if tmp, l.mcpFile, err = writeMCPConfig(spec.MCP, limit); err != nil {
+			return nil, fmt.Errorf("start claude agent %s: %w", name, err)
+		}
+	}
+	s, err := start(sessionSpec{
+		launch:      l,
+		resume:      spec.Resume,
+		tmpDir:      tmp,
+		approver:    spec.Approver,
+		log:         log,
+		stopTimeout: e.stopTimeout,
+	})
+	if err != nil {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
+		return nil, fmt.Errorf("start claude agent %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// findCommand resolves the agent's command (default: claude on PATH).
+func findCommand(command string) (string, error) {
+	if command == "" {
+		command = DefaultCommand
+	}
+	path, err := exec.LookPath(command)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("find Claude Code CLI %q: not found: install Claude Code (npm install -g @anthropic-ai/claude-code) or set command for the agent in .troupe/team.toml", command)
+		}
+		return "", fmt.Errorf("find Claude Code CLI %q: %w", command, err)
+	}
+	return path, nil
+}
+
+// mcpConfig is the --mcp-config file: troupe's endpoint with the session's
+// bearer token, and the limit of one tool call in ms (it sets Claude Code's
+// limit and its HTTP idle limit for this server).
+type mcpConfig struct {
+	MCPServers map[string]mcpServer `json:"mcpServers"`
+}
+
+type mcpServer struct {
+	Type    string            `json:"type"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers"`
+	Timeout int64             `json:"timeout"`
+}
+
+// writeMCPConfig writes the MCP config into a new private folder (0700, the
+// file 0600: the token never shows on a command line), which the session
+// removes when it ends.
+func writeMCPConfig(m engine.MCPAccess, limit time.Duration) (dir, file string, err error) {
+	b, err := json.Marshal(mcpConfig{MCPServers: map[string]mcpServer{MCPServerName: {
+		Type:    "http",
+		URL:     m.URL,
+		Headers: map[string]string{"Authorization": "Bearer " + m.Token},
+		Timeout: limit.Milliseconds(),
+	}}})
+	if err != nil {
+		return "", "", fmt.Errorf("encode mcp config: %w", err)
+	}
+	dir, err = os.MkdirTemp("", "troupe-claude-")
+	if err != nil {
+		return "", "", fmt.Errorf("make mcp config folder: %w", err)
+	}
+	file = filepath.Join(dir, "mcp.json")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", "", fmt.Errorf("write mcp config: %w", err)
+	}
+	return dir, file, nil
+}
+
+// newSessionID mints a UUID v4, as --session-id wants.
+func newSessionID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -1,0 +1,317 @@
+package claude
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/troupe-dev/troupe/internal/engine"
+)
+
+// readFixture returns the lines of a stream-json fixture (copied from
+// /work/shared/fixtures/claude-code/stream-json; 19 is the CLI's side of
+// its transcript).
+func readFixture(t testing.TB, name string) [][]byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "stream-json", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, maxLine)
+	for sc.Scan() {
+		lines = append(lines, append([]byte(nil), sc.Bytes()...))
+	}
+	return lines
+}
+
+// mapLines maps lines as the session does, without the turn bookkeeping:
+// a result gives usage and a turn end (interrupted as the session would
+// know it), anything else the mapper's events.
+func mapLines(t testing.TB, lines [][]byte, interrupted bool) []engine.Event {
+	t.Helper()
+	var m mapper
+	var evs []engine.Event
+	for i, b := range lines {
+		l, err := parseLine(b)
+		if err != nil {
+			t.Fatalf("line %d: %v", i+1, err)
+		}
+		if l.Type == "result" {
+			u, end := m.turnEnd(l, interrupted)
+			evs = append(evs, u, end)
+			continue
+		}
+		evs = append(evs, m.events(l)...)
+	}
+	return evs
+}
+
+// summary writes events as short strings for comparison.
+func summary(evs []engine.Event) []string {
+	var out []string
+	for _, ev := range evs {
+		switch ev.Kind {
+		case engine.EventToolCall:
+			out = append(out, fmt.Sprintf("tool_call %s %s %s", ev.Tool.Name, ev.Tool.ID, ev.Tool.Input))
+		case engine.EventToolResult:
+			out = append(out, fmt.Sprintf("tool_result %s error=%v %s", ev.Tool.ID, ev.Tool.IsError, ev.Tool.Output))
+		case engine.EventUsage:
+			out = append(out, fmt.Sprintf("usage in=%d out=%d cost=%.6f", ev.Usage.InputTokens, ev.Usage.OutputTokens, math.Round(ev.Usage.CostUSD*1e6)/1e6))
+		case engine.EventTurnEnd:
+			out = append(out, fmt.Sprintf("turn_end text=%q error=%q", ev.Text, ev.Error))
+		default:
+			out = append(out, fmt.Sprintf("%s %s", ev.Kind, ev.Text))
+		}
+	}
+	return out
+}
+
+func TestMapFixtures(t *testing.T) {
+	const askDenied = "Claude requested permissions to use mcp__agents__ask_agent, but you haven't granted it yet."
+	const err529 = "API Error: 529 fake error 529. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:8765)."
+	const refused = "API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)"
+	tests := []struct {
+		file string
+		want []string
+	}{
+		{"01_print_hello.jsonl", []string{
+			"output Echo: hello",
+			"usage in=12222 out=9 cost=0.049068",
+			`turn_end text="Echo: hello" error=""`,
+		}},
+		{"05_mcp_tool_denied_default_mode.jsonl", []string{
+			"output Calling tool mcp__agents__ask_agent",
+			`tool_call mcp__agents__ask_agent toolu_d4464544031946f38039724e {"agent": "bob", "question": "what is 6*7?"}`,
+			"tool_result toolu_d4464544031946f38039724e error=true " + askDenied,
+			"output TOOL_RESULT_SEEN: " + askDenied,
+			"usage in=25219 out=86 cost=0.102596",
+			`turn_end text="TOOL_RESULT_SEEN: ` + askDenied + `" error=""`,
+		}},
+		{"06_mcp_tool_roundtrip_allowed.jsonl", []string{
+			"output Calling tool mcp__agents__ask_agent",
+			`tool_call mcp__agents__ask_agent toolu_a1511d69a7794c2a86d69d02 {"agent": "bob", "question": "what is 6*7?"}`,
+			"tool_result toolu_a1511d69a7794c2a86d69d02 error=false agent bob answers: 42 (question was: what is 6*7?)",
+			"output TOOL_RESULT_SEEN: agent bob answers: 42 (question was: what is 6*7?)",
+			"usage in=25211 out=76 cost=0.102364",
+			`turn_end text="TOOL_RESULT_SEEN: agent bob answers: 42 (question was: what is 6*7?)" error=""`,
+		}},
+		{"09_include_partial_messages.jsonl", []string{ // the deltas, not the whole block again
+			"output Hello partial world,",
+			"output  this text arrives i",
+			"output n several deltas.",
+			"usage in=12543 out=21 cost=0.050592",
+			`turn_end text="Hello partial world, this text arrives in several deltas." error=""`,
+		}},
+		{"12_api_error_529_one_retry.jsonl", []string{
+			"output " + err529,
+			"usage in=0 out=0 cost=0.000000",
+			`turn_end text="" error="` + err529 + `"`,
+		}},
+		{"13_api_error_400.jsonl", []string{
+			"output API Error: 400 fake error 400",
+			"usage in=0 out=0 cost=0.000000",
+			`turn_end text="" error="API Error: 400 fake error 400"`,
+		}},
+		{"14_connection_refused.jsonl", []string{
+			"output " + refused,
+			"usage in=0 out=0 cost=0.000000",
+			`turn_end text="" error="` + refused + `"`,
+		}},
+		{"15_resume_unknown_id.jsonl", []string{
+			"usage in=0 out=0 cost=0.000000",
+			`turn_end text="" error="No conversation found with session ID: 99999999-2222-4333-8444-555555555555"`,
+		}},
+		{"18_stdin_stream_json_session.jsonl", []string{ // four turns; the third interrupted; costs per turn
+			"output Echo: long turn [[sleep:3]]",
+			"usage in=12530 out=13 cost=0.050380",
+			`turn_end text="Echo: long turn [[sleep:3]]" error=""`,
+			"output QUEUED-REPLY",
+			"usage in=12571 out=10 cost=0.050484",
+			`turn_end text="QUEUED-REPLY" error=""`,
+			"usage in=0 out=0 cost=0.000000",
+			`turn_end text="" error="interrupted"`,
+			"output AFTER",
+			"usage in=12637 out=8 cost=0.050708",
+			`turn_end text="AFTER" error=""`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			got := summary(mapLines(t, readFixture(t, tt.file), false))
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+// A failed result of a turn troupe interrupted is "interrupted", whatever
+// the CLI's reason; a successful one (the turn ended first) stays a
+// success.
+func TestTurnEndInterrupted(t *testing.T) {
+	var m mapper
+	_, end := m.turnEnd(line{Type: "result", IsError: true, Result: "API Error: 500 x"}, true)
+	if end.Error != "interrupted" {
+		t.Errorf("interrupted failed turn: error %q", end.Error)
+	}
+	_, end = m.turnEnd(line{Type: "result", Result: "done"}, true)
+	if end.Error != "" || end.Text != "done" {
+		t.Errorf("interrupt after the end: %+v", end)
+	}
+	_, end = m.turnEnd(line{Type: "result", IsError: true, TerminalReason: "max_turns"}, false)
+	if end.Error != "turn failed: max_turns" {
+		t.Errorf("failed turn without text: error %q", end.Error)
+	}
+}
+
+func TestLostResume(t *testing.T) {
+	for _, tt := range []struct {
+		file string
+		want bool
+	}{
+		{"15_resume_unknown_id.jsonl", true},
+		{"13_api_error_400.jsonl", false},
+		{"18_stdin_stream_json_session.jsonl", false},
+	} {
+		lost := false
+		for _, b := range readFixture(t, tt.file) {
+			l, err := parseLine(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lost = lost || l.lostResume()
+		}
+		if lost != tt.want {
+			t.Errorf("%s: lostResume %v, want %v", tt.file, lost, tt.want)
+		}
+	}
+}
+
+// The can_use_tool request of fixture 19 decodes, and troupe's answer has
+// the exact shape the CLI took there.
+func TestPermissionRequestAndAnswer(t *testing.T) {
+	var req line
+	for _, b := range readFixture(t, "19_permission_prompt_tool_stdio.jsonl") {
+		l, err := parseLine(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Type == "control_request" {
+			req = l
+		}
+	}
+	if req.Request == nil || req.Request.Subtype != "can_use_tool" || req.Request.ToolName != "mcp__agents__ask_agent" ||
+		req.RequestID != "4e987a8d-d4a2-4d19-940b-0bf780767e63" || req.Request.ToolUseID != "toolu_89b9f85222374b1c819cad2b" || req.Request.DisplayName != "Ask Agent" {
+		t.Fatalf("control request %+v / %+v", req, req.Request)
+	}
+	got, err := permissionResponse(req.RequestID, req.Request.Input, engine.Decision{Allow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := readFixture(t, "19_permission_prompt_tool_stdio.input.jsonl")[1] // what the host answered
+	if !jsonEqual(t, got, sent) {
+		t.Errorf("allow answer\n%s\nwant\n%s", got, sent)
+	}
+	got, err = permissionResponse(req.RequestID, req.Request.Input, engine.Decision{Reason: "no, thanks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"control_response","response":{"subtype":"success","request_id":"4e987a8d-d4a2-4d19-940b-0bf780767e63","response":{"behavior":"deny","message":"no, thanks"}}}`
+	if !jsonEqual(t, got, []byte(want)) {
+		t.Errorf("deny answer\n%s\nwant\n%s", got, want)
+	}
+	if got[len(got)-1] != '\n' {
+		t.Error("answer is not one line")
+	}
+}
+
+func jsonEqual(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("%s: %v", a, err)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// The lines troupe writes have the shapes of the notes (§5) and fixture 18.
+func TestInputLines(t *testing.T) {
+	b, err := userInput("hello \"there\"\nsecond line")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"type":"user","message":{"role":"user","content":"hello \"there\"\nsecond line"}}` + "\n"; string(b) != want {
+		t.Errorf("user line %s, want %s", b, want)
+	}
+	b, err = interruptRequest("troupe-interrupt-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"type":"control_request","request_id":"troupe-interrupt-1","request":{"subtype":"interrupt"}}` + "\n"; string(b) != want {
+		t.Errorf("interrupt line %s, want %s", b, want)
+	}
+}
+
+func TestParseLineBad(t *testing.T) {
+	for _, in := range []string{"{", "not json", `[1,2]`, `"x"`} {
+		if _, err := parseLine([]byte(in)); err == nil {
+			t.Errorf("parseLine(%q): no error", in)
+		}
+	}
+	if l, err := parseLine([]byte("  \n")); err != nil || l.Type != "" {
+		t.Errorf("blank line: %+v, %v", l, err)
+	}
+	// A field of another type is left zero, the rest decoded.
+	if l, err := parseLine([]byte(`{"type":"system","subtype":"permission_denied","message":"no"}`)); err != nil || l.Subtype != "permission_denied" || (l.Message != nil && len(l.Message.Content) != 0) {
+		t.Errorf("string message: %+v, %v", l, err)
+	}
+	// Content as a plain string, a subagent's message, an unknown type.
+	var m mapper
+	l, _ := parseLine([]byte(`{"type":"assistant","message":{"id":"m","content":"plain"}}`))
+	if got := summary(m.events(l)); !reflect.DeepEqual(got, []string{"output plain"}) {
+		t.Errorf("string content: %q", got)
+	}
+	l, _ = parseLine([]byte(`{"type":"assistant","parent_tool_use_id":"toolu_1","message":{"id":"m2","content":[{"type":"text","text":"sub"}]}}`))
+	if evs := m.events(l); len(evs) != 0 {
+		t.Errorf("subagent message: %+v", evs)
+	}
+	l, _ = parseLine([]byte(`{"type":"assistant","message":{"id":"m3","content":[{"type":"thinking","thinking":"hmm"},{"type":"tool_use","id":"t","name":"Read"}]}}`))
+	if got := summary(m.events(l)); !reflect.DeepEqual(got, []string{"thinking hmm", "tool_call Read t {}"}) {
+		t.Errorf("thinking and tool call: %q", got)
+	}
+}
+
+// FuzzParseLine feeds the line parser and the mapper arbitrary lines (seeds:
+// every fixture line, in testdata/fuzz too): no panic, and a line that
+// parses maps without one.
+func FuzzParseLine(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "stream-json", "*.jsonl"))
+	for _, file := range files {
+		for _, b := range readFixture(f, filepath.Base(file)) {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		l, err := parseLine(b)
+		if err != nil {
+			return
+		}
+		var m mapper
+		m.events(l)
+		m.turnEnd(l, false)
+		l.lostResume()
+		l.errorText()
+	})
+}
