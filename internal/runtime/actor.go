@@ -343,7 +343,14 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 			return
 		}
 		a.endTurn(ctx, ev.Text, ev.Error)
-		a.setState(troupe.StateIdle, "")
+		// A turn the engine failed (its model refused, was unreachable,
+		// ...) leaves the agent failed with the engine's own words until
+		// its next turn; an interrupted one is the person's doing.
+		if ev.Error != "" && ev.Error != "interrupted" {
+			a.setState(troupe.StateFailed, ev.Error)
+		} else {
+			a.setState(troupe.StateIdle, "")
+		}
 	default:
 		a.log.Debug("event of an unknown kind", "kind", ev.Kind)
 	}

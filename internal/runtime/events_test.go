@@ -133,3 +133,28 @@ func resumes(specs []engine.StartSpec) []string {
 	}
 	return out
 }
+
+// TestFailedTurnLeavesTheAgentFailedUntilItsNextTurn: an engine that fails
+// a turn (its model answered 500) leaves the agent failed with the engine's
+// own text, the asker gets that text, and the next message works.
+func TestFailedTurnLeavesTheAgentFailedUntilItsNextTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(10*time.Minute), 0)
+		r := key(p1, "researcher")
+		req, err := h.rt.Ask(t.Context(), r, "lead", "fail API Error: 500 overloaded", 0)
+		if err != nil || req.State != troupe.ReqFailed || !strings.Contains(req.Error, "API Error: 500 overloaded") {
+			t.Fatalf("ask = %+v, %v; want failed with the engine's text", req, err)
+		}
+		synctest.Wait()
+		if st, why := h.rt.AgentState(r); st != troupe.StateFailed || why != "API Error: 500 overloaded" {
+			t.Errorf("state = %s (%s), want failed with the engine's text", st, why)
+		}
+		if req, err := h.rt.Ask(t.Context(), r, "lead", "answer back", 0); err != nil || req.Answer != "back" {
+			t.Fatalf("next ask = %+v, %v", req, err)
+		}
+		synctest.Wait()
+		if st, _ := h.rt.AgentState(r); st != troupe.StateIdle {
+			t.Errorf("state after a good turn = %s, want idle", st)
+		}
+	})
+}

@@ -22,6 +22,7 @@ import (
 //	                             (then hang: no end of turn at all)
 //	silent DUR then TEXT         no output for DUR
 //	die                          the session ends mid-turn
+//	fail TEXT                    the engine fails the turn with TEXT
 //	tool NAME JSON               call a troupe tool; answer with its result
 //	rich SESSION                 report every event kind (a 5 KB tool input,
 //	                             session id SESSION, permission requests for
@@ -216,6 +217,8 @@ func (s *memSession) play(in engine.Input) {
 	switch {
 	case len(f) >= 2 && f[0] == "answer":
 		end(strings.TrimPrefix(text, "answer "))
+	case len(f) >= 2 && f[0] == "fail":
+		s.emit(engine.Event{Kind: engine.EventTurnEnd, Turn: in.Turn, Error: strings.TrimPrefix(text, "fail ")})
 	case len(f) >= 6 && f[0] == "work":
 		dur, _ := time.ParseDuration(f[1])
 		step, _ := time.ParseDuration(f[3])
