@@ -56,10 +56,16 @@ type daemon struct {
 // line (no sleeping: the daemon prints it once it serves).
 func startDaemon(t testing.TB, state string, extra ...string) *daemon {
 	t.Helper()
+	return startDaemonEnv(t, state, append(os.Environ(), "HOME="+t.TempDir()), extra...)
+}
+
+// startDaemonEnv is startDaemon with the daemon's whole environment.
+func startDaemonEnv(t testing.TB, state string, env []string, extra ...string) *daemon {
+	t.Helper()
 	args := append([]string{"serve", "--state-dir", state, "--addr", "127.0.0.1:0"}, extra...)
 	cmd := exec.Command(binary, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	cmd.Env = env
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
