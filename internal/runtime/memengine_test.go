@@ -23,9 +23,10 @@ import (
 //	silent DUR then TEXT         no output for DUR
 //	die                          the session ends mid-turn
 //	tool NAME JSON               call a troupe tool; answer with its result
-//	rich SESSION                 report every event kind (a 5 KB tool input,
-//	                             session id SESSION, permission requests for
-//	                             Read and Bash), then end with the decisions
+//	rich SESSION                 report every event kind (output in three
+//	                             chunks, a 5 KB tool input, session id
+//	                             SESSION, permission requests for Read and
+//	                             Bash), then end with the decisions
 //	anything else                "echo: " + the texts of the batch
 type memEngine struct {
 	mu     sync.Mutex // guards starts, specs and inputs
@@ -179,7 +180,10 @@ func (s *memSession) play(in engine.Input) {
 		var decided []string
 		for _, ev := range []engine.Event{
 			{Kind: engine.EventSession, SessionID: f[1]},
-			{Kind: engine.EventThinking, Text: "let me see"},
+			{Kind: engine.EventOutput, Text: "hello "},
+			{Kind: engine.EventOutput, Text: "wor"},
+			{Kind: engine.EventOutput, Text: "ld"},
+			{Kind: engine.EventThinking, Text: "let me see\nwhat to do"},
 			{Kind: engine.EventToolCall, Tool: &engine.ToolUse{ID: "c1", Name: "Bash", Input: big}},
 			{Kind: engine.EventToolResult, Tool: &engine.ToolUse{ID: "c1", Output: "ok", IsError: true}},
 			{Kind: engine.EventUsage, Usage: &engine.Usage{InputTokens: 10, OutputTokens: 5, CostUSD: 0.25}},

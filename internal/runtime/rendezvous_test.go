@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/inbox"
+	"github.com/troupe-dev/troupe/internal/journal"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -21,15 +22,16 @@ func key(p troupe.ProjectID, a string) troupe.RuntimeKey {
 // harness runs a Runtime on the memory store and engine inside a bubble.
 type harness struct {
 	rt    *Runtime
-	store *inbox.MemStore
-	eng   *memEngine
+	store   *inbox.MemStore
+	journal *journal.MemStore
+	eng     *memEngine
 	stop  func()
 }
 
 func newHarness(t *testing.T, teams staticTeams, ceiling time.Duration) *harness {
 	t.Helper()
-	h := &harness{store: inbox.NewMemStore(), eng: &memEngine{}}
-	h.rt = New(Options{Store: h.store, Teams: teams, Ceiling: ceiling,
+	h := &harness{store: inbox.NewMemStore(), journal: journal.NewMemStore(), eng: &memEngine{}}
+	h.rt = New(Options{Store: h.store, Journal: h.journal, Teams: teams, Ceiling: ceiling,
 		Engines: map[troupe.Engine]engine.Engine{troupe.EngineFake: h.eng}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
