@@ -21,11 +21,11 @@ func key(p troupe.ProjectID, a string) troupe.RuntimeKey {
 
 // harness runs a Runtime on the memory store and engine inside a bubble.
 type harness struct {
-	rt    *Runtime
+	rt      *Runtime
 	store   *inbox.MemStore
 	journal *journal.MemStore
 	eng     *memEngine
-	stop  func()
+	stop    func()
 }
 
 func newHarness(t *testing.T, teams staticTeams, ceiling time.Duration) *harness {
