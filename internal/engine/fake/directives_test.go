@@ -12,7 +12,9 @@ import (
 // approverFunc decides permissions with a function.
 type approverFunc func(engine.Permission) (engine.Decision, error)
 
-func (f approverFunc) Approve(_ context.Context, p engine.Permission) (engine.Decision, error) { return f(p) }
+func (f approverFunc) Approve(_ context.Context, p engine.Permission) (engine.Decision, error) {
+	return f(p)
+}
 
 // TestEveryEventKind: a turn of the fake engine reports each kind the
 // engine seam knows: output, thinking (!think), a tool call and its result

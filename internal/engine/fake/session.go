@@ -68,10 +68,10 @@ func start(spec proc.Spec, tools engine.Tools, approver engine.Approver) (*Sessi
 	s := &Session{
 		tools:    tools,
 		approver: approver,
-		events: make(chan engine.Event, eventBuffer),
-		ready:  make(chan struct{}),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		events:   make(chan engine.Event, eventBuffer),
+		ready:    make(chan struct{}),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	spec.OnStderr = func([]byte) { s.bump() }
 	p, err := proc.Start(spec)
