@@ -137,7 +137,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
 	root.AddCommand(serveCmd(g), statusCmd(g), versionCmd(g), projectCmd(g), agentsCmd(g),
-		askCmd(g), sendCmd(g), inboxCmd(g), logCmd(g), tasksCmd(g), taskCmd(g), mcpBridgeCmd(g), fakeAgentCmd())
+		askCmd(g), sendCmd(g), inboxCmd(g), logCmd(g), doctorCmd(g), tasksCmd(g), taskCmd(g), mcpBridgeCmd(g), fakeAgentCmd())
 	return root
 }
 
