@@ -17,6 +17,10 @@ type Recorder interface {
 // DefaultQueue is a Writer's queue bound when WriterOptions.Queue is 0.
 const DefaultQueue = 4096
 
+// DefaultLinger is how long a Writer gathers entries before it records
+// them, when WriterOptions.Linger is 0.
+const DefaultLinger = 100 * time.Millisecond
+
 // WriterOptions configures a Writer. Store is required.
 type WriterOptions struct {
 	Store  Recorder
@@ -24,6 +28,11 @@ type WriterOptions struct {
 	Logger *slog.Logger
 	// DrainTimeout bounds the last Record when Run's context ends; default 5s.
 	DrainTimeout time.Duration
+	// Linger is how long the writer gathers entries after the first one
+	// before recording them (sooner when half the queue is full), so that
+	// a busy agent's many turns share a transaction and the store's writer
+	// is rarely taken while a turn commits; default DefaultLinger.
+	Linger time.Duration
 }
 
 // Writer takes entries off the turn's path: Add queues without blocking,
@@ -34,8 +43,9 @@ type WriterOptions struct {
 type Writer struct {
 	o   WriterOptions
 	log *slog.Logger
-	// poke wakes Run (capacity 1, coalesced).
+	// poke wakes Run (capacity 1, coalesced); full cuts its linger short.
 	poke chan struct{}
+	full chan struct{}
 
 	// mu guards the fields below.
 	mu    sync.Mutex
@@ -60,7 +70,10 @@ func NewWriter(o WriterOptions) *Writer {
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 5 * time.Second
 	}
-	return &Writer{o: o, log: o.Logger, poke: make(chan struct{}, 1), drops: map[turnKey]int{}}
+	if o.Linger <= 0 {
+		o.Linger = DefaultLinger
+	}
+	return &Writer{o: o, log: o.Logger, poke: make(chan struct{}, 1), full: make(chan struct{}, 1), drops: map[turnKey]int{}}
 }
 
 // Add queues e for the next batch, or, when the queue is full, counts it
@@ -73,10 +86,17 @@ func (w *Writer) Add(e Entry) {
 		return
 	}
 	w.queue = append(w.queue, e)
+	half := len(w.queue) >= w.o.Queue/2
 	w.mu.Unlock()
 	select {
 	case w.poke <- struct{}{}:
 	default:
+	}
+	if half {
+		select {
+		case w.full <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -94,7 +114,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-w.poke:
-			if ctx.Err() == nil {
+			if w.linger(ctx) {
 				w.flush(context.WithoutCancel(ctx))
 				continue
 			}
@@ -105,6 +125,20 @@ func (w *Writer) Run(ctx context.Context) error {
 		w.flush(dctx)
 		return nil
 	}
+}
+
+// linger waits Linger, or until the queue is half full; false when ctx
+// ended first.
+func (w *Writer) linger(ctx context.Context) bool {
+	t := time.NewTimer(w.o.Linger)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-w.full:
+	case <-ctx.Done():
+		return false
+	}
+	return true
 }
 
 // flush records the queue and the counts of dropped entries, in one batch.

@@ -26,7 +26,8 @@ func TestJournalKeepsEveryKindOfATurn(t *testing.T) {
 		if _, err := h.rt.Ask(t.Context(), r, "lead", "rich sess-1", 0); err != nil {
 			t.Fatal(err)
 		}
-		synctest.Wait() // the actor recorded the end; the writer recorded the batch
+		time.Sleep(time.Second) // the writer gathers entries for journal.DefaultLinger
+		synctest.Wait()         // then records them
 		ts, err := h.journal.Turns(t.Context(), r, 0, 0)
 		if err != nil || len(ts) != 1 {
 			t.Fatalf("Turns = %+v, %v; want one turn", ts, err)
@@ -58,6 +59,7 @@ func TestJournalKeepsEveryKindOfATurn(t *testing.T) {
 		if req, _ := h.rt.Ask(t.Context(), r, "lead", "die", 0); req.State != troupe.ReqFailed {
 			t.Fatalf("ask die = %+v", req)
 		}
+		time.Sleep(time.Second)
 		synctest.Wait()
 		ts, _ = h.journal.Turns(t.Context(), r, 0, 0)
 		if len(ts) != 2 || !strings.Contains(ts[0].Error, "crashed on purpose") {

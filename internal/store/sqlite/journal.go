@@ -47,8 +47,9 @@ func (db *DB) Record(ctx context.Context, entries ...journal.Entry) error {
 		return nil
 	}
 	if err := db.writeRelaxed(ctx, func(tx *sql.Tx) error {
+		rows := map[journalTurnKey]int64{} // the batch's turn rows
 		for _, e := range entries {
-			if err := recordEntry(ctx, tx, e); err != nil {
+			if err := recordEntry(ctx, tx, rows, e); err != nil {
 				return err
 			}
 		}
@@ -91,11 +92,26 @@ func (db *DB) writeRelaxed(ctx context.Context, fn func(tx *sql.Tx) error) (err 
 	return tx.Commit()
 }
 
-// recordEntry applies one entry (see journal.Store).
-func recordEntry(ctx context.Context, tx *sql.Tx, e journal.Entry) error {
-	id, err := turnRow(ctx, tx, e)
-	if err != nil {
-		return err
+// journalTurnKey names one turn of one agent.
+type journalTurnKey struct {
+	key  troupe.RuntimeKey
+	turn troupe.TurnID
+}
+
+// recordEntry applies one entry (see journal.Store); rows caches the ids
+// of the turn rows the transaction has seen.
+func recordEntry(ctx context.Context, tx *sql.Tx, rows map[journalTurnKey]int64, e journal.Entry) error {
+	tk := journalTurnKey{e.Key, e.Turn}
+	id, ok := rows[tk]
+	if !ok {
+		var err error
+		if id, err = turnRow(ctx, tx, e); err != nil {
+			return err
+		}
+		if e.Start != nil {
+			clear(rows) // a new turn prunes old ones
+		}
+		rows[tk] = id
 	}
 	switch {
 	case e.Event != nil:
