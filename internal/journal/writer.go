@@ -17,6 +17,10 @@ type Recorder interface {
 // DefaultQueue is a Writer's queue bound when WriterOptions.Queue is 0.
 const DefaultQueue = 4096
 
+// DefaultChunk is how many entries a Writer records per transaction,
+// when WriterOptions.Chunk is 0.
+const DefaultChunk = 32
+
 // DefaultLinger is how long a Writer gathers entries before it records
 // them, when WriterOptions.Linger is 0.
 const DefaultLinger = 100 * time.Millisecond
@@ -28,6 +32,10 @@ type WriterOptions struct {
 	Logger *slog.Logger
 	// DrainTimeout bounds the last Record when Run's context ends; default 5s.
 	DrainTimeout time.Duration
+	// Chunk bounds the entries of one Record (one transaction), so that a
+	// big batch holds the store's writer for short spells and a turn's
+	// commits can go in between; default DefaultChunk.
+	Chunk int
 	// Linger is how long the writer gathers entries after the first one
 	// before recording them (sooner when half the queue is full), so that
 	// a busy agent's many turns share a transaction and the store's writer
@@ -36,7 +44,8 @@ type WriterOptions struct {
 }
 
 // Writer takes entries off the turn's path: Add queues without blocking,
-// Run records what is queued, one Store.Record (one transaction) per batch.
+// Run records what is queued, one Store.Record (one transaction) per chunk
+// of at most WriterOptions.Chunk entries.
 // When the queue is full Add drops the entry and counts it for its turn;
 // the next batch records the count (Entry.Dropped), so the turn's record
 // says how many events it is missing. Safe for concurrent use.
@@ -69,6 +78,9 @@ func NewWriter(o WriterOptions) *Writer {
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 5 * time.Second
+	}
+	if o.Chunk <= 0 {
+		o.Chunk = DefaultChunk
 	}
 	if o.Linger <= 0 {
 		o.Linger = DefaultLinger
@@ -151,13 +163,14 @@ func (w *Writer) flush(ctx context.Context) {
 	}
 	clear(w.drops)
 	w.mu.Unlock()
-	if len(batch) == 0 {
-		return
-	}
-	if err := w.o.Store.Record(ctx, batch...); err != nil {
-		w.mu.Lock()
-		w.lost += len(batch)
-		w.mu.Unlock()
-		w.log.Error("record journal", "entries", len(batch), "err", err)
+	for len(batch) > 0 {
+		chunk := batch[:min(len(batch), w.o.Chunk)]
+		batch = batch[len(chunk):]
+		if err := w.o.Store.Record(ctx, chunk...); err != nil {
+			w.mu.Lock()
+			w.lost += len(chunk)
+			w.mu.Unlock()
+			w.log.Error("record journal", "entries", len(chunk), "err", err)
+		}
 	}
 }

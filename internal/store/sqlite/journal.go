@@ -47,9 +47,14 @@ func (db *DB) Record(ctx context.Context, entries ...journal.Entry) error {
 		return nil
 	}
 	if err := db.writeRelaxed(ctx, func(tx *sql.Tx) error {
-		rows := map[journalTurnKey]int64{} // the batch's turn rows
+		rows := map[journalTurnKey]*turnRowState{} // the turn rows the batch touches
 		for _, e := range entries {
 			if err := recordEntry(ctx, tx, rows, e); err != nil {
+				return err
+			}
+		}
+		for _, r := range rows {
+			if err := r.save(ctx, tx); err != nil {
 				return err
 			}
 		}
@@ -98,35 +103,54 @@ type journalTurnKey struct {
 	turn troupe.TurnID
 }
 
-// recordEntry applies one entry (see journal.Store); rows caches the ids
-// of the turn rows the transaction has seen.
-func recordEntry(ctx context.Context, tx *sql.Tx, rows map[journalTurnKey]int64, e journal.Entry) error {
+// turnRowState is what a batch changes of one turn row, saved once at
+// the end of the batch.
+type turnRowState struct {
+	id      int64
+	events  int64 // the last seq
+	bytes   int64 // added by the batch
+	dropped int   // added by the batch
+}
+
+func (r *turnRowState) save(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `UPDATE journal_turns SET events = ?, bytes = bytes + ?, dropped = dropped + ? WHERE id = ?`,
+		r.events, r.bytes, r.dropped, r.id)
+	return err
+}
+
+// recordEntry applies one entry (see journal.Store); rows holds the turn
+// rows the transaction has seen.
+func recordEntry(ctx context.Context, tx *sql.Tx, rows map[journalTurnKey]*turnRowState, e journal.Entry) error {
 	tk := journalTurnKey{e.Key, e.Turn}
-	id, ok := rows[tk]
+	r, ok := rows[tk]
 	if !ok {
+		if e.Start != nil {
+			// A new turn may prune old ones: first save what the batch
+			// added, so pruning counts it (and forget rows it may delete).
+			for k, o := range rows {
+				if err := o.save(ctx, tx); err != nil {
+					return err
+				}
+				delete(rows, k)
+			}
+		}
 		var err error
-		if id, err = turnRow(ctx, tx, e); err != nil {
+		if r, err = turnRow(ctx, tx, e); err != nil {
 			return err
 		}
-		if e.Start != nil {
-			clear(rows) // a new turn prunes old ones
-		}
-		rows[tk] = id
+		rows[tk] = r
 	}
 	switch {
 	case e.Event != nil:
 		ev := *e.Event
-		var seq int64
-		if err := tx.QueryRowContext(ctx, `UPDATE journal_turns SET events = events + 1, bytes = bytes + ? WHERE id = ? RETURNING events`,
-			ev.Bytes(), id).Scan(&seq); err != nil {
-			return err
-		}
-		ev.Seq = int(seq)
+		r.events++
+		ev.Seq = int(r.events)
+		r.bytes += int64(ev.Bytes())
 		data, err := json.Marshal(ev)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO journal_events (turn_id, seq, data) VALUES (?, ?, ?)`, id, seq, data); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO journal_events (turn_id, seq, data) VALUES (?, ?, ?)`, r.id, ev.Seq, data); err != nil {
 			return err
 		}
 	case e.End != nil:
@@ -134,48 +158,46 @@ func recordEntry(ctx context.Context, tx *sql.Tx, rows map[journalTurnKey]int64,
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE journal_turns SET ended_at = ?, final = ?, bytes = bytes + ? WHERE id = ?`,
-			nanosOrNow(e.End.At), final, e.End.Bytes(), id); err != nil {
+		r.bytes += int64(e.End.Bytes())
+		if _, err := tx.ExecContext(ctx, `UPDATE journal_turns SET ended_at = ?, final = ? WHERE id = ?`,
+			nanosOrNow(e.End.At), final, r.id); err != nil {
 			return err
 		}
 	}
-	if e.Dropped > 0 {
-		if _, err := tx.ExecContext(ctx, `UPDATE journal_turns SET dropped = dropped + ? WHERE id = ?`, e.Dropped, id); err != nil {
-			return err
-		}
-	}
+	r.dropped += e.Dropped
 	return nil
 }
 
-// turnRow returns the id of e's turn row, creating it (and pruning the
-// agent's oldest turns) when there is none.
-func turnRow(ctx context.Context, tx *sql.Tx, e journal.Entry) (int64, error) {
-	var id int64
-	err := tx.QueryRowContext(ctx, `SELECT id FROM journal_turns WHERE project = ? AND agent = ? AND turn = ?`,
-		e.Key.Project, e.Key.Agent, e.Turn).Scan(&id)
+// turnRow reads e's turn row, or creates it (pruning the agent's oldest
+// turns when e is a Start).
+func turnRow(ctx context.Context, tx *sql.Tx, e journal.Entry) (*turnRowState, error) {
+	r := &turnRowState{}
+	err := tx.QueryRowContext(ctx, `SELECT id, events FROM journal_turns WHERE project = ? AND agent = ? AND turn = ?`,
+		e.Key.Project, e.Key.Agent, e.Turn).Scan(&r.id, &r.events)
 	if err == nil || !errors.Is(err, sql.ErrNoRows) {
-		return id, err
+		return r, err
 	}
 	msgs := []journal.Message{}
-	bytes := 0
 	if e.Start != nil {
 		if e.Start.Messages != nil {
 			msgs = e.Start.Messages
 		}
-		bytes = e.Start.Bytes()
+		r.bytes = int64(e.Start.Bytes())
 	}
 	data, err := json.Marshal(msgs)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
+	// The row starts with the start's size, so pruning counts the new turn.
 	if err := tx.QueryRowContext(ctx, `INSERT INTO journal_turns (project, agent, turn, started_at, messages, dropped, events, bytes)
-		VALUES (?, ?, ?, ?, ?, 0, 0, ?) RETURNING id`, e.Key.Project, e.Key.Agent, e.Turn, nanosOrNow(e.At()), data, bytes).Scan(&id); err != nil {
-		return 0, err
+		VALUES (?, ?, ?, ?, ?, 0, 0, ?) RETURNING id`, e.Key.Project, e.Key.Agent, e.Turn, nanosOrNow(e.At()), data, r.bytes).Scan(&r.id); err != nil {
+		return nil, err
 	}
+	r.bytes = 0 // in the row already
 	if e.Start != nil {
-		return id, prune(ctx, tx, e.Key)
+		return r, prune(ctx, tx, e.Key)
 	}
-	return id, nil
+	return r, nil
 }
 
 // prune deletes k's oldest turns beyond journal's bounds (journal.Prune).
