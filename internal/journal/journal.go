@@ -22,6 +22,11 @@ const (
 	// MaxAgentBytes bounds what is kept per agent: the oldest turns are
 	// pruned until the rest fit (the newest turn is always kept).
 	MaxAgentBytes = 64 << 20
+	// PruneEvery: stores prune an agent's turns when a turn starts whose
+	// Seq is a multiple of it (pruning reads every turn of the agent), so
+	// an agent may hold up to PruneEvery-1 turns over the bounds between
+	// two prunes.
+	PruneEvery = 16
 )
 
 // Cap cuts s to MaxText bytes on a rune boundary. It returns the text, and
@@ -158,8 +163,8 @@ func (t Turn) Ended() bool { return !t.EndedAt.IsZero() }
 //
 // Record applies entries in order, in one transaction when the store has
 // them. A Start creates the turn's record (a second Start of the same turn
-// is ignored) and prunes the agent's oldest turns beyond MaxTurns and
-// MaxAgentBytes; an Event is appended with the next Seq; an End completes
+// is ignored) and, when its Seq is a multiple of PruneEvery, prunes the
+// agent's oldest turns beyond MaxTurns and MaxAgentBytes; an Event is appended with the next Seq; an End completes
 // the record; Dropped adds to its count. An Event, End or Dropped for a
 // turn without a record creates one started at that entry's time, with no
 // messages (its Start was not kept).

@@ -65,6 +65,8 @@ func (s *MemStore) recordLocked(e Entry) {
 		if e.Start != nil {
 			mt.t.Messages = slices.Clone(e.Start.Messages)
 			mt.bytes += int64(e.Start.Bytes())
+		}
+		if e.Start != nil && mt.t.Seq%PruneEvery == 0 {
 			if n := Prune(sizes(ts)); n > 0 {
 				ts = slices.Delete(ts, 0, n)
 				i -= n

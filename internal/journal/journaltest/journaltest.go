@@ -210,14 +210,25 @@ func testInvalid(t *testing.T, s journal.Store) {
 func testPruneTurns(t *testing.T, s journal.Store) {
 	k, other := key("p1", "dev"), key("p1", "lead")
 	record(t, s, start(other, "o1", base))
+	n := journal.MaxTurns + 2*journal.PruneEvery
 	var es []journal.Entry
-	for i := range journal.MaxTurns + 3 {
+	for i := range n {
 		es = append(es, start(k, fmt.Sprintf("t%03d", i), base.Add(time.Duration(i)*time.Second)))
 	}
 	record(t, s, es...)
-	ts, err := s.Turns(t.Context(), k, 0, journal.MaxTurns+10)
-	if err != nil || len(ts) != journal.MaxTurns || ts[len(ts)-1].ID != "t003" {
-		t.Errorf("after %d turns: %d kept, oldest %v (%v); want the newest %d", journal.MaxTurns+3, len(ts), ids(ts[len(ts)-1:]), err, journal.MaxTurns)
+	ts, err := s.Turns(t.Context(), k, 0, journal.MaxTurns)
+	if err != nil || len(ts) != journal.MaxTurns || ts[0].ID != troupe.TurnID(fmt.Sprintf("t%03d", n-1)) {
+		t.Fatalf("Turns = %d turns from %v, %v; want the newest %d", len(ts), ids(ts[:1]), err, journal.MaxTurns)
+	}
+	// Pruned every PruneEvery turns: at most PruneEvery-1 over the bound.
+	kept := 0
+	for i := range n {
+		if _, err := s.Turn(t.Context(), k, troupe.TurnID(fmt.Sprintf("t%03d", i))); err == nil {
+			kept++
+		}
+	}
+	if kept < journal.MaxTurns || kept >= journal.MaxTurns+journal.PruneEvery {
+		t.Errorf("after %d turns %d are kept, want %d to %d", n, kept, journal.MaxTurns, journal.MaxTurns+journal.PruneEvery-1)
 	}
 	if _, err := s.Turn(t.Context(), other, "o1"); err != nil {
 		t.Errorf("another agent's turn was pruned: %v", err)
@@ -242,8 +253,10 @@ func testPruneBytes(t *testing.T, s journal.Store) {
 		record(t, s, es...)
 		turns++
 	}
-	// Pruning happens when a turn starts.
-	record(t, s, start(k, "last", base))
+	// Pruning happens when a turn starts (every PruneEvery turns).
+	for i := range journal.PruneEvery {
+		record(t, s, start(k, fmt.Sprintf("last%02d", i), base))
+	}
 	ts, err := s.Turns(t.Context(), k, 0, journal.MaxTurns)
 	if err != nil {
 		t.Fatal(err)
@@ -254,8 +267,8 @@ func testPruneBytes(t *testing.T, s journal.Store) {
 			total += ev.Bytes()
 		}
 	}
-	if total > journal.MaxAgentBytes || len(ts) >= turns || ts[0].ID != "last" {
-		t.Errorf("kept %d of %d turns holding %d bytes, want at most %d bytes", len(ts), turns+1, total, journal.MaxAgentBytes)
+	if total > journal.MaxAgentBytes || len(ts) >= turns+journal.PruneEvery || ts[0].ID != troupe.TurnID(fmt.Sprintf("last%02d", journal.PruneEvery-1)) {
+		t.Errorf("kept %d of %d turns holding %d bytes, want at most %d bytes", len(ts), turns+journal.PruneEvery, total, journal.MaxAgentBytes)
 	}
 }
 

@@ -194,7 +194,7 @@ func turnRow(ctx context.Context, tx *sql.Tx, e journal.Entry) (*turnRowState, e
 		return nil, err
 	}
 	r.bytes = 0 // in the row already
-	if e.Start != nil {
+	if e.Start != nil && r.id%journal.PruneEvery == 0 {
 		return r, prune(ctx, tx, e.Key)
 	}
 	return r, nil
