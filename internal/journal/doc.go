@@ -16,7 +16,7 @@
 // (Add never blocks: a bounded queue, with what it could not queue counted
 // per turn and stored with the turn as Dropped, "N events not kept"); the
 // Writer's Run gathers entries for up to 100 ms and records them in chunks
-// of 16, one Store.Record call (one transaction) each, so the store's
+// of 4, one Store.Record call (one transaction) each, so the store's
 // writer is held for short spells between a turn's own commits. Entries still queued when the daemon is killed are lost: a
 // crash may lose the last entries of a turn in flight, and that turn then
 // shows no end.

@@ -19,7 +19,7 @@ const DefaultQueue = 4096
 
 // DefaultChunk is how many entries a Writer records per transaction,
 // when WriterOptions.Chunk is 0.
-const DefaultChunk = 16
+const DefaultChunk = 4
 
 // DefaultLinger is how long a Writer gathers entries before it records
 // them, when WriterOptions.Linger is 0.
