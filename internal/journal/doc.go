@@ -12,12 +12,13 @@
 // the Store contract (journaltest runs it against MemStore and the SQLite
 // store) and the Writer that takes entries off the turn's path.
 //
-// Writes never slow a turn: the runtime's actor hands entries to a Writer
-// (Add never blocks: a bounded queue, with what it could not queue counted
-// per turn and stored with the turn as Dropped, "N events not kept"); the
-// Writer's Run gathers entries for up to 100 ms and records them in chunks
-// of 4, one Store.Record call (one transaction) each, so the store's
-// writer is held for short spells between a turn's own commits. Entries still queued when the daemon is killed are lost: a
+// Writes stay off the turn's path: the runtime's actor hands entries to a
+// Writer (Add never blocks: a bounded queue, with what it could not queue
+// counted per turn and stored with the turn as Dropped, "N events not
+// kept"); the Writer's Run gathers entries for up to 100 ms and records
+// them in chunks of 4, one Store.Record call (one transaction) each, so
+// the store's writer is held for short spells between a turn's own
+// commits. Entries still queued when the daemon is killed are lost: a
 // crash may lose the last entries of a turn in flight, and that turn then
 // shows no end.
 //

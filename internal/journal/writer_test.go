@@ -42,7 +42,7 @@ func out(turn troupe.TurnID, text string) journal.Entry {
 // drains the queue when its context ends.
 func TestWriterCountsWhatItDrops(t *testing.T) {
 	st := &blockedStore{MemStore: journal.NewMemStore(), entered: make(chan int), release: make(chan struct{})}
-	w := journal.NewWriter(journal.WriterOptions{Store: st, Queue: 3})
+	w := journal.NewWriter(journal.WriterOptions{Store: st, Queue: 3, Chunk: 32})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error)
 	go func() { done <- w.Run(ctx) }()
