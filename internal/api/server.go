@@ -41,6 +41,7 @@ type Options struct {
 	Hub      *events.Hub
 	Runtime  Runtime // nil: agents are listed stopped; asks and sends fail
 	Tasks    Tasks   // nil: no background tasks
+	Journal  Journal // nil: no agent logs
 	Token    string  // the bearer token of <state>/token
 	Logger   *slog.Logger
 	Version  string
@@ -105,6 +106,7 @@ func New(o Options) *Server {
 	s.routeTasks()
 	s.routeAgentControl()
 	s.routePermissions()
+	s.mux.HandleFunc("GET /api/projects/{id}/agents/{agent}/log", s.agentLog)
 	s.mux.HandleFunc("GET /login", s.login)
 	if o.MCP != nil {
 		s.mux.Handle("/mcp", o.MCP)

@@ -139,7 +139,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(permissionsCmd(g), allowCmd(g), denyCmd(g))
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
 	root.AddCommand(serveCmd(g), statusCmd(g), versionCmd(g), projectCmd(g), agentsCmd(g),
-		askCmd(g), sendCmd(g), inboxCmd(g), tasksCmd(g), taskCmd(g), mcpBridgeCmd(g), fakeAgentCmd(),
+		askCmd(g), sendCmd(g), inboxCmd(g), logCmd(g), doctorCmd(g), tasksCmd(g), taskCmd(g), mcpBridgeCmd(g), fakeAgentCmd(),
 		fakemodelCmd(g))
 	return root
 }

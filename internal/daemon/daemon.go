@@ -128,7 +128,7 @@ func Run(ctx context.Context, cfg Config) error {
 	notes := memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})
 	rt := runtime.New(runtime.Options{Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,
 		Grants: tokens, MCPURL: "http://" + addr + "/mcp", Briefing: notes.Briefing,
-		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines})
+		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
 	reg.Listen(func(c troupe.TeamChange) {
 		hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})
@@ -139,7 +139,7 @@ func Run(ctx context.Context, cfg Config) error {
 		killTasks(ctx, log, tasks, id) // nobody is left to hear of them
 	})
 
-	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Token: token, Logger: log,
+	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db, Token: token, Logger: log,
 		MCP:     mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle})
 	srv.SetAddr(addr)

@@ -70,6 +70,10 @@ var never = map[string][]string{
 	// The runtime drives engines through their seam and reads teams
 	// through its own interface: no project registry, store or transport.
 	"internal/runtime": {mod + "internal/project", mod + "internal/store/sqlite", mod + "internal/mcp", mod + "internal/api"},
+	// Doctor checks the machine from the CLI process: no daemon, runtime or store.
+	"internal/doctor": {mod + "internal/runtime", mod + "internal/store/sqlite", mod + "internal/daemon"},
+	// The journal's vocabulary is shared by the runtime, the store and the API.
+	"internal/journal": {mod + "internal/runtime", mod + "internal/store/sqlite", mod + "internal/engine", mod + "internal/api"},
 	// The MCP endpoint serves whatever catalogue it is given.
 	"internal/mcp":  {mod + "internal/runtime", mod + "internal/project"},
 	"internal/tool": {mod + "internal/runtime", mod + "internal/engine", mod + "internal/project"},

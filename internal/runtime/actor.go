@@ -30,6 +30,7 @@ type actor struct {
 	exited chan struct{} // closed when the loop has returned
 	once   sync.Once
 	idle   *time.Timer // the turn inactivity watchdog; used by the loop only
+	jl     turnLog     // the journal of its turns; used by the loop only
 
 	// mu guards the fields below; the loop writes them, others read.
 	mu         sync.Mutex
@@ -59,7 +60,7 @@ func newActor(r *Runtime, k troupe.RuntimeKey) *actor {
 	idle.Stop()
 	return &actor{rt: r, key: k, log: r.log.With("project", k.Project, "agent", k.Agent),
 		pokeC: make(chan struct{}, 1), ctlC: make(chan ctl), quit: make(chan struct{}), exited: make(chan struct{}),
-		state: troupe.StateStopped, idle: idle}
+		state: troupe.StateStopped, idle: idle, jl: turnLog{w: r.jw, key: k}}
 }
 
 func (a *actor) poke() {
@@ -291,6 +292,7 @@ func (a *actor) sessionEnded(ctx context.Context) {
 // everything else is published for the person to watch, clipped
 // (events.MaxText).
 func (a *actor) handle(ctx context.Context, ev engine.Event) {
+	a.jl.event(ev)
 	switch ev.Kind {
 	case engine.EventOutput:
 		text, cut := events.Clip(ev.Text)
@@ -421,6 +423,7 @@ func (a *actor) finishTurn(ctx context.Context, text, errText string, failState 
 	a.idle.Stop()
 	a.rt.dropPermissions(func(pp *pendingPerm) bool { return pp.perm.Key() == a.key && pp.perm.Turn == t.id },
 		"the turn ended before the person decided")
+	a.jl.end(t.id, text, errText)
 	state := troupe.MsgDelivered
 	if errText != "" {
 		state = troupe.MsgFailed
@@ -508,6 +511,7 @@ func (a *actor) next(ctx context.Context) {
 	a.idle.Reset(window)
 	a.setState(troupe.StateBusy, "")
 	a.rt.publish(a.key, events.TurnStarted{Turn: id, Messages: ids})
+	a.jl.start(id, batch)
 	if err := s.Send(ctx, engine.Input{Turn: id, Messages: batch}); err != nil {
 		a.endTurn(ctx, "", "give the turn to the agent: "+err.Error())
 		a.setState(troupe.StateIdle, "")
@@ -544,6 +548,7 @@ func (a *actor) failBatch(ctx context.Context, batch []troupe.Message, reason st
 	a.mu.Lock()
 	a.turn = &turn{id: id, msgs: batch}
 	a.mu.Unlock()
+	a.jl.start(id, batch)
 	a.endTurn(ctx, "", reason)
 }
 

@@ -75,7 +75,7 @@ func TestEngineEventsReachTheFeedTypedAndClipped(t *testing.T) {
 			t.Errorf("tool call event = %s (%v), want Bash with its input cut at %d bytes", got[events.TypeAgentToolCall], err, events.MaxText)
 		}
 		for typ, want := range map[events.Type]string{
-			events.TypeAgentThinking:   `"text":"let me see"`,
+			events.TypeAgentThinking:   `"text":"let me see\nwhat to do"`,
 			events.TypeAgentToolResult: `"is_error":true`,
 			events.TypeAgentUsage:      `"cost_usd":0.25`,
 			events.TypeAgentSession:    `{"session_id":"sess-1"}`,

@@ -24,9 +24,10 @@ import (
 //	die                          the session ends mid-turn
 //	fail TEXT                    the engine fails the turn with TEXT
 //	tool NAME JSON               call a troupe tool; answer with its result
-//	rich SESSION                 report every event kind (a 5 KB tool input,
-//	                             session id SESSION, permission requests for
-//	                             Read and Bash), then end with the decisions
+//	rich SESSION                 report every event kind (output in three
+//	                             chunks, a 5 KB tool input, session id
+//	                             SESSION, permission requests for Read and
+//	                             Bash), then end with the decisions
 //	perm TOOL...                 ask the Approver for each tool in turn (its
 //	                             ctx ends when the session closes or the turn
 //	                             is interrupted), echo each decision as an
@@ -253,7 +254,10 @@ func (s *memSession) play(in engine.Input) {
 		var decided []string
 		for _, ev := range []engine.Event{
 			{Kind: engine.EventSession, SessionID: f[1]},
-			{Kind: engine.EventThinking, Text: "let me see"},
+			{Kind: engine.EventOutput, Text: "hello "},
+			{Kind: engine.EventOutput, Text: "wor"},
+			{Kind: engine.EventOutput, Text: "ld"},
+			{Kind: engine.EventThinking, Text: "let me see\nwhat to do"},
 			{Kind: engine.EventToolCall, Tool: &engine.ToolUse{ID: "c1", Name: "Bash", Input: big}},
 			{Kind: engine.EventToolResult, Tool: &engine.ToolUse{ID: "c1", Output: "ok", IsError: true}},
 			{Kind: engine.EventUsage, Usage: &engine.Usage{InputTokens: 10, OutputTokens: 5, CostUSD: 0.25}},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/inbox"
+	"github.com/troupe-dev/troupe/internal/journal"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -21,10 +22,11 @@ func key(p troupe.ProjectID, a string) troupe.RuntimeKey {
 
 // harness runs a Runtime on the memory store and engine inside a bubble.
 type harness struct {
-	rt    *Runtime
-	store *inbox.MemStore
-	eng   *memEngine
-	stop  func()
+	rt      *Runtime
+	store   *inbox.MemStore
+	journal *journal.MemStore
+	eng     *memEngine
+	stop    func()
 }
 
 func newHarness(t *testing.T, teams staticTeams, ceiling time.Duration) *harness {
@@ -40,7 +42,10 @@ func newHarnessOn(t *testing.T, teams staticTeams, o Options) *harness {
 	if o.Store == nil {
 		o.Store = inbox.NewMemStore()
 	}
-	h := &harness{store: o.Store.(*inbox.MemStore), eng: &memEngine{}}
+	h := &harness{store: o.Store.(*inbox.MemStore), journal: journal.NewMemStore(), eng: &memEngine{}}
+	if o.Journal == nil {
+		o.Journal = h.journal
+	}
 	o.Teams = teams
 	o.Engines = map[troupe.Engine]engine.Engine{troupe.EngineFake: h.eng, engineOther: h.eng}
 	h.rt = New(o)

@@ -36,6 +36,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/inbox"
+	"github.com/troupe-dev/troupe/internal/journal"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -77,8 +78,10 @@ type Options struct {
 	// Briefing, if set, returns text every session of the project in dir
 	// starts with after its prompt (the index of its memory notes).
 	Briefing func(ctx context.Context, dir string) string
-	Logger   *slog.Logger
-	Ceiling  time.Duration // absolute ask limit; default DefaultCeiling
+	// Journal, if set, keeps what each agent did, turn by turn; nil: not kept.
+	Journal Journal
+	Logger  *slog.Logger
+	Ceiling time.Duration // absolute ask limit; default DefaultCeiling
 	// StopTimeout bounds a session's Close when an agent stops; default 5s.
 	StopTimeout time.Duration
 }
@@ -88,7 +91,8 @@ type Runtime struct {
 	o     Options
 	log   *slog.Logger
 	hub   *events.Hub
-	tools *tool.Catalog // immutable after New
+	tools *tool.Catalog   // immutable after New
+	jw    *journal.Writer // nil without Options.Journal; its Run is owned by Run
 
 	// mu guards the fields below.
 	mu      sync.Mutex
@@ -121,14 +125,19 @@ func New(o Options) *Runtime {
 	r := &Runtime{o: o, log: o.Logger, hub: o.Hub, actors: map[troupe.RuntimeKey]*actor{},
 		waiters: map[troupe.RequestID]waiter{}, perms: newPermTable()}
 	r.tools = tool.NewCatalog(r.ownTools(), o.Tools)
+	if o.Journal != nil {
+		r.jw = journal.NewWriter(journal.WriterOptions{Store: o.Journal, Logger: o.Logger})
+	}
 	return r
 }
 
 // Run recovers what a previous daemon left (messages in a turn go back to
 // the inbox marked redelivered; pending asks get their watchdogs again),
 // wakes every agent with mail, and runs until ctx ends. It then stops every
-// actor and watchdog and returns nil.
+// actor and watchdog, records what the journal writer still holds, and
+// returns nil.
 func (r *Runtime) Run(ctx context.Context) error {
+	defer r.runJournal(ctx)()
 	r.mu.Lock()
 	r.ctx = ctx
 	r.mu.Unlock()

@@ -73,6 +73,7 @@ type child struct {
 	turn      string
 	said      []string
 	result    string
+	decision  string
 	heartbeat time.Duration
 }
 
@@ -144,7 +145,7 @@ func (c *child) read(r io.Reader) {
 // runTurn runs one input and ends it with one turn_end, unless the process
 // must exit: then it returns the exit status and true.
 func (c *child) runTurn(f frame) (int, bool) {
-	c.turn, c.said, c.result, c.heartbeat = f.Turn, nil, "", 0
+	c.turn, c.said, c.result, c.decision, c.heartbeat = f.Turn, nil, "", "", 0
 	defer func() { c.turn = "" }()
 	var err error
 	for _, m := range f.Messages {
@@ -188,7 +189,7 @@ func (c *child) message(m wireMessage) error {
 		if err := c.poll(); err != nil {
 			return err
 		}
-		if err := c.step(s, vars{text: m.Text, from: m.From, result: c.result}); err != nil {
+		if err := c.step(s, vars{text: m.Text, from: m.From, result: c.result, decision: c.decision}); err != nil {
 			return err
 		}
 	}
@@ -263,6 +264,18 @@ func (c *child) step(s step, v vars) error {
 			return fmt.Errorf("!tool %s: %w", s.args[0], err)
 		}
 		return c.call(v.expand(s.args[0]), args)
+	case "think":
+		return c.write(frame{Type: typeThinking, Turn: c.turn, Text: v.expand(s.args[0])})
+	case "permission":
+		input := s.args[1]
+		if input == "" {
+			input = "{}"
+		}
+		args, err := objectArgs(json.RawMessage(v.expandJSON(input)))
+		if err != nil {
+			return fmt.Errorf("!permission %s: %w", s.args[0], err)
+		}
+		return c.askPermission(v.expand(s.args[0]), args)
 	case "fail":
 		return errors.New(v.expand(s.args[0]))
 	case "crash":
@@ -313,6 +326,10 @@ func (c *child) call(tool string, args json.RawMessage) error {
 	c.calls++
 	id := c.calls
 	if c.mcpURL != "" {
+		// The parent runs nothing: tell it what the call is, for its events.
+		if err := c.write(frame{Type: typeToolUse, Turn: c.turn, ID: id, Tool: tool, Args: args}); err != nil {
+			return err
+		}
 		turn := c.turn
 		go func() { // ends with its HTTP call; its result may outlive the turn
 			res, errText := mcpCall(c.mcpURL, c.mcpToken, tool, args, c.toolTimeout)
@@ -325,6 +342,11 @@ func (c *child) call(tool string, args json.RawMessage) error {
 	if err != nil {
 		return err
 	}
+	if c.mcpURL != "" {
+		if err := c.write(frame{Type: typeToolDone, Turn: c.turn, ID: id, Result: f.Result, Error: f.Error}); err != nil {
+			return err
+		}
+	}
 	c.result = f.Result
 	if f.Error != "" {
 		c.result = "error: " + f.Error
@@ -332,8 +354,30 @@ func (c *child) call(tool string, args json.RawMessage) error {
 	return nil
 }
 
+// askPermission asks the parent whether the agent may use tool and waits
+// for the decision, which becomes {decision}.
+func (c *child) askPermission(tool string, input json.RawMessage) error {
+	c.calls++
+	id := c.calls
+	if err := c.write(frame{Type: typePermission, Turn: c.turn, ID: id, Tool: tool, Args: input}); err != nil {
+		return err
+	}
+	f, err := c.wait(-1, id)
+	if err != nil {
+		return err
+	}
+	c.decision = "allow"
+	if !f.Allow {
+		c.decision = "deny"
+		if f.Reason != "" {
+			c.decision += ": " + f.Reason
+		}
+	}
+	return nil
+}
+
 // wait waits for d (forever when d < 0) or, when call is not 0, until the
-// result of that tool call arrives. It ends early on an interrupt of the
+// result of that tool call (or the decision of that permission) arrives. It ends early on an interrupt of the
 // turn or at end of input, and emits heartbeat chunks meanwhile.
 func (c *child) wait(d time.Duration, call int64) (frame, error) {
 	var timeout <-chan time.Time
@@ -357,7 +401,7 @@ func (c *child) wait(d time.Duration, call int64) (frame, error) {
 			if err := c.during(f); err != nil {
 				return frame{}, err
 			}
-			if call != 0 && f.Type == typeToolResult && f.ID == call && f.Turn == c.turn {
+			if call != 0 && (f.Type == typeToolResult || f.Type == typeDecision) && f.ID == call && f.Turn == c.turn {
 				return f, nil
 			}
 		case f := <-c.mcpDone:

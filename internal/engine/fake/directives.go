@@ -27,13 +27,16 @@ import (
 //	!reply TEXT           tool reply {"text":TEXT}
 //	!bg COMMAND           tool run_in_background {"command":COMMAND}
 //	!tool NAME JSON       tool NAME with JSON (an object) as its args
+//	!think TEXT           think TEXT: one thinking event (not in the final text)
+//	!permission TOOL [JSON]  ask permission to use TOOL (JSON: its input, default {});
+//	                      the decision becomes {decision}: "allow", or "deny: REASON"
 //	!fail REASON          end the turn with error REASON
 //	!crash                print "fake agent crashing on purpose" to stderr, exit 3
 //	!exit                 exit 0 at once, mid-turn
 //
 // Templates, expanded in every line when it runs: {text} the message's text,
 // {from} its sender, {result} the turn's last tool result ("error: <msg>"
-// when the tool failed). In !tool's JSON they are expanded JSON-escaped, so
+// when the tool failed), {decision} the turn's last permission decision. In !tool's JSON they are expanded JSON-escaped, so
 // {"q":"{text}"} stays valid.
 //
 // Directives for tests of process handling and diagnostics:
@@ -55,6 +58,8 @@ var directives = map[string]directive{
 	"reply":        {usage: "!reply TEXT", args: 1, required: 1, tool: "reply", keys: []string{"text"}},
 	"bg":           {usage: "!bg COMMAND", args: 1, required: 1, tool: "run_in_background", keys: []string{"command"}},
 	"tool":         {usage: "!tool NAME JSON", args: 2, required: 1},
+	"think":        {usage: "!think TEXT", args: 1, required: 1},
+	"permission":   {usage: "!permission TOOL [JSON]", args: 2, required: 1},
 	"fail":         {usage: "!fail REASON", args: 1, required: 1},
 	"crash":        {usage: "!crash"},
 	"exit":         {usage: "!exit"},
@@ -156,17 +161,18 @@ func parseStep(line string) (step, error) {
 
 // vars are the values of the templates of one message.
 type vars struct {
-	text, from, result string
+	text, from, result, decision string
 }
 
 func (v vars) expand(s string) string {
-	return strings.NewReplacer("{text}", v.text, "{from}", v.from, "{result}", v.result).Replace(s)
+	return strings.NewReplacer("{text}", v.text, "{from}", v.from, "{result}", v.result, "{decision}", v.decision).Replace(s)
 }
 
 // expandJSON expands templates with JSON-escaped values, for use inside
 // JSON strings.
 func (v vars) expandJSON(s string) string {
-	return strings.NewReplacer("{text}", jsonEscape(v.text), "{from}", jsonEscape(v.from), "{result}", jsonEscape(v.result)).Replace(s)
+	return strings.NewReplacer("{text}", jsonEscape(v.text), "{from}", jsonEscape(v.from), "{result}", jsonEscape(v.result),
+		"{decision}", jsonEscape(v.decision)).Replace(s)
 }
 
 func jsonEscape(s string) string {

@@ -9,12 +9,17 @@
 // child's program is Main: for each message of a turn it answers
 // "echo: <text>", or runs the directive lines the message carries ("!say",
 // "!sleep", "!stream", "!ask", "!send", "!delegate", "!reply", "!bg",
-// "!tool", "!fail", "!crash", "!exit"), or the agent's `respond` script
+// "!tool", "!think", "!permission", "!fail", "!crash", "!exit"), or the
+// agent's `respond` script
 // from the [agent.fake] table of team.toml — for new work only (messages,
 // asks, delegations); replies, delegation results and task completions are
 // acknowledged with echo. See directives.go for the list. When the session
 // has an MCP endpoint and token (TROUPE_MCP_URL, TROUPE_MCP_TOKEN), tool
 // calls go over MCP as a real CLI's do; otherwise over the stdio protocol.
+// Either way the session reports every kind of engine.Event: output,
+// thinking (!think), each tool call and its result, a permission request
+// decided by StartSpec.Approver (!permission), and before each turn end the
+// turn's usage, with token counts derived from the lengths of its texts.
 //
 // Concurrency: Engine is stateless and safe for concurrent use. Each Session
 // owns one child process, started with internal/engine/proc (own process

@@ -84,7 +84,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if spec.MCP.URL != "" {
 		mcp = []string{EnvMCPURL + "=" + spec.MCP.URL, EnvMCPToken + "=" + spec.MCP.Token}
 	}
-	s, err := start(proc.Spec{Argv: e.command, Dir: spec.Dir, Env: childEnv(spec.Agent.Env, mcp...), Logger: log, StopTimeout: e.stopTimeout}, spec.Tools)
+	s, err := start(proc.Spec{Argv: e.command, Dir: spec.Dir, Env: childEnv(spec.Agent.Env, mcp...), Logger: log, StopTimeout: e.stopTimeout}, spec.Tools, spec.Approver)
 	if err != nil {
 		return nil, fmt.Errorf("start fake agent %s: %w", name, err)
 	}

@@ -84,10 +84,24 @@ func next(t testing.TB, s *Session) (engine.Event, bool) {
 	}
 }
 
-// collect reads the events of turn up to its end: the outputs and the end.
+// collect reads the events of turn up to its end: the outputs and the end
+// (the other kinds it skips, after checking their turn).
 func collect(t testing.TB, s *Session, turn troupe.TurnID) ([]string, engine.Event) {
 	t.Helper()
 	var outputs []string
+	evs := collectAll(t, s, turn)
+	for _, ev := range evs {
+		if ev.Kind == engine.EventOutput {
+			outputs = append(outputs, ev.Text)
+		}
+	}
+	return outputs, evs[len(evs)-1]
+}
+
+// collectAll reads every event of turn up to its end, the end included.
+func collectAll(t testing.TB, s *Session, turn troupe.TurnID) []engine.Event {
+	t.Helper()
+	var evs []engine.Event
 	for {
 		ev, ok := next(t, s)
 		if !ok {
@@ -97,10 +111,10 @@ func collect(t testing.TB, s *Session, turn troupe.TurnID) ([]string, engine.Eve
 			t.Fatalf("event %+v for turn %q, want turn %q", ev, ev.Turn, turn)
 		}
 		switch ev.Kind {
-		case engine.EventOutput:
-			outputs = append(outputs, ev.Text)
+		case engine.EventOutput, engine.EventThinking, engine.EventToolCall, engine.EventToolResult, engine.EventUsage, engine.EventPermission:
+			evs = append(evs, ev)
 		case engine.EventTurnEnd:
-			return outputs, ev
+			return append(evs, ev)
 		default:
 			t.Fatalf("event of unknown kind %+v", ev)
 		}

@@ -15,6 +15,7 @@ import (
 //	{"type":"start","agent":"architect","respond":"!say hi"}          first line, once
 //	{"type":"input","turn":"t1","messages":[{"from":"@person","kind":"message","text":"hello"}]}
 //	{"type":"tool_result","turn":"t1","id":1,"result":"42"}             or "error":"…"
+//	{"type":"decision","turn":"t1","id":2,"allow":true}                 answers a permission; "reason":"…" when denied
 //	{"type":"interrupt","turn":"t1"}
 //
 // Child → parent (the child's stdout):
@@ -22,7 +23,17 @@ import (
 //	{"type":"ready"}                                                     answers start
 //	{"type":"output","turn":"t1","text":"echo: hello"}                   a line or a chunk
 //	{"type":"tool_call","turn":"t1","id":1,"tool":"ask_agent","args":{"to":"b","question":"q"}}
+//	{"type":"tool_use","turn":"t1","id":1,"tool":"ask_agent","args":{…}}  a call it makes over MCP itself (a report)
+//	{"type":"tool_done","turn":"t1","id":1,"result":"42"}                its result, or "error":"…" (a report)
+//	{"type":"thinking","turn":"t1","text":"let me see"}
+//	{"type":"permission","turn":"t1","id":2,"tool":"Bash","args":{…}}   asks; the parent answers with a decision
 //	{"type":"turn_end","turn":"t1","text":"echo: hello"}                 or "error":"…"
+//
+// The parent reports a tool_call as an engine.EventToolCall and its result
+// as an EventToolResult; a call the child makes over MCP (the parent runs
+// nothing) it reports with tool_use and tool_done instead. Before each
+// turn_end the parent reports the turn's usage, counted from the lengths of
+// its texts (about 4 bytes a token).
 //
 // A turn ends with exactly one turn_end. Tool call ids increase within a
 // child's life; a tool_result answers the call with the same id and turn.
@@ -40,6 +51,11 @@ const (
 	typeOutput     = "output"
 	typeToolCall   = "tool_call"
 	typeTurnEnd    = "turn_end"
+	typeThinking   = "thinking"
+	typeToolUse    = "tool_use"
+	typeToolDone   = "tool_done"
+	typePermission = "permission"
+	typeDecision   = "decision"
 )
 
 // maxLine bounds one protocol line, in both directions.
@@ -60,7 +76,9 @@ type frame struct {
 	Args         json.RawMessage `json:"args,omitempty"`     // tool_call: a JSON object
 	Result       string          `json:"result,omitempty"`   // tool_result
 	Text         string          `json:"text,omitempty"`     // output, turn_end
-	Error        string          `json:"error,omitempty"`    // tool_result, turn_end
+	Error        string          `json:"error,omitempty"`    // tool_result, tool_done, turn_end
+	Allow        bool            `json:"allow,omitempty"`    // decision
+	Reason       string          `json:"reason,omitempty"`   // decision: why denied
 }
 
 // wireMessage is what the child is told of one inbox message.
@@ -102,15 +120,15 @@ func decode(line []byte) (frame, error) {
 	case typeStart, typeReady:
 	case typeInput:
 		err = errors.Join(need(f.Turn != "", "turn"), need(len(f.Messages) > 0, "messages"))
-	case typeToolResult:
+	case typeToolResult, typeToolDone, typeDecision:
 		err = errors.Join(need(f.Turn != "", "turn"), need(f.ID > 0, "id"))
-	case typeInterrupt, typeOutput, typeTurnEnd:
+	case typeInterrupt, typeOutput, typeTurnEnd, typeThinking:
 		err = need(f.Turn != "", "turn")
-	case typeToolCall:
+	case typeToolCall, typeToolUse, typePermission:
 		err = errors.Join(need(f.Turn != "", "turn"), need(f.ID > 0, "id"), need(f.Tool != "", "tool"))
 		if err == nil {
 			if f.Args, err = objectArgs(f.Args); err != nil {
-				err = fmt.Errorf("decode tool_call frame: %w", err)
+				err = fmt.Errorf("decode %s frame: %w", f.Type, err)
 			}
 		}
 	case "":

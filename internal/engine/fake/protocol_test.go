@@ -34,6 +34,10 @@ func TestDecode(t *testing.T) {
 		{line: `{"type":"tool_result","id":1}`, err: "decode tool_result frame: missing turn"},
 		{line: `{"type":"tool_call","turn":"t","id":1,"tool":"x","args":[1]}`, err: "decode tool_call frame: args must be a JSON object"},
 		{line: `{"type":"output","turn":"t","id":"1"}`, err: "decode line: json: cannot unmarshal"},
+		{line: `{"type":"permission","turn":"t1","id":2,"tool":"Bash"}`, want: frame{Type: typePermission, Turn: "t1", ID: 2, Tool: "Bash", Args: json.RawMessage(`{}`)}},
+		{line: `{"type":"decision","turn":"t1","id":2,"reason":"no"}`, want: frame{Type: typeDecision, Turn: "t1", ID: 2, Reason: "no"}},
+		{line: `{"type":"decision","turn":"t1"}`, err: "decode decision frame: missing id"},
+		{line: `{"type":"tool_use","turn":"t","id":1,"tool":"x","args":"s"}`, err: "decode tool_use frame: args must be a JSON object"},
 	}
 	for _, tc := range tests {
 		got, err := decode([]byte(tc.line))
@@ -60,6 +64,11 @@ func FuzzDecode(f *testing.F) {
 		`{"type":"tool_call","turn":"t1","id":1,"tool":"ask_agent","args":{"to":"b","question":"q"}}`,
 		`{"type":"turn_end","turn":"t1","text":"x","error":"interrupted"}`,
 		`{"type":"ready"}`,
+		`{"type":"thinking","turn":"t1","text":"hmm"}`,
+		`{"type":"tool_use","turn":"t1","id":3,"tool":"reply","args":{"text":"x"}}`,
+		`{"type":"tool_done","turn":"t1","id":3,"result":"ok","error":""}`,
+		`{"type":"permission","turn":"t1","id":4,"tool":"Bash","args":{"command":"ls"}}`,
+		`{"type":"decision","turn":"t1","id":4,"allow":false,"reason":"no"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -231,7 +240,8 @@ func TestChildEnv(t *testing.T) {
 // FuzzParseSteps checks that no message text makes the directive parser
 // panic, and that parsed directives have all their argument slots.
 func FuzzParseSteps(f *testing.F) {
-	for _, s := range []string{"hello", "!say hi\n!ask b {text}", "!stream 1s 10ms\n\n  !tool x {}", "!\t", "!fail"} {
+	for _, s := range []string{"hello", "!say hi\n!ask b {text}", "!stream 1s 10ms\n\n  !tool x {}", "!\t", "!fail",
+		"!think about {text}\n!permission Bash {\"command\":\"ls\"}\n!say {decision}", "!permission"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -21,9 +22,10 @@ const eventBuffer = 64
 // Session is one fake agent child process. It is safe for concurrent use;
 // see the package doc for the goroutines it owns.
 type Session struct {
-	log   *slog.Logger
-	tools engine.Tools
-	proc  *proc.Process // the child: its reaper, stderr tail and stop
+	log      *slog.Logger
+	tools    engine.Tools
+	approver engine.Approver // nil: every permission is denied
+	proc     *proc.Process   // the child: its reaper, stderr tail and stop
 
 	events chan engine.Event
 	ready  chan struct{} // closed when the child said ready
@@ -50,6 +52,8 @@ type Session struct {
 	closing    bool  // Close was called
 	ended      bool  // the child is gone and Events closed (or closing)
 	err        error // why the session ended on its own; nil after Close
+	inBytes    int   // the running turn's input, for its usage
+	outBytes   int   // the running turn's output and thinking, for its usage
 
 	act engine.ActivityMeter
 }
@@ -57,13 +61,14 @@ type Session struct {
 // start starts the child with proc (own process group, pipes, one reaper,
 // stderr tail; every stderr chunk is activity) and the session's
 // goroutines.
-func start(spec proc.Spec, tools engine.Tools) (*Session, error) {
+func start(spec proc.Spec, tools engine.Tools, approver engine.Approver) (*Session, error) {
 	s := &Session{
-		tools:  tools,
-		events: make(chan engine.Event, eventBuffer),
-		ready:  make(chan struct{}),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		tools:    tools,
+		approver: approver,
+		events:   make(chan engine.Event, eventBuffer),
+		ready:    make(chan struct{}),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	spec.OnStderr = func([]byte) { s.act.Bump() }
 	p, err := proc.Start(spec)
@@ -127,6 +132,10 @@ func (s *Session) Send(ctx context.Context, in engine.Input) error {
 	}
 	s.turn = in.Turn
 	s.turnCtx, s.turnCancel = context.WithCancel(s.ctx)
+	s.inBytes, s.outBytes = 0, 0
+	for _, m := range in.Messages {
+		s.inBytes += len(m.Text)
+	}
 	s.mu.Unlock()
 
 	f := frame{Type: typeInput, Turn: string(in.Turn), Messages: make([]wireMessage, len(in.Messages))}
@@ -264,24 +273,42 @@ func (s *Session) handle(f frame) {
 	switch f.Type {
 	case typeReady:
 		s.readyOnce.Do(func() { close(s.ready) })
-	case typeOutput:
-		s.emit(engine.Event{Kind: engine.EventOutput, Turn: turn, Text: f.Text})
-	case typeToolCall:
+	case typeOutput, typeThinking:
+		s.mu.Lock()
+		s.outBytes += len(f.Text)
+		s.mu.Unlock()
+		kind := engine.EventOutput
+		if f.Type == typeThinking {
+			kind = engine.EventThinking
+		}
+		s.emit(engine.Event{Kind: kind, Turn: turn, Text: f.Text})
+	case typeToolUse:
+		s.emit(engine.Event{Kind: engine.EventToolCall, Turn: turn, Tool: &engine.ToolUse{ID: callID(f.ID), Name: f.Tool, Input: f.Args}})
+	case typeToolDone:
+		s.emit(engine.Event{Kind: engine.EventToolResult, Turn: turn, Tool: toolResult(f.ID, f.Result, f.Error)})
+	case typeToolCall, typePermission:
 		s.mu.Lock()
 		ctx, current := s.turnCtx, s.turn == turn
 		s.mu.Unlock()
 		if !current {
 			// Unreachable with a well-behaved child; answer so it never hangs.
-			s.log.Warn("fake agent called a tool for a turn that is not running", "turn", turn, "tool", f.Tool)
-			if err := s.write(frame{Type: typeToolResult, Turn: f.Turn, ID: f.ID, Error: "turn " + f.Turn + " is not running"}); err != nil {
-				s.log.Debug("write tool result", "tool", f.Tool, "err", err)
+			s.log.Warn("fake agent asked for a turn that is not running", "turn", turn, "type", f.Type, "tool", f.Tool)
+			if err := s.write(frame{Type: answerType(f.Type), Turn: f.Turn, ID: f.ID, Error: "turn " + f.Turn + " is not running",
+				Reason: "turn " + f.Turn + " is not running"}); err != nil {
+				s.log.Debug("write answer", "tool", f.Tool, "err", err)
 			}
 			return
 		}
+		if f.Type == typePermission {
+			s.calls.Go(func() { s.permission(ctx, f) })
+			return
+		}
+		s.emit(engine.Event{Kind: engine.EventToolCall, Turn: turn, Tool: &engine.ToolUse{ID: callID(f.ID), Name: f.Tool, Input: f.Args}})
 		s.calls.Go(func() { s.call(ctx, f) })
 	case typeTurnEnd:
 		s.mu.Lock()
 		current := s.turn == turn
+		in, out := s.inBytes, s.outBytes+len(f.Text)
 		if current {
 			s.endTurnLocked()
 		}
@@ -290,9 +317,58 @@ func (s *Session) handle(f frame) {
 			s.log.Warn("fake agent ended a turn that is not running", "turn", turn)
 			return
 		}
+		s.emit(engine.Event{Kind: engine.EventUsage, Turn: turn, Usage: usage(in, out)})
 		s.emit(engine.Event{Kind: engine.EventTurnEnd, Turn: turn, Text: f.Text, Error: f.Error})
 	default:
 		s.log.Warn("fake agent wrote an unexpected frame", "type", f.Type)
+	}
+}
+
+// answerType is the frame type that answers a request of type t.
+func answerType(t string) string {
+	if t == typePermission {
+		return typeDecision
+	}
+	return typeToolResult
+}
+
+// callID is the engine id of the child's tool call or permission request id.
+func callID(id int64) string { return "fake-" + strconv.FormatInt(id, 10) }
+
+func toolResult(id int64, result, errText string) *engine.ToolUse {
+	t := &engine.ToolUse{ID: callID(id), Output: result}
+	if errText != "" {
+		t.Output, t.IsError = errText, true
+	}
+	return t
+}
+
+// usage is a plausible usage for a turn given in bytes of input and out
+// bytes of output: about 4 bytes a token, a fixed prompt of 500 tokens, and
+// a price of $3 per million input and $15 per million output tokens.
+func usage(in, out int) *engine.Usage {
+	u := &engine.Usage{InputTokens: int64(500 + in/4), OutputTokens: int64(1 + out/4)}
+	u.CostUSD = float64(u.InputTokens)*3e-6 + float64(u.OutputTokens)*15e-6
+	return u
+}
+
+// permission asks the session's Approver (none: denied), reports the
+// request and its decision, and answers the child.
+func (s *Session) permission(ctx context.Context, f frame) {
+	p := engine.Permission{ID: callID(f.ID), Turn: troupe.TurnID(f.Turn), Tool: f.Tool, Input: f.Args}
+	d := engine.Decision{Reason: "no approver: this session decides no permissions"}
+	if s.approver != nil {
+		var err error
+		if d, err = s.approver.Approve(ctx, p); err != nil {
+			d = engine.Decision{Reason: "no decision: " + err.Error()}
+		}
+	}
+	if ctx.Err() != nil {
+		return // the turn ended or the session closed: nobody waits for it
+	}
+	s.emit(engine.Event{Kind: engine.EventPermission, Turn: p.Turn, Permission: &p, Decision: &d})
+	if err := s.write(frame{Type: typeDecision, Turn: f.Turn, ID: f.ID, Allow: d.Allow, Reason: d.Reason}); err != nil {
+		s.log.Debug("write decision", "tool", f.Tool, "err", err)
 	}
 }
 
@@ -332,6 +408,7 @@ func (s *Session) call(ctx context.Context, f frame) {
 	if ctx.Err() != nil {
 		return // the turn ended or the session closed: nobody waits for it
 	}
+	s.emit(engine.Event{Kind: engine.EventToolResult, Turn: troupe.TurnID(f.Turn), Tool: toolResult(f.ID, res.Result, res.Error)})
 	if err := s.write(res); err != nil {
 		s.log.Debug("write tool result", "tool", f.Tool, "err", err)
 	}

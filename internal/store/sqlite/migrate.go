@@ -189,6 +189,37 @@ var migrations = []migration{
 			)`,
 		},
 	},
+	// version 7
+	{
+		name: "journal of each agent's turns",
+		stmts: []string{
+			// One row per turn of an agent (journal.Store): its start, end
+			// and counts. Not foreign-keyed to projects, like messages.
+			// Pruned per agent when a turn starts (journal.Prune).
+			`CREATE TABLE journal_turns (
+				id         INTEGER PRIMARY KEY AUTOINCREMENT, -- journal.Turn.Seq
+				project    TEXT NOT NULL,
+				agent      TEXT NOT NULL,
+				turn       TEXT NOT NULL,
+				started_at INTEGER NOT NULL, -- unix nanoseconds, UTC
+				messages   TEXT NOT NULL,    -- JSON: []journal.Message
+				ended_at   INTEGER,          -- unix nanoseconds, UTC; NULL while running or when the end was lost
+				final      TEXT,             -- JSON: {text, text_cut, error, usage}; NULL with ended_at
+				dropped    INTEGER NOT NULL, -- events not kept
+				events     INTEGER NOT NULL, -- events kept: the last seq
+				bytes      INTEGER NOT NULL, -- what the turn counts toward journal.MaxAgentBytes
+				UNIQUE (project, agent, turn)
+			)`,
+			`CREATE INDEX journal_turns_agent ON journal_turns (project, agent, id)`,
+			// A turn's events in order; they go with their turn.
+			`CREATE TABLE journal_events (
+				turn_id INTEGER NOT NULL REFERENCES journal_turns (id) ON DELETE CASCADE,
+				seq     INTEGER NOT NULL,
+				data    TEXT NOT NULL, -- JSON: journal.Event
+				PRIMARY KEY (turn_id, seq)
+			) WITHOUT ROWID`,
+		},
+	},
 }
 
 // latestVersion is the schema version this binary writes.

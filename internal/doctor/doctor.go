@@ -1,0 +1,302 @@
+// Package doctor checks, for each engine troupe drives (claude, codex,
+// opencode, openai, fake), what the machine offers it: the engine's CLI on
+// PATH and its version (from `<cli> --version`, run with a short timeout in
+// its own process group), whether troupe is tested with that version,
+// whether a login or an API key is present, and a one-line fix for what is
+// missing. `troupe doctor` prints the report; it runs in the CLI process,
+// no daemon needed.
+//
+// Secrets are never read or printed: an API key variable is reported as
+// set or not set, a login file only as present (it is stat'ed, never
+// opened).
+//
+// Concurrency: Run checks the engines one after the other and owns the
+// --version processes it starts (each killed with its group at the
+// timeout, always waited for). It imports only the standard library; the
+// daemon, the runtime and the store are none of its business.
+package doctor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Options configures Run; zero values mean the real machine.
+type Options struct {
+	// Getenv reads the environment (PATH, HOME, the API key variables,
+	// CLAUDE_CONFIG_DIR, CODEX_HOME, XDG_DATA_HOME); default os.LookupEnv.
+	Getenv func(string) (string, bool)
+	// Timeout bounds each `--version` run; default 5s.
+	Timeout time.Duration
+}
+
+// Check is the report on one engine.
+type Check struct {
+	Engine string `json:"engine"`
+	// CLI is the command looked up on PATH; empty for engines without one.
+	CLI  string `json:"cli,omitempty"`
+	Path string `json:"path,omitempty"` // where it was found; empty when not
+	// Version is what `<cli> --version` said; Tested the version troupe is
+	// tested with, and VersionTested whether they are the same.
+	Version       string `json:"version,omitempty"`
+	Tested        string `json:"tested_version,omitempty"`
+	VersionTested bool   `json:"version_tested"`
+	// Login says where the engine's credentials come from ("ANTHROPIC_API_KEY
+	// set", "login in ~/.claude/.credentials.json"), or "not set".
+	Login   string `json:"login"`
+	LoginOK bool   `json:"login_ok"`
+	// OK: the engine can run here (CLI found and a login present).
+	OK bool `json:"ok"`
+	// Problems say what is wrong, Fixes what to do, one line each.
+	Problems []string `json:"problems,omitempty"`
+	Fixes    []string `json:"fixes,omitempty"`
+}
+
+// engine is what doctor knows of one engine.
+type engine struct {
+	name    string
+	cli     string // default command on PATH; "" for none
+	tested  string // version troupe is tested with; "" for untested
+	install string // the one-line install fix
+	login   func(o Options, c *Check)
+}
+
+// The engines, in the order the report lists them. Versions and login
+// facts are from shared/engines/claude-code.md §1, §3, §12 and
+// codex-opencode.md §0.
+var engines = []engine{
+	{name: "claude", cli: "claude", tested: "2.1.328",
+		install: "install with: npm install -g @anthropic-ai/claude-code@2.1.328", login: claudeLogin},
+	{name: "codex", cli: "codex", tested: "0.171.0",
+		install: "install with: npm install -g @openai/codex@0.171.0", login: codexLogin},
+	{name: "opencode", cli: "opencode", tested: "1.18.33",
+		install: "install with: npm install -g opencode-ai@1.18.33", login: opencodeLogin},
+	{name: "openai", login: func(_ Options, c *Check) {
+		c.Login, c.LoginOK = "per agent: base_url and api_key_env in [agent.openai]", true
+	}},
+	{name: "fake", login: func(_ Options, c *Check) {
+		c.Login, c.LoginOK = "none needed (built in)", true
+	}},
+}
+
+// Run checks every engine.
+func Run(ctx context.Context, o Options) []Check {
+	if o.Getenv == nil {
+		o.Getenv = os.LookupEnv
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	out := make([]Check, 0, len(engines))
+	for _, e := range engines {
+		out = append(out, check(ctx, o, e))
+	}
+	return out
+}
+
+func check(ctx context.Context, o Options, e engine) Check {
+	c := Check{Engine: e.name, CLI: e.cli, Tested: e.tested}
+	cliOK := true
+	if e.cli != "" {
+		cliOK = false
+		path, _ := o.Getenv("PATH")
+		switch p, err := lookPath(e.cli, path); {
+		case err != nil:
+			c.Problems = append(c.Problems, fmt.Sprintf("%s not found on PATH", e.cli))
+			c.Fixes = append(c.Fixes, e.install)
+		default:
+			c.Path = p
+			v, err := version(ctx, o, p)
+			switch {
+			case err != nil:
+				c.Problems = append(c.Problems, fmt.Sprintf("%s --version: %v", p, err))
+				c.Fixes = append(c.Fixes, "reinstall: "+strings.TrimPrefix(e.install, "install with: "))
+			default:
+				cliOK = true
+				c.Version = v
+				c.VersionTested = v == e.tested
+				if !c.VersionTested {
+					c.Problems = append(c.Problems, fmt.Sprintf("version %s is not the one troupe is tested with (%s)", v, e.tested))
+					c.Fixes = append(c.Fixes, "for the tested version: "+strings.TrimPrefix(e.install, "install with: "))
+				}
+			}
+		}
+	}
+	e.login(o, &c)
+	c.OK = cliOK && c.LoginOK
+	return c
+}
+
+// lookPath finds an executable regular file named name in the directories
+// of path (a PATH value).
+func lookPath(name, path string) (string, error) {
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fs.ErrNotExist
+}
+
+var versionRE = regexp.MustCompile(`\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?`)
+
+// version runs `p --version` in its own process group, killed with its
+// group at the timeout, and returns the first version number it printed.
+func version(ctx context.Context, o Options, p string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p, "--version")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	var env []string
+	for _, k := range []string{"PATH", "HOME"} {
+		if v, ok := o.Getenv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	cmd.Env = env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return "", fmt.Errorf("no answer within %v", o.Timeout)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: %s", err, firstLine(out.String()))
+	}
+	v := versionRE.FindString(out.String())
+	if v == "" {
+		return "", fmt.Errorf("no version number in %q", firstLine(out.String()))
+	}
+	return v, nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 120 {
+		s = s[:120] + "…"
+	}
+	return s
+}
+
+// home is HOME, or "" when unset.
+func home(o Options) string {
+	h, _ := o.Getenv("HOME")
+	return h
+}
+
+// envSet reports the first of names that is set and not empty.
+func envSet(o Options, names ...string) string {
+	for _, n := range names {
+		if v, ok := o.Getenv(n); ok && v != "" {
+			return n
+		}
+	}
+	return ""
+}
+
+// fileIn reports whether dir/name exists (stat only: never opened).
+func fileIn(dir, name string) (string, bool) {
+	if dir == "" {
+		return "", false
+	}
+	p := filepath.Join(dir, name)
+	_, err := os.Stat(p)
+	return p, err == nil
+}
+
+// claudeLogin: an API key or token in the environment, or a login under
+// CLAUDE_CONFIG_DIR (default ~/.claude), where Claude Code keeps
+// .credentials.json after /login.
+func claudeLogin(o Options, c *Check) {
+	if n := envSet(o, "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"); n != "" {
+		c.Login, c.LoginOK = n+" set", true
+		return
+	}
+	dir, _ := o.Getenv("CLAUDE_CONFIG_DIR")
+	if dir == "" && home(o) != "" {
+		dir = filepath.Join(home(o), ".claude")
+	}
+	if p, ok := fileIn(dir, ".credentials.json"); ok {
+		c.Login, c.LoginOK = "login in "+p, true
+		return
+	}
+	c.Login = "not set"
+	c.Problems = append(c.Problems, "no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or login")
+	c.Fixes = append(c.Fixes, "log in with: claude, then /login (or set ANTHROPIC_API_KEY)")
+}
+
+// codexLogin: OPENAI_API_KEY, or the login Codex writes to
+// $CODEX_HOME/auth.json (default ~/.codex).
+func codexLogin(o Options, c *Check) {
+	if n := envSet(o, "OPENAI_API_KEY"); n != "" {
+		c.Login, c.LoginOK = n+" set", true
+		return
+	}
+	dir, _ := o.Getenv("CODEX_HOME")
+	if dir == "" && home(o) != "" {
+		dir = filepath.Join(home(o), ".codex")
+	}
+	if p, ok := fileIn(dir, "auth.json"); ok {
+		c.Login, c.LoginOK = "login in "+p, true
+		return
+	}
+	c.Login = "not set"
+	c.Problems = append(c.Problems, "no OPENAI_API_KEY or codex login")
+	c.Fixes = append(c.Fixes, "log in with: codex login (or set OPENAI_API_KEY)")
+}
+
+// opencodeLogin: a provider key in the environment, or the logins
+// OpenCode keeps in $XDG_DATA_HOME/opencode/auth.json (default
+// ~/.local/share/opencode).
+func opencodeLogin(o Options, c *Check) {
+	if n := envSet(o, "ANTHROPIC_API_KEY", "OPENAI_API_KEY"); n != "" {
+		c.Login, c.LoginOK = n+" set", true
+		return
+	}
+	dir, _ := o.Getenv("XDG_DATA_HOME")
+	if dir == "" && home(o) != "" {
+		dir = filepath.Join(home(o), ".local", "share")
+	}
+	if dir != "" {
+		if p, ok := fileIn(filepath.Join(dir, "opencode"), "auth.json"); ok {
+			c.Login, c.LoginOK = "login in "+p, true
+			return
+		}
+	}
+	c.Login = "not set"
+	c.Problems = append(c.Problems, "no provider key or opencode login")
+	c.Fixes = append(c.Fixes, "log in with: opencode auth login (or set a provider key such as ANTHROPIC_API_KEY)")
+}
+
+// ErrNotReady is returned by Strict when an engine is not ready.
+var ErrNotReady = errors.New("not every engine is ready")
+
+// Strict returns an error naming the engines that are not OK, or nil.
+func Strict(cs []Check) error {
+	var bad []string
+	for _, c := range cs {
+		if !c.OK {
+			bad = append(bad, c.Engine)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %w: run the fixes troupe doctor prints", strings.Join(bad, ", "), ErrNotReady)
+}

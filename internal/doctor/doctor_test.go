@@ -1,0 +1,130 @@
+package doctor
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeCLI writes an executable shell script named name in dir.
+func fakeCLI(t *testing.T, dir, name, script string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func envOf(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func byEngine(cs []Check) map[string]Check {
+	m := map[string]Check{}
+	for _, c := range cs {
+		m[c.Engine] = c
+	}
+	return m
+}
+
+// TestDoctorReportsEachEngine: a tested claude logged in by file, an
+// untested codex with a key, no opencode at all; openai and fake need no
+// CLI. The report says so, and a fix for each problem; no secret appears.
+func TestDoctorReportsEachEngine(t *testing.T) {
+	bin, home := t.TempDir(), t.TempDir()
+	fakeCLI(t, bin, "claude", `echo "2.1.328 (Claude Code)"`)
+	fakeCLI(t, bin, "codex", `echo "codex-cli 0.170.1"`)
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o700)
+	os.WriteFile(filepath.Join(home, ".claude", ".credentials.json"), []byte(`{"secret":"hunter2"}`), 0o600)
+	cs := Run(t.Context(), Options{Getenv: envOf(map[string]string{"PATH": bin, "HOME": home, "OPENAI_API_KEY": "sk-secret-value"})})
+	m := byEngine(cs)
+	if c := m["claude"]; !c.OK || c.Version != "2.1.328" || !c.VersionTested || c.Path != filepath.Join(bin, "claude") ||
+		c.Login != "login in "+filepath.Join(home, ".claude", ".credentials.json") || len(c.Fixes) != 0 {
+		t.Errorf("claude = %+v", c)
+	}
+	if c := m["codex"]; !c.OK || c.Version != "0.170.1" || c.VersionTested || c.Login != "OPENAI_API_KEY set" ||
+		len(c.Fixes) != 1 || !strings.Contains(c.Fixes[0], "@openai/codex@0.171.0") {
+		t.Errorf("codex = %+v", c)
+	}
+	if c := m["opencode"]; c.OK || c.Path != "" || !strings.Contains(strings.Join(c.Fixes, "|"), "npm install -g opencode-ai@1.18.33") ||
+		c.Login != "OPENAI_API_KEY set" {
+		t.Errorf("opencode = %+v", c)
+	}
+	if c := m["openai"]; !c.OK || !strings.Contains(c.Login, "base_url") || !strings.Contains(c.Login, "api_key_env") {
+		t.Errorf("openai = %+v", c)
+	}
+	if c := m["fake"]; !c.OK {
+		t.Errorf("fake = %+v", c)
+	}
+	var b bytes.Buffer
+	if err := Table(&b, cs); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"claude    yes", "2.1.328 (tested)", "0.170.1 (untested; tested: 0.171.0)", "opencode not found", "to fix:", "opencode: install with: npm install -g opencode-ai@1.18.33"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	for _, secret := range []string{"hunter2", "sk-secret-value"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("table shows a secret:\n%s", out)
+		}
+	}
+	if err := Strict(cs); !errors.Is(err, ErrNotReady) || !strings.Contains(err.Error(), "opencode") {
+		t.Errorf("Strict = %v, want opencode named", err)
+	}
+}
+
+// TestDoctorNothingInstalled: every CLI engine gets an install fix and a
+// login fix; Strict fails; the report still lists all five.
+func TestDoctorNothingInstalled(t *testing.T) {
+	cs := Run(t.Context(), Options{Getenv: envOf(map[string]string{"PATH": t.TempDir(), "HOME": t.TempDir()})})
+	if len(cs) != 5 {
+		t.Fatalf("%d engines, want 5", len(cs))
+	}
+	c := byEngine(cs)["claude"]
+	if c.OK || c.Login != "not set" || strings.Join(c.Fixes, "|") != "install with: npm install -g @anthropic-ai/claude-code@2.1.328|log in with: claude, then /login (or set ANTHROPIC_API_KEY)" {
+		t.Errorf("claude = %+v", c)
+	}
+	if Strict(cs) == nil {
+		t.Error("Strict = nil with nothing installed")
+	}
+}
+
+// TestDoctorConfigDirsAndBadCLIs: CLAUDE_CONFIG_DIR and CODEX_HOME are
+// where the logins are looked for; a CLI that hangs is cut at the timeout
+// (its whole process group), one that fails or prints no version is
+// reported with what it said.
+func TestDoctorConfigDirsAndBadCLIs(t *testing.T) {
+	bin, cfg, codexHome := t.TempDir(), t.TempDir(), t.TempDir()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep command")
+	}
+	fakeCLI(t, bin, "claude", sleep+" 60 & wait")
+	fakeCLI(t, bin, "codex", "echo 'codex: broken install' >&2; exit 3")
+	fakeCLI(t, bin, "opencode", "echo 'no number here'")
+	os.WriteFile(filepath.Join(cfg, ".credentials.json"), nil, 0o600)
+	os.WriteFile(filepath.Join(codexHome, "auth.json"), nil, 0o600)
+	start := time.Now()
+	cs := Run(t.Context(), Options{Timeout: 200 * time.Millisecond,
+		Getenv: envOf(map[string]string{"PATH": bin, "HOME": t.TempDir(), "CLAUDE_CONFIG_DIR": cfg, "CODEX_HOME": codexHome})})
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %v: the hanging CLI was not cut", took)
+	}
+	m := byEngine(cs)
+	if c := m["claude"]; c.OK || !strings.Contains(strings.Join(c.Problems, "|"), "no answer within 200ms") || c.Login != "login in "+filepath.Join(cfg, ".credentials.json") {
+		t.Errorf("claude = %+v", c)
+	}
+	if c := m["codex"]; c.OK || !strings.Contains(strings.Join(c.Problems, "|"), "codex: broken install") || !c.LoginOK {
+		t.Errorf("codex = %+v", c)
+	}
+	if c := m["opencode"]; c.OK || !strings.Contains(strings.Join(c.Problems, "|"), `no version number in "no number here"`) {
+		t.Errorf("opencode = %+v", c)
+	}
+}

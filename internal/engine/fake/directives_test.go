@@ -1,0 +1,105 @@
+package fake
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/troupe-dev/troupe/internal/engine"
+)
+
+// approverFunc decides permissions with a function.
+type approverFunc func(engine.Permission) (engine.Decision, error)
+
+func (f approverFunc) Approve(_ context.Context, p engine.Permission) (engine.Decision, error) {
+	return f(p)
+}
+
+// TestEveryEventKind: a turn of the fake engine reports each kind the
+// engine seam knows: output, thinking (!think), a tool call and its result
+// (!tool), a permission request decided by the Approver with its decision
+// available to later lines (!permission, {decision}), and the turn's usage
+// right before its end.
+func TestEveryEventKind(t *testing.T) {
+	t.Parallel()
+	var asked []engine.Permission
+	spec := fakeSpec(&fakeTools{}, nil)
+	spec.Approver = approverFunc(func(p engine.Permission) (engine.Decision, error) {
+		asked = append(asked, p)
+		if p.Tool == "Read" {
+			return engine.Decision{Allow: true}, nil
+		}
+		return engine.Decision{Reason: "not in allowed_tools"}, nil
+	})
+	s := startAgent(t, Options{}, spec)
+	send(t, s, "t1", "!think first {text}\n!tool list_agents {}\n!permission Read\n!say read: {decision}\n"+
+		`!permission Bash {"command":"{from}"}`+"\n!say bash: {decision}")
+	evs := collectAll(t, s, "t1")
+	var kinds []string
+	for _, ev := range evs {
+		kinds = append(kinds, string(ev.Kind))
+	}
+	want := "thinking tool_call tool_result permission output permission output usage turn_end"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+	if !strings.HasPrefix(evs[0].Text, "first !think") {
+		t.Errorf("thinking = %q", evs[0].Text)
+	}
+	if c, r := evs[1].Tool, evs[2].Tool; c.Name != "list_agents" || string(c.Input) != "{}" || c.ID == "" || r.ID != c.ID || r.Output != "result of list_agents" || r.IsError {
+		t.Errorf("tool call %+v, result %+v", c, r)
+	}
+	if p, d := evs[3].Permission, evs[3].Decision; p.Tool != "Read" || !d.Allow || p.Turn != "t1" || p.ID == "" {
+		t.Errorf("permission %+v decided %+v", p, d)
+	}
+	if p, d := evs[5].Permission, evs[5].Decision; p.Tool != "Bash" || string(p.Input) != `{"command":"@person"}` || d.Allow {
+		t.Errorf("permission %+v decided %+v", p, d)
+	}
+	if evs[4].Text != "read: allow" || evs[6].Text != "bash: deny: not in allowed_tools" {
+		t.Errorf("decisions said %q, %q", evs[4].Text, evs[6].Text)
+	}
+	if u := evs[7].Usage; u == nil || u.InputTokens <= 500 || u.OutputTokens <= 1 || u.CostUSD <= 0 {
+		t.Errorf("usage = %+v, want counts from the texts", u)
+	}
+	if len(asked) != 2 {
+		t.Errorf("approver asked %d times, want 2", len(asked))
+	}
+}
+
+// TestToolResultErrorAndNoApprover: a failing tool is reported with
+// IsError; without an Approver a permission is denied, saying why.
+func TestToolResultErrorAndNoApprover(t *testing.T) {
+	t.Parallel()
+	tools := &fakeTools{fn: func(context.Context, string) (string, error) { return "", errors.New("kaput") }}
+	s := startAgent(t, Options{}, fakeSpec(tools, nil))
+	send(t, s, "t1", "!tool boom {}\n!permission Edit\n!say {decision}")
+	evs := collectAll(t, s, "t1")
+	var res, perm *engine.Event
+	for i, ev := range evs {
+		switch ev.Kind {
+		case engine.EventToolResult:
+			res = &evs[i]
+		case engine.EventPermission:
+			perm = &evs[i]
+		}
+	}
+	if res == nil || !res.Tool.IsError || res.Tool.Output != "kaput" {
+		t.Errorf("tool result = %+v, want the error", res)
+	}
+	if perm == nil || perm.Decision.Allow || !strings.Contains(perm.Decision.Reason, "no approver") {
+		t.Errorf("permission = %+v, want denied for want of an approver", perm)
+	}
+	if end := evs[len(evs)-1]; !strings.HasPrefix(end.Text, "deny: no approver") {
+		t.Errorf("turn end %+v", end)
+	}
+}
+
+func TestPermissionDirectiveChecksItsInput(t *testing.T) {
+	t.Parallel()
+	s := startAgent(t, Options{}, engine.StartSpec{})
+	_, end := turn(t, s, "t1", "!permission Bash [1]")
+	if !strings.Contains(end.Error, "!permission Bash: args must be a JSON object") {
+		t.Errorf("turn end %+v", end)
+	}
+}
