@@ -57,7 +57,7 @@ respond = """
 
 // claudeRig is a daemon whose agents reach a fake model.
 type claudeRig struct {
-	t     *testing.T
+	t     testing.TB
 	model *fakemodel.Server
 	env   []string
 	state string
@@ -70,7 +70,7 @@ type claudeRig struct {
 
 // newClaudeRig starts a fake model and a daemon with proj holding team
 // (claudeTeam when empty, with a turn_timeout of window).
-func newClaudeRig(t *testing.T, window string, projects ...string) *claudeRig {
+func newClaudeRig(t testing.TB, window string, projects ...string) *claudeRig {
 	t.Helper()
 	bin := claudetest.Bin(t)
 	model := fakemodel.New(fakemodel.Options{})
