@@ -1,6 +1,8 @@
 package fakemodel
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -83,9 +85,9 @@ func messagesStop(r Reply) (reason string, seq any) {
 	return "end_turn", nil
 }
 
-func messageID(req Request) string { return fmt.Sprintf("msg_fake_%d", req.Seq) }
+func messageID(req Request) string { return fmt.Sprintf("msg_fake_%s_%d", runID, req.Seq) }
 func toolUseID(req Request, i int) string {
-	return fmt.Sprintf("toolu_fake_%d_%d", req.Seq, i)
+	return fmt.Sprintf("toolu_fake_%s_%d_%d", runID, req.Seq, i)
 }
 
 // messagesEvents is the SSE answer: message_start, a text block (its text
@@ -140,3 +142,13 @@ func messagesObject(req Request) any {
 		"content": content, "stop_reason": reason, "stop_sequence": seq,
 		"usage": map[string]any{"input_tokens": inputTokens, "output_tokens": outputTokens}}
 }
+
+// runID makes the ids of messages and tool calls unique across runs of the
+// server: a client that resumes a conversation recorded against an earlier
+// run (Claude Code merges assistant blocks by message id) must never meet
+// an id again.
+var runID = func() string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}()

@@ -92,9 +92,9 @@ func parseChat(req *Request, m map[string]any) {
 	}
 }
 
-func responseID(req Request) string { return fmt.Sprintf("resp_fake_%d", req.Seq) }
+func responseID(req Request) string { return fmt.Sprintf("resp_fake_%s_%d", runID, req.Seq) }
 func callID(req Request, i int) string {
-	return fmt.Sprintf("call_fake_%d_%d", req.Seq, i)
+	return fmt.Sprintf("call_fake_%s_%d_%d", runID, req.Seq, i)
 }
 
 // responsesItems are the output items of a Responses answer, complete, or as
@@ -221,7 +221,7 @@ func responsesEvents(req Request, chunks []string) []event {
 	return evs
 }
 
-func chatID(req Request) string { return fmt.Sprintf("chatcmpl-fake-%d", req.Seq) }
+func chatID(req Request) string { return fmt.Sprintf("chatcmpl-fake-%s-%d", runID, req.Seq) }
 
 func chatFinish(r Reply) string {
 	if len(r.Calls) > 0 {
