@@ -290,20 +290,35 @@ func TestClaudeInterruptAndPermissions(t *testing.T) {
 
 // TestClaudeResumesAfterDaemonSIGKILL: the conversation survives a SIGKILL
 // of the daemon: the next session resumes it (same session id) and the
-// model is sent the earlier exchange.
+// model is sent the earlier exchange. The model server restarts too (a new
+// process numbers its messages afresh): the resumed conversation, tool
+// calls included, still holds together.
 func TestClaudeResumesAfterDaemonSIGKILL(t *testing.T) {
 	r := newClaudeRig(t, "2m")
-	if got := r.answer("claude", "remember the word heliotrope [[text:noted]]"); got != "noted" {
+	got := r.answer("claude", `remember the word heliotrope [[tool:mcp__troupe__ask_agent {"to":"helper","question":"first"}]]`)
+	if got != "TOOL_RESULT_SEEN: helper knows: first" {
 		t.Fatalf("answer = %q", got)
 	}
 	sid := r.agent("claude").SessionID
 	r.d.stop(syscall.SIGKILL)
+	r.model.Close()
+	r.model = fakemodel.New(fakemodel.Options{})
+	if err := r.model.Start(""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.model.Close() })
+	for i, kv := range r.env {
+		if strings.HasPrefix(kv, "ANTHROPIC_BASE_URL=") {
+			r.env[i] = "ANTHROPIC_BASE_URL=" + r.model.URL()
+		}
+	}
 	r.start()
 	if got := r.agent("claude").SessionID; got != sid {
 		t.Fatalf("after the restart troupe agents shows session %q, want %q", got, sid)
 	}
-	if got := r.answer("claude", "which word? [[text:heliotrope]]"); got != "heliotrope" {
-		t.Fatalf("answer = %q", got)
+	got = r.answer("claude", `which word? [[tool:mcp__troupe__ask_agent {"to":"helper","question":"second"}]]`)
+	if got != "TOOL_RESULT_SEEN: helper knows: second" {
+		t.Fatalf("answer after the restart = %q", got)
 	}
 	q := r.waitPrompt("which word?")
 	if q.SessionID != sid {

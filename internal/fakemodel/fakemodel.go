@@ -53,6 +53,7 @@ type Options struct {
 type Server struct {
 	log     *slog.Logger
 	maxBody int64
+	run     string        // random, in every id the server hands out (newRunID)
 	done    chan struct{} // closed by Close: every wait in a handler selects on it
 
 	handlers sync.WaitGroup // handlers in flight; Add only under mu while !closed
@@ -79,7 +80,7 @@ func New(o Options) *Server {
 		max = DefaultMaxBody
 	}
 	return &Server{log: log, maxBody: max, done: make(chan struct{}), script: o.Script,
-		changed: make(chan struct{})}
+		changed: make(chan struct{}), run: newRunID()}
 }
 
 // Start listens on addr ("" means 127.0.0.1:0, a free loopback port) and
@@ -192,6 +193,7 @@ func (s *Server) record(req *Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	req.Seq = len(s.reqs) + 1
+	req.run = s.run
 	s.reqs = append(s.reqs, *req)
 	close(s.changed)
 	s.changed = make(chan struct{})

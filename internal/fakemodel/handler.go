@@ -43,6 +43,7 @@ type Request struct {
 
 	Reply Reply // the reply chosen (model requests only), tool names resolved
 
+	run     string        // the server's run id: ids it hands out are unique across servers
 	schema  any           // output_config.format.schema of a SideSchema request
 	offered []offeredTool // Responses: how to name a call of each tool
 }

@@ -85,9 +85,9 @@ func messagesStop(r Reply) (reason string, seq any) {
 	return "end_turn", nil
 }
 
-func messageID(req Request) string { return fmt.Sprintf("msg_fake_%s_%d", runID, req.Seq) }
+func messageID(req Request) string { return fmt.Sprintf("msg_fake_%s_%d", req.run, req.Seq) }
 func toolUseID(req Request, i int) string {
-	return fmt.Sprintf("toolu_fake_%s_%d_%d", runID, req.Seq, i)
+	return fmt.Sprintf("toolu_fake_%s_%d_%d", req.run, req.Seq, i)
 }
 
 // messagesEvents is the SSE answer: message_start, a text block (its text
@@ -143,12 +143,12 @@ func messagesObject(req Request) any {
 		"usage": map[string]any{"input_tokens": inputTokens, "output_tokens": outputTokens}}
 }
 
-// runID makes the ids of messages and tool calls unique across runs of the
-// server: a client that resumes a conversation recorded against an earlier
-// run (Claude Code merges assistant blocks by message id) must never meet
-// an id again.
-var runID = func() string {
+// newRunID makes the ids of messages and tool calls unique across servers
+// and runs: a client that resumes a conversation recorded against an
+// earlier server (Claude Code merges assistant blocks by message id) must
+// never meet an id again.
+func newRunID() string {
 	b := make([]byte, 4)
 	rand.Read(b)
 	return hex.EncodeToString(b)
-}()
+}

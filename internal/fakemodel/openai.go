@@ -92,9 +92,9 @@ func parseChat(req *Request, m map[string]any) {
 	}
 }
 
-func responseID(req Request) string { return fmt.Sprintf("resp_fake_%s_%d", runID, req.Seq) }
+func responseID(req Request) string { return fmt.Sprintf("resp_fake_%s_%d", req.run, req.Seq) }
 func callID(req Request, i int) string {
-	return fmt.Sprintf("call_fake_%s_%d_%d", runID, req.Seq, i)
+	return fmt.Sprintf("call_fake_%s_%d_%d", req.run, req.Seq, i)
 }
 
 // responsesItems are the output items of a Responses answer, complete, or as
@@ -121,7 +121,7 @@ func responsesItems(req Request, done bool) []map[string]any {
 				o = t
 			}
 		}
-		it := map[string]any{"id": fmt.Sprintf("fc_fake_%d_%d", req.Seq, i), "call_id": callID(req, i),
+		it := map[string]any{"id": fmt.Sprintf("fc_fake_%s_%d_%d", req.run, req.Seq, i), "call_id": callID(req, i),
 			"name": o.name, "status": status}
 		if o.namespace != "" {
 			it["namespace"] = o.namespace
@@ -221,7 +221,7 @@ func responsesEvents(req Request, chunks []string) []event {
 	return evs
 }
 
-func chatID(req Request) string { return fmt.Sprintf("chatcmpl-fake-%s-%d", runID, req.Seq) }
+func chatID(req Request) string { return fmt.Sprintf("chatcmpl-fake-%s-%d", req.run, req.Seq) }
 
 func chatFinish(r Reply) string {
 	if len(r.Calls) > 0 {
