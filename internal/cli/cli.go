@@ -145,7 +145,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 }
 
 func serveCmd(g *globals) *cobra.Command {
-	var addr, level string
+	var addr, level, publicName string
+	var allowRemote bool
 	var projects []string
 	var ceiling, sessionIdle time.Duration
 	var maxTasks int
@@ -176,10 +177,12 @@ func serveCmd(g *globals) *cobra.Command {
 			defer stop()
 			return daemon.Run(ctx, daemon.Config{Addr: addr, StateDir: dir, Version: version(),
 				Logger: log, Out: g.out, Projects: projects, AskCeiling: ceiling, MaxTasksPerProject: maxTasks,
-				SessionIdle: sessionIdle})
+				SessionIdle: sessionIdle, AllowRemote: allowRemote, PublicName: publicName})
 		},
 	}
-	c.Flags().StringVar(&addr, "addr", daemon.DefaultAddr, "address to listen on (loopback unless you mean otherwise)")
+	c.Flags().StringVar(&addr, "addr", daemon.DefaultAddr, "address to listen on; beyond loopback it needs --allow-remote")
+	c.Flags().BoolVar(&allowRemote, "allow-remote", false, "let --addr be beyond loopback (anyone reaching it with the token drives your agents)")
+	c.Flags().StringVar(&publicName, "public-name", "", "with --allow-remote: the host name browsers use to reach this machine (Host and Origin are checked against it)")
 	c.Flags().StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	c.Flags().StringArrayVar(&projects, "project", nil, "register this folder at start if it is not registered yet (repeatable)")
 	c.Flags().DurationVar(&ceiling, "ask-ceiling", 4*time.Hour, "absolute limit of an ask, however active its target")
