@@ -138,9 +138,13 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 }
 
 func toProject(p project.Info) Project {
-	out := Project{ID: p.ID, Path: p.Path, Name: p.Name, AddedAt: p.AddedAt, TeamError: p.TeamError}
+	out := Project{ID: p.ID, Path: p.Path, Name: p.Name, AddedAt: p.AddedAt, Team: "none", TeamError: p.TeamError}
 	if p.Team != nil {
 		out.Agents = len(p.Team.Agents)
+		out.Team = "ok"
+	}
+	if p.TeamError != "" {
+		out.Team = "error"
 	}
 	return out
 }
