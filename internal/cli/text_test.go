@@ -134,3 +134,13 @@ func TestIsTerminalOfAFile(t *testing.T) {
 		t.Error("a file or a buffer taken for a terminal")
 	}
 }
+
+// TestTaskRunTakesOneQuotedCommand: an unquoted command (several
+// arguments) is refused with the quoted form to type instead.
+func TestTaskRunTakesOneQuotedCommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"--state-dir", t.TempDir(), "task", "run", "make", "test"}, &out, &errb, false, false)
+	if code == 0 || !strings.Contains(errb.String(), `troupe task run "make test && echo ok"`) {
+		t.Fatalf("task run make test: exit %d, stderr %q", code, errb.String())
+	}
+}
