@@ -35,12 +35,16 @@ type Status struct {
 
 // Project is a registered project as the API shows it.
 type Project struct {
-	ID        troupe.ProjectID `json:"id"`
-	Path      string           `json:"path"`
-	Name      string           `json:"name"`
-	AddedAt   time.Time        `json:"added_at"`
-	Agents    int              `json:"agents"`
-	TeamError string           `json:"team_error,omitempty"`
+	ID      troupe.ProjectID `json:"id"`
+	Path    string           `json:"path"`
+	Name    string           `json:"name"`
+	AddedAt time.Time        `json:"added_at"`
+	Agents  int              `json:"agents"`
+	// Team is the team's status: "ok" (team.toml loaded), "error" (it was
+	// not: TeamError says why, and the last good team, if any, stays in
+	// force) or "none" (no team loaded yet).
+	Team      string `json:"team"`
+	TeamError string `json:"team_error,omitempty"`
 }
 
 // AddProjectRequest is the body of POST /api/projects.

@@ -363,7 +363,7 @@ func TestAPIProjectsAndAgents(t *testing.T) {
 	ctx := context.Background()
 	dir := teamDir(t)
 	p, err := cl.AddProject(ctx, dir)
-	if err != nil || p.Agents != 1 {
+	if err != nil || p.Agents != 1 || p.Team != "ok" {
 		t.Fatalf("add: %+v %v", p, err)
 	}
 	if _, err := cl.AddProject(ctx, dir); !errors.Is(err, troupe.ErrAlreadyExists) {
@@ -385,6 +385,51 @@ func TestAPIProjectsAndAgents(t *testing.T) {
 	if err := cl.RemoveProject(ctx, p.ID); !errors.Is(err, troupe.ErrNotFound) {
 		t.Fatalf("remove twice: %v", err)
 	}
+}
+
+// TestAPIProjectListShowsTeamStatus: each listed project says whether its
+// team loaded ("ok", "error" with the reason, "none") and how many agents
+// it has.
+func TestAPIProjectListShowsTeamStatus(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	cl := client.New(f.ts.URL, token)
+	good := teamDir(t)
+	bad := t.TempDir()
+	os.MkdirAll(filepath.Join(bad, ".troupe"), 0o755)
+	os.WriteFile(filepath.Join(bad, ".troupe", "team.toml"), []byte("[[agent]]\nname = \"a\"\nengine = \"fake\"\nbogus = 1\n"), 0o644)
+	for _, d := range []string{good, bad} {
+		if _, err := cl.AddProject(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ps []map[string]any
+	if err := json.Unmarshal([]byte(f.getBody(t, "/api/projects")), &ps); err != nil || len(ps) != 2 {
+		t.Fatalf("projects: %v %v", ps, err)
+	}
+	for _, p := range ps {
+		switch p["path"] {
+		case mustReal(t, good):
+			if p["team"] != "ok" || p["agents"] != 1.0 || p["team_error"] != nil {
+				t.Errorf("good project: %v", p)
+			}
+		case mustReal(t, bad):
+			if p["team"] != "error" || p["agents"] != 0.0 || !strings.Contains(fmt.Sprint(p["team_error"]), "bogus") {
+				t.Errorf("bad project: %v", p)
+			}
+		default:
+			t.Errorf("unknown project %v", p)
+		}
+	}
+}
+
+func mustReal(t *testing.T, p string) string {
+	t.Helper()
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // fakeTasks is a task manager holding one task per Start, all running.

@@ -24,6 +24,9 @@ const (
 	// DefaultSessionIdle is how long a browser login session lasts unused.
 	DefaultSessionIdle = 12 * time.Hour
 
+	// LoginLinkTTL is how long a login link may wait for its one use.
+	LoginLinkTTL = 10 * time.Minute
+
 	// maxSessions bounds the browser sessions held, and maxLogins the
 	// one-time login links not yet used: both are minted on request by
 	// anyone who holds the token. Past the bound the least recently used
@@ -54,26 +57,36 @@ func newLogins(idle time.Duration, now func() time.Time) *logins {
 	return &logins{idle: idle, now: now, links: map[string]time.Time{}, sessions: map[string]time.Time{}}
 }
 
-// mint records a new one-time login token and returns it.
+// mint records a new one-time login token and returns it. Links unused
+// for LoginLinkTTL are dropped first.
 func (l *logins) mint() string {
 	t := randomToken()
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for id, minted := range l.links {
+		if now.Sub(minted) >= LoginLinkTTL {
+			delete(l.links, id)
+		}
+	}
 	addBounded(l.links, t, now, maxLogins)
 	return t
 }
 
-// redeem uses up a one-time login token and, when it was valid, returns a
-// new session id.
+// redeem uses up a one-time login token and, when it was valid (known,
+// unused and minted less than LoginLinkTTL ago), returns a new session id.
 func (l *logins) redeem(token string) (string, bool) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.links[token]; !ok {
+	minted, ok := l.links[token]
+	if !ok {
 		return "", false
 	}
 	delete(l.links, token)
+	if now.Sub(minted) >= LoginLinkTTL {
+		return "", false
+	}
 	for id, last := range l.sessions {
 		if l.expired(last, now) {
 			delete(l.sessions, id)
@@ -120,38 +133,64 @@ func addBounded(m map[string]time.Time, k string, t time.Time, max int) {
 	m[k] = t
 }
 
-// SetAddr records the bound address and derives the Host values accepted.
-// A loopback address accepts 127.0.0.1, localhost and [::1] with its port;
-// another address also accepts itself; an unspecified address (0.0.0.0)
-// accepts any Host, since it cannot know the names it is reached by.
+// SetAddr records the bound address and derives the Host values accepted
+// (Origin is checked against the same list): 127.0.0.1, localhost and
+// [::1] with the port; the bound address itself unless it is unspecified
+// (0.0.0.0, [::]), which names no host; and Options.PublicName with the
+// port, the name browsers on other machines use.
 func (s *Server) SetAddr(addr string) {
 	host, port, _ := net.SplitHostPort(addr)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.addr = addr
-	ip := net.ParseIP(host)
-	if ip != nil && ip.IsUnspecified() {
-		s.hosts = nil
-		return
-	}
 	s.hosts = map[string]bool{
 		net.JoinHostPort("127.0.0.1", port): true,
 		net.JoinHostPort("localhost", port): true,
 		net.JoinHostPort("::1", port):       true,
-		net.JoinHostPort(host, port):        true,
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		s.hosts[net.JoinHostPort(host, port)] = true
+	}
+	if s.o.PublicName != "" {
+		s.hosts[net.JoinHostPort(s.o.PublicName, port)] = true
 	}
 }
 
+// LocalAddr is the address a client on this machine dials to reach a
+// daemon bound to addr: 127.0.0.1 in place of an unspecified host
+// (0.0.0.0, [::] or none), addr itself otherwise.
+func LocalAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
+}
+
+// browseAddr is the host:port a browser is told to open: the public name
+// when there is one, else LocalAddr of the bound address; never [::].
+func (s *Server) browseAddr() string {
+	addr := LocalAddr(s.currentAddr())
+	if s.o.PublicName == "" {
+		return addr
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	return net.JoinHostPort(s.o.PublicName, port)
+}
+
 // LoginURL mints a one-time login token and returns the URL that exchanges
-// it for a browser session.
+// it for a browser session. The link works once, within LoginLinkTTL.
 func (s *Server) LoginURL() string {
-	return "http://" + s.currentAddr() + "/login?token=" + s.logins.mint()
+	return "http://" + s.browseAddr() + "/login?token=" + s.logins.mint()
 }
 
 // ServeHTTP applies the guards, then routes.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.hostAllowed(r.Host) {
-		writeError(w, http.StatusForbidden, "forbidden", "host "+strconv.Quote(r.Host)+" is not allowed: reach the daemon at "+s.currentAddr())
+		writeError(w, http.StatusForbidden, "forbidden", "host "+strconv.Quote(r.Host)+" is not allowed: reach the daemon at "+s.browseAddr())
 		return
 	}
 	if o := r.Header.Get("Origin"); o != "" && !s.originAllowed(o) {
@@ -163,7 +202,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", unauthorizedMessage(r))
 		return
 	}
+	if hasNUL(r) {
+		writeError(w, http.StatusBadRequest, "invalid", "the request's path or query contains a NUL byte (%00): no name or path troupe knows has one")
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// hasNUL reports whether the request's path or a query parameter holds a
+// NUL byte, which no id, name or file path may contain (the kernel would
+// refuse such a path with an error that is not the caller's to read).
+func hasNUL(r *http.Request) bool {
+	if strings.ContainsRune(r.URL.Path, 0) {
+		return true
+	}
+	for k, vs := range r.URL.Query() {
+		if strings.ContainsRune(k, 0) {
+			return true
+		}
+		for _, v := range vs {
+			if strings.ContainsRune(v, 0) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // sessionGone answers a browser whose session cookie is unknown or expired
@@ -187,7 +250,7 @@ func (s *Server) currentAddr() string {
 func (s *Server) hostAllowed(h string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.hosts == nil || s.hosts[h]
+	return s.hosts[h]
 }
 
 func (s *Server) originAllowed(o string) bool {
@@ -214,7 +277,7 @@ func (s *Server) authorized(r *http.Request) bool {
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	sess, ok := s.logins.redeem(r.URL.Query().Get("token"))
 	if !ok {
-		writeError(w, http.StatusUnauthorized, "unauthorized", "this login link is unknown or was already used: run `troupe status --login` for a new one")
+		writeError(w, http.StatusUnauthorized, "unauthorized", "this login link is unknown, was already used or expired (links last 10 minutes): run `troupe status --login` for a new one")
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: sess, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})

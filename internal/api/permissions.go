@@ -1,9 +1,6 @@
 package api
 
 import (
-	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -68,15 +65,4 @@ func (s *Server) decidePermission(allow bool) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, p)
 	}
-}
-
-// decodeOptional is decode for a body that may be absent.
-func decodeOptional(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		writeError(w, http.StatusBadRequest, "invalid", "bad request body: "+err.Error())
-		return false
-	}
-	return true
 }

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,6 +60,10 @@ type Options struct {
 	SessionIdle time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// PublicName is the host name browsers on other machines use to reach
+	// a daemon listening beyond loopback (--public-name); Host and Origin
+	// checks accept it besides the loopback names. Empty: loopback only.
+	PublicName string
 }
 
 // Server serves the API. Create it with New, then call SetAddr once the
@@ -72,7 +79,7 @@ type Server struct {
 	// mu guards the fields below.
 	mu    sync.Mutex
 	addr  string          // host:port bound
-	hosts map[string]bool // Host header values accepted; nil accepts any
+	hosts map[string]bool // Host header values accepted
 }
 
 // New builds a server.
@@ -131,9 +138,13 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 }
 
 func toProject(p project.Info) Project {
-	out := Project{ID: p.ID, Path: p.Path, Name: p.Name, AddedAt: p.AddedAt, TeamError: p.TeamError}
+	out := Project{ID: p.ID, Path: p.Path, Name: p.Name, AddedAt: p.AddedAt, Team: "none", TeamError: p.TeamError}
 	if p.Team != nil {
 		out.Agents = len(p.Team.Agents)
+		out.Team = "ok"
+	}
+	if p.TeamError != "" {
+		out.Team = "error"
 	}
 	return out
 }
@@ -155,6 +166,9 @@ func (s *Server) addProject(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "path: missing: give the project's folder")
 		return
 	}
+	if !checkPath(w, "path", req.Path, true) {
+		return
+	}
 	info, err := s.o.Registry.Add(r.Context(), req.Path)
 	if err != nil {
 		s.fail(w, err)
@@ -164,7 +178,12 @@ func (s *Server) addProject(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resolveProject(w http.ResponseWriter, r *http.Request) {
-	info, err := s.o.Registry.Resolve(r.URL.Query().Get("ref"))
+	ref := r.URL.Query().Get("ref")
+	if _, ok := s.o.Registry.Get(troupe.ProjectID(ref)); !ok && !filepath.IsAbs(ref) {
+		writeError(w, http.StatusBadRequest, "invalid", "ref: "+strconv.Quote(ref)+" is neither a project id nor an absolute path: give one of those (see `troupe project list`)")
+		return
+	}
+	info, err := s.o.Registry.Resolve(ref)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -293,11 +312,60 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	}
 }
 
+// maxBody bounds a request body; a larger one gets 413.
+const maxBody = 1 << 20
+
+// decode reads the request's JSON body into v, which must be one JSON
+// value and nothing after it (unknown fields are refused too); it answers
+// errors itself: 413 over maxBody, else 400.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+	return decodeBody(w, r, v, false)
+}
+
+// decodeOptional is decode for a body that may be absent.
+func decodeOptional(w http.ResponseWriter, r *http.Request, v any) bool {
+	return decodeBody(w, r, v, true)
+}
+
+// decodeBody is the one decoder of request bodies.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any, optional bool) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid", "bad request body: "+err.Error())
+	err := dec.Decode(v)
+	if errors.Is(err, io.EOF) {
+		if optional {
+			return true
+		}
+		err = errors.New("empty: send a JSON object")
+	}
+	if err == nil {
+		if _, terr := dec.Token(); terr == nil {
+			err = errors.New("unexpected data after the JSON object: send one JSON object")
+		} else if !errors.Is(terr, io.EOF) {
+			err = fmt.Errorf("unexpected data after the JSON object: %w", terr)
+		}
+	}
+	if err == nil {
+		return true
+	}
+	if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes: send less", tooBig.Limit))
+		return false
+	}
+	writeError(w, http.StatusBadRequest, "invalid", "bad request body: "+err.Error())
+	return false
+}
+
+// checkPath refuses a path field the daemon cannot take: a NUL byte, or a
+// relative path when abs is set (the daemon's working directory is not the
+// caller's). It answers the error itself.
+func checkPath(w http.ResponseWriter, field, p string, abs bool) bool {
+	switch {
+	case strings.ContainsRune(p, 0):
+		writeError(w, http.StatusBadRequest, "invalid", field+": contains a NUL byte: give a real path")
+		return false
+	case abs && !filepath.IsAbs(p):
+		writeError(w, http.StatusBadRequest, "invalid", field+": "+strconv.Quote(p)+" is relative: give an absolute path (the daemon does not know your working directory)")
 		return false
 	}
 	return true

@@ -133,7 +133,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) runTask(w http.ResponseWriter, r *http.Request) {
 	var in RunTaskRequest
-	if !decode(w, r, &in) {
+	if !decode(w, r, &in) || !checkPath(w, "cwd", in.Cwd, false) {
 		return
 	}
 	p, dir, debug, ok := s.taskProject(w, r)

@@ -54,11 +54,17 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) >= 1 && args[0] == "task-supervise" {
 		return task.SuperviseMain(args[1:]) // a task's supervisor, started by the daemon
 	}
-	root := newRoot(stdout, stderr)
+	return run(ctx, args, stdout, stderr, isTerminal(stdout), isTerminal(stderr))
+}
+
+// run is Main after the child programs, told whether stdout and stderr are
+// terminals (tests choose).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, outTTY, errTTY bool) int {
+	root, g := newRoot(stdout, stderr, outTTY, errTTY)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
-		fmt.Fprintln(stderr, "troupe: "+msg)
+		fmt.Fprintln(g.errw, "troupe: "+msg)
 		return 1
 	}
 	return 0
@@ -67,9 +73,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 type globals struct {
 	stateDir string
 	json     bool
+	raw      bool // --raw: print agents' text to a terminal as it is
 	project  string
-	out      io.Writer
-	errw     io.Writer
+	// out and errw are stdout and stderr for text: on a terminal, unless
+	// --raw, control characters are shown escaped (safeText). stdout is
+	// the stream as it is, for JSON and protocols.
+	out    io.Writer
+	errw   io.Writer
+	stdout io.Writer
 }
 
 func (g *globals) dir() (string, error) {
@@ -93,8 +104,8 @@ func (g *globals) resolveProject(ctx context.Context, c *client.Client) (api.Pro
 	if ref == "" {
 		ref = "."
 	}
-	if fileExists(ref) { // a path; otherwise try it as a project id
-		ref = abs(ref)
+	if fileExists(ref) || strings.ContainsRune(ref, filepath.Separator) { // a path; otherwise try it as a project id
+		ref = abs(ref) // the daemon takes absolute paths only
 	}
 	return c.ResolveProject(ctx, ref)
 }
@@ -120,13 +131,17 @@ func abs(p string) string {
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func (g *globals) printJSON(v any) error {
-	enc := json.NewEncoder(g.out)
+	enc := json.NewEncoder(g.stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{out: stdout, errw: stderr}
+// newRoot builds the commands; outTTY and errTTY tell whether stdout and
+// stderr are terminals.
+func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *globals) {
+	g := &globals{stdout: stdout}
+	g.out = &safeWriter{w: stdout, on: func() bool { return outTTY && !g.raw }}
+	g.errw = &safeWriter{w: stderr, on: func() bool { return errTTY && !g.raw }}
 	root := &cobra.Command{
 		Use:           "troupe",
 		Short:         "Run a team of AI coding agents on your projects",
@@ -138,14 +153,16 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(resetCmd(g), interruptCmd(g))
 	root.AddCommand(permissionsCmd(g), allowCmd(g), denyCmd(g))
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
+	root.PersistentFlags().BoolVar(&g.raw, "raw", false, "print what agents, tasks and project files wrote as it is, control characters included (on a terminal they are shown as \\xNN by default)")
 	root.AddCommand(serveCmd(g), statusCmd(g), versionCmd(g), projectCmd(g), agentsCmd(g),
 		askCmd(g), sendCmd(g), inboxCmd(g), logCmd(g), doctorCmd(g), tasksCmd(g), taskCmd(g), mcpBridgeCmd(g), fakeAgentCmd(),
 		fakemodelCmd(g))
-	return root
+	return root, g
 }
 
 func serveCmd(g *globals) *cobra.Command {
-	var addr, level string
+	var addr, level, publicName string
+	var allowRemote bool
 	var projects []string
 	var ceiling, sessionIdle time.Duration
 	var maxTasks int
@@ -176,10 +193,12 @@ func serveCmd(g *globals) *cobra.Command {
 			defer stop()
 			return daemon.Run(ctx, daemon.Config{Addr: addr, StateDir: dir, Version: version(),
 				Logger: log, Out: g.out, Projects: projects, AskCeiling: ceiling, MaxTasksPerProject: maxTasks,
-				SessionIdle: sessionIdle})
+				SessionIdle: sessionIdle, AllowRemote: allowRemote, PublicName: publicName})
 		},
 	}
-	c.Flags().StringVar(&addr, "addr", daemon.DefaultAddr, "address to listen on (loopback unless you mean otherwise)")
+	c.Flags().StringVar(&addr, "addr", daemon.DefaultAddr, "address to listen on; beyond loopback it needs --allow-remote")
+	c.Flags().BoolVar(&allowRemote, "allow-remote", false, "let --addr be beyond loopback (anyone reaching it with the token drives your agents)")
+	c.Flags().StringVar(&publicName, "public-name", "", "with --allow-remote: the host name browsers use to reach this machine (Host and Origin are checked against it)")
 	c.Flags().StringVar(&level, "log-level", "info", "log level: debug, info, warn, error")
 	c.Flags().StringArrayVar(&projects, "project", nil, "register this folder at start if it is not registered yet (repeatable)")
 	c.Flags().DurationVar(&ceiling, "ask-ceiling", 4*time.Hour, "absolute limit of an ask, however active its target")
@@ -262,7 +281,7 @@ func projectCmd(g *globals) *cobra.Command {
 			if g.json {
 				return g.printJSON(p)
 			}
-			fmt.Fprintf(g.out, "registered %s as project %s (%d agents)\n", p.Path, p.ID, p.Agents)
+			fmt.Fprintf(g.out, "registered %s as project %s (%s)\n", p.Path, p.ID, plural(p.Agents, "agent", "agents"))
 			if p.TeamError != "" {
 				fmt.Fprintf(g.errw, "warning: team not loaded: %s\n", p.TeamError)
 			}
@@ -289,7 +308,7 @@ func projectCmd(g *globals) *cobra.Command {
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tNAME\tAGENTS\tPATH\tTEAM")
 			for _, p := range ps {
-				team := "ok"
+				team := p.Team
 				if p.TeamError != "" {
 					team = "error: " + p.TeamError
 				}

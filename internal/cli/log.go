@@ -87,7 +87,7 @@ func renderTurn(w io.Writer, t journal.Turn, loc *time.Location) {
 		fmt.Fprintf(w, "  error: %s\n", oneLine(t.Error, 200))
 	}
 	if t.Dropped > 0 {
-		fmt.Fprintf(w, "  %d events not kept (the journal fell behind, or the turn went over %d MB)\n", t.Dropped, journal.MaxTurnBytes>>20)
+		fmt.Fprintf(w, "  %s not kept (the journal fell behind, or the turn went over %d MB)\n", plural(t.Dropped, "event", "events"), journal.MaxTurnBytes>>20)
 	}
 }
 
@@ -141,7 +141,7 @@ func renderEvent(w io.Writer, ev journal.Event) {
 // moreLines says how many lines a one-line summary of s leaves out.
 func moreLines(s string) string {
 	if n := strings.Count(strings.TrimRight(s, "\n"), "\n"); n > 0 {
-		return fmt.Sprintf(" (+%d lines)", n)
+		return " (+" + plural(n, "line", "lines") + ")"
 	}
 	return ""
 }

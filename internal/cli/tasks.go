@@ -55,9 +55,19 @@ func taskCmd(g *globals) *cobra.Command {
 	var cwd, owner string
 	var timeout time.Duration
 	run := &cobra.Command{
-		Use:   "run COMMAND",
+		Use:   "run \"COMMAND\"",
 		Short: "Run a shell command in the background (its end goes to --owner's inbox, or to you)",
-		Args:  cobra.ExactArgs(1),
+		Long: "Run one shell command in the background with /bin/sh -c, in the project's folder or in --cwd,\n" +
+			"a folder relative to the project's folder. Quote the command as one argument: the shell you\n" +
+			"type it in must not run its && or | itself.",
+		Example: `  troupe task run "make test && echo ok"
+  troupe task run "go test ./..." --cwd backend --owner lead --timeout 10m`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("task run takes the command as one quoted argument, like: troupe task run \"make test && echo ok\"")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, p, err := g.projectClient(cmd.Context())
 			if err != nil {
@@ -75,7 +85,7 @@ func taskCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	run.Flags().StringVar(&cwd, "cwd", "", "working directory inside the project (default: the project's folder)")
+	run.Flags().StringVar(&cwd, "cwd", "", "working directory, relative to the project's folder (default: the project's folder)")
 	run.Flags().DurationVar(&timeout, "timeout", 0, "kill the command after this long (0: no limit)")
 	run.Flags().StringVar(&owner, "owner", "", "the agent whose inbox gets the completion (it wakes); default: you")
 	run.Flags().BoolVar(&g.json, "json", false, "print the task as JSON")
@@ -153,7 +163,7 @@ func mcpBridgeCmd(g *globals) *cobra.Command {
 				}
 				url = cl.Base() + "/mcp"
 			}
-			return mcp.Bridge(cmd.Context(), url, tok, os.Stdin, g.out)
+			return mcp.Bridge(cmd.Context(), url, tok, os.Stdin, g.stdout)
 		},
 	}
 }

@@ -68,6 +68,66 @@ type Config struct {
 	// SessionIdle is how long a browser login session lasts unused;
 	// default api.DefaultSessionIdle (12h).
 	SessionIdle time.Duration
+	// AllowRemote lets Addr be beyond loopback (--allow-remote); without
+	// it such an address is refused at start.
+	AllowRemote bool
+	// PublicName is the host name browsers on other machines use
+	// (--public-name); Host and Origin checks accept it besides the
+	// loopback names. Required with AllowRemote on an unspecified address.
+	PublicName string
+}
+
+// CheckAddr refuses a listening address beyond loopback unless allowRemote
+// is set, and then one that browsers could only reach by a name the
+// daemon does not know (publicName). A host name counts as loopback when
+// every address it resolves to is.
+func CheckAddr(ctx context.Context, addr string, allowRemote bool, publicName string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %s: %w: give HOST:PORT, like %s", addr, err, DefaultAddr)
+	}
+	if publicName != "" {
+		if !allowRemote {
+			return fmt.Errorf("--public-name %s needs --allow-remote: a daemon on loopback is reached by loopback names only", publicName)
+		}
+		if net.ParseIP(publicName) == nil && strings.ContainsAny(publicName, ":/ ") {
+			return fmt.Errorf("--public-name %q: give a bare host name or address, without scheme or port", publicName)
+		}
+	}
+	ip := net.ParseIP(host)
+	unspecified := host == "" || (ip != nil && ip.IsUnspecified())
+	if !unspecified && loopback(ctx, host) {
+		return nil
+	}
+	where := host
+	if host == "" {
+		where = "every interface"
+	}
+	if !allowRemote {
+		return fmt.Errorf("listening on %s exposes your agents beyond this machine: pass --allow-remote and --public-name HOST if you mean it", where)
+	}
+	if unspecified && publicName == "" {
+		return fmt.Errorf("listening on %s with --allow-remote needs --public-name HOST: the name browsers use to reach this machine (Host and Origin are checked against it)", where)
+	}
+	return nil
+}
+
+// loopback reports whether host is, or only resolves to, loopback
+// addresses.
+func loopback(ctx context.Context, host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if !ip.IP.IsLoopback() {
+			return false
+		}
+	}
+	return true
 }
 
 // Run runs the daemon until ctx ends. It returns nil after a clean stop.
@@ -82,6 +142,9 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Out = os.Stdout
 	}
 	log := cfg.Logger
+	if err := CheckAddr(ctx, cfg.Addr, cfg.AllowRemote, cfg.PublicName); err != nil {
+		return err
+	}
 	dir := statedir.Dir(cfg.StateDir)
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
@@ -120,14 +183,21 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	addr := ln.Addr().String()
 	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
-		log.Warn("listening beyond loopback: anyone who can reach this address and holds the token can drive your agents", "addr", addr)
+		if !cfg.AllowRemote { // a name that resolved to loopback, then bound elsewhere
+			ln.Close()
+			return fmt.Errorf("listening on %s exposes your agents beyond this machine: pass --allow-remote and --public-name HOST if you mean it", addr)
+		}
+		log.Warn("listening beyond loopback (--allow-remote): anyone who can reach this address and holds the token can drive your agents", "addr", addr, "public_name", cfg.PublicName)
 	}
+	// Clients on this machine (the CLI, the agents' MCP) dial local: never
+	// 0.0.0.0 or [::], which the Host check refuses.
+	local := api.LocalAddr(addr)
 	tokens := mcp.NewTokens()
 	tasks := task.New(task.Options{Store: db, Inbox: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
 		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject})
 	notes := memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})
 	rt := runtime.New(runtime.Options{Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,
-		Grants: tokens, MCPURL: "http://" + addr + "/mcp", Briefing: notes.Briefing,
+		Grants: tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
 	reg.Listen(func(c troupe.TeamChange) {
@@ -141,7 +211,8 @@ func Run(ctx context.Context, cfg Config) error {
 
 	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db, Token: token, Logger: log,
 		MCP:     mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
-		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle})
+		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
+		PublicName: cfg.PublicName})
 	srv.SetAddr(addr)
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -175,7 +246,7 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Error("register project", "path", p, "err", err)
 		}
 	}
-	if err := statedir.WriteFileAtomic(dir.AddrFile(), []byte(addr+"\n"), 0o600); err != nil {
+	if err := statedir.WriteFileAtomic(dir.AddrFile(), []byte(local+"\n"), 0o600); err != nil {
 		cancel()
 		hs.Close()
 		wg.Wait()

@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/statedir"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// hostile is what an agent might write to take over the person's
+// terminal: retitle it (OSC 0 … BEL), clear it (CSI 2 J), and a C1 CSI,
+// both as a Unicode character and as a lone byte.
+const hostile = "hi\x1b]0;pwned\x07 \x1b[2J \u009b31m \x9b1A\tok\nbye"
+
+func TestSafeText(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{hostile, `hi\x1b]0;pwned\x07 \x1b[2J \x9b31m \x9b1A` + "\tok\nbye"},
+		{"plain text, tabs\tand\nnewlines", "plain text, tabs\tand\nnewlines"},
+		{"héllo ✓ 日本 \u00a0 \ufffd", "héllo ✓ 日本 \u00a0 \ufffd"},
+		{"cr\r del\x7f nul\x00 bell\a", `cr\x0d del\x7f nul\x00 bell\x07`},
+		{"\xff\xfe cut \xe2\x9c", `\xff\xfe cut \xe2\x9c`},
+		{"", ""},
+	} {
+		if got := safeText(c.in); got != c.want {
+			t.Errorf("safeText(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func TestPlural(t *testing.T) {
+	for n, want := range map[int]string{0: "0 agents", 1: "1 agent", 2: "2 agents"} {
+		if got := plural(n, "agent", "agents"); got != want {
+			t.Errorf("plural(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if got := moreLines("a\nb\n"); got != " (+1 line)" {
+		t.Errorf("moreLines of two lines = %q", got)
+	}
+}
+
+// fakeDaemon serves the few endpoints the tests below use, with texts an
+// agent could have written, and returns a state dir pointing at it.
+func fakeDaemon(t *testing.T) string {
+	t.Helper()
+	p := api.Project{ID: "p1", Path: "/work/app", Name: "app", Agents: 1, Team: "error",
+		TeamError: "team.toml: line 3: \x1b[2Jbad"}
+	mux := http.NewServeMux()
+	reply := func(v any) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) { json.NewEncoder(w).Encode(v) }
+	}
+	mux.HandleFunc("GET /api/projects/resolve", reply(p))
+	mux.HandleFunc("GET /api/projects/p1/messages", reply([]troupe.Message{{ID: 1, Project: "p1", From: "dev", To: troupe.Person,
+		Kind: troupe.KindMessage, Text: hostile, State: troupe.MsgDelivered, CreatedAt: time.Now()}}))
+	mux.HandleFunc("POST /api/projects/p1/agents/dev/ask", reply(troupe.Request{ID: "r1", State: troupe.ReqAnswered, Answer: hostile}))
+	mux.HandleFunc("GET /api/projects/p1/agents", reply([]api.Agent{{Project: "p1", Name: "dev", Engine: "fake", State: troupe.StateFailed, Reason: "engine said \x1b]0;pwned\x07"}}))
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	dir := t.TempDir()
+	d := statedir.Dir(dir)
+	os.WriteFile(d.AddrFile(), []byte(strings.TrimPrefix(ts.URL, "http://")+"\n"), 0o600)
+	os.WriteFile(d.TokenFile(), []byte("tok\n"), 0o600)
+	return dir
+}
+
+// TestEscapesNeutralisedOnATerminal: what agents wrote reaches a terminal
+// with its control characters shown as \xNN; --raw, or output that is not
+// a terminal, keeps the bytes; --json stays JSON either way.
+func TestEscapesNeutralisedOnATerminal(t *testing.T) {
+	dir := fakeDaemon(t)
+	for _, c := range []struct {
+		name    string
+		args    []string
+		tty     bool
+		escaped bool
+	}{
+		{"inbox on a terminal", []string{"inbox"}, true, true},
+		{"inbox on a terminal with --raw", []string{"inbox", "--raw"}, true, false},
+		{"inbox to a pipe", []string{"inbox"}, false, false},
+		{"ask on a terminal", []string{"ask", "dev", "hello"}, true, true},
+		{"ask to a pipe", []string{"ask", "dev", "hello"}, false, false},
+		{"agents on a terminal", []string{"agents"}, true, true},
+		{"agents with --raw", []string{"--raw", "agents"}, true, false},
+	} {
+		var out, errb bytes.Buffer
+		args := append([]string{"--state-dir", dir, "--project", "p1"}, c.args...)
+		if code := run(context.Background(), args, &out, &errb, c.tty, c.tty); code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.name, code, errb.String())
+		}
+		both := out.String() + errb.String()
+		hasESC := strings.ContainsAny(both, "\x1b\u009b\a")
+		switch {
+		case c.escaped && hasESC:
+			t.Errorf("%s: control characters reached the terminal:\n%q", c.name, both)
+		case c.escaped && !strings.Contains(both, `\x1b]0;pwned\x07`):
+			t.Errorf("%s: the escape is not shown as text:\n%q", c.name, both)
+		case !c.escaped && !hasESC:
+			t.Errorf("%s: bytes not kept as they are:\n%q", c.name, both)
+		}
+	}
+	// --json on a terminal: JSON, the text as it was.
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--state-dir", dir, "--project", "p1", "inbox", "--json"}, &out, &errb, true, true); code != 0 {
+		t.Fatalf("inbox --json: exit %d: %s", code, errb.String())
+	}
+	var ms []troupe.Message
+	if err := json.Unmarshal(out.Bytes(), &ms); err != nil || len(ms) != 1 || ms[0].Text != strings.ToValidUTF8(hostile, "\ufffd") {
+		t.Errorf("inbox --json on a terminal: %v %q", err, out.String())
+	}
+	// The team error, a warning on stderr, is neutralised on a terminal too.
+	errb.Reset()
+	run(context.Background(), []string{"--state-dir", dir, "--project", "p1", "agents"}, &out, &errb, false, true)
+	if strings.Contains(errb.String(), "\x1b") || !strings.Contains(errb.String(), `\x1b[2Jbad`) {
+		t.Errorf("team error on a terminal's stderr: %q", errb.String())
+	}
+}
+
+func TestIsTerminalOfAFile(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if isTerminal(f) || isTerminal(&bytes.Buffer{}) {
+		t.Error("a file or a buffer taken for a terminal")
+	}
+}
+
+// TestTaskRunTakesOneQuotedCommand: an unquoted command (several
+// arguments) is refused with the quoted form to type instead.
+func TestTaskRunTakesOneQuotedCommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"--state-dir", t.TempDir(), "task", "run", "make", "test"}, &out, &errb, false, false)
+	if code == 0 || !strings.Contains(errb.String(), `troupe task run "make test && echo ok"`) {
+		t.Fatalf("task run make test: exit %d, stderr %q", code, errb.String())
+	}
+}
