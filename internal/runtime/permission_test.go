@@ -13,8 +13,8 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// asking runs an ask of the person in the background (the person waits on
-// nobody's ask, so teammates may ask each other meanwhile); wait returns
+// asking runs an ask of the person in the background (nobody can wait on
+// the person, so teammates may ask each other meanwhile); wait returns
 // its outcome.
 type asking struct {
 	req  troupe.Request
