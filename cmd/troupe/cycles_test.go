@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -43,30 +44,44 @@ respond = "!ask lead {text}\n!say critic heard: {result}"
 	return team
 }
 
+// serveProjects starts a daemon on the given project folders and returns a
+// context bounded at a minute, a client and the projects.
+func serveProjects(t *testing.T, dirs ...string) (context.Context, *client.Client, []api.Project) {
+	t.Helper()
+	state := t.TempDir()
+	var args []string
+	for _, d := range dirs {
+		args = append(args, "--project", d)
+	}
+	startDaemon(t, state, args...)
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	var ps []api.Project
+	for _, d := range dirs {
+		p, err := cl.ResolveProject(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	return ctx, cl, ps
+}
+
 // TestC13_BinaryAskCycleRefused: real daemon, fake agents over MCP. The
 // person asks the lead; lead → researcher → critic → lead would close a
 // cycle: the critic's ask is refused at once (a tool error on the event
 // stream, naming the cycle), and the answer comes back down the chain. In a
 // second project the same chain without the last link is answered.
 func TestC13_BinaryAskCycleRefused(t *testing.T) {
-	state, ring, chain := t.TempDir(), t.TempDir(), t.TempDir()
+	ring, chain := t.TempDir(), t.TempDir()
 	writeTeam(t, ring, ringTeam(true))
 	writeTeam(t, chain, ringTeam(false))
-	startDaemon(t, state, "--project", ring, "--project", chain)
-	cl, err := client.FromStateDir(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	rp, err := cl.ResolveProject(ctx, ring)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := cl.ResolveProject(ctx, chain)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cl, ps := serveProjects(t, ring, chain)
+	rp, cp := ps[0], ps[1]
 	st, err := cl.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -124,19 +139,10 @@ func watchRefusal(ctx context.Context, cl *client.Client, since uint64, p troupe
 // away, a message is sent: the agent is blocked, saying why; the folder is
 // renamed back: the message is delivered.
 func TestBinaryVanishedFolderMessageWaits(t *testing.T) {
-	state, proj := t.TempDir(), t.TempDir()
+	proj := t.TempDir()
 	writeTeam(t, proj, twoAgents)
-	startDaemon(t, state, "--project", proj)
-	cl, err := client.FromStateDir(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	p, err := cl.ResolveProject(ctx, proj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, cl, ps := serveProjects(t, proj)
+	p := ps[0]
 	away := proj + ".away"
 	if err := os.Rename(proj, away); err != nil {
 		t.Fatal(err)

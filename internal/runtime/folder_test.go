@@ -40,20 +40,28 @@ func (f *folders) calls() int {
 	return f.stats
 }
 
+// goneFolder starts a harness whose folders are all gone and sends the
+// researcher text, which stays queued.
+func goneFolder(t *testing.T, text string) (*harness, *folders, troupe.RuntimeKey, troupe.Message) {
+	t.Helper()
+	f := &folders{gone: true}
+	h := newHarnessOn(t, twoAgents(10*time.Minute), Options{Stat: f.stat})
+	k := key(p1, "researcher")
+	m, err := h.rt.Send(t.Context(), k, troupe.Person, troupe.KindMessage, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait()
+	return h, f, k, m
+}
+
 // TestVanishedFolderBlocksThenRetries: the project's folder is gone when a
 // message arrives: the agent is blocked, saying why, its mail stays queued,
 // troupe looks again on a backoff (not in a loop); when the folder is back
 // the message is delivered.
 func TestVanishedFolderBlocksThenRetries(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &folders{gone: true}
-		h := newHarnessOn(t, twoAgents(10*time.Minute), Options{Stat: f.stat})
-		k := key(p1, "researcher")
-		m, err := h.rt.Send(t.Context(), k, troupe.Person, troupe.KindMessage, "hello")
-		if err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
+		h, f, k, m := goneFolder(t, "hello")
 		st, why := h.rt.AgentState(k)
 		if st != troupe.StateBlocked || !strings.Contains(why, "/nonexistent/p1") || !strings.Contains(why, "gone") {
 			t.Fatalf("agent = %s (%s), want blocked naming the folder", st, why)
@@ -84,12 +92,7 @@ func TestVanishedFolderBlocksThenRetries(t *testing.T) {
 // look again without waiting for its timer.
 func TestVanishedFolderNewMailLooksAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &folders{gone: true}
-		h := newHarnessOn(t, twoAgents(10*time.Minute), Options{Stat: f.stat})
-		k := key(p1, "researcher")
-		if _, err := h.rt.Send(t.Context(), k, troupe.Person, troupe.KindMessage, "one"); err != nil {
-			t.Fatal(err)
-		}
+		h, f, k, _ := goneFolder(t, "one")
 		time.Sleep(5 * time.Minute) // the backoff is at a minute now
 		synctest.Wait()
 		f.set(false)
@@ -108,13 +111,7 @@ func TestVanishedFolderNewMailLooksAtOnce(t *testing.T) {
 // folder is never stuck: removing the project expires it (C5).
 func TestVanishedFolderMailExpiresWhenTheProjectIsRemoved(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := &folders{gone: true}
-		h := newHarnessOn(t, twoAgents(10*time.Minute), Options{Stat: f.stat})
-		k := key(p1, "researcher")
-		if _, err := h.rt.Send(t.Context(), k, troupe.Person, troupe.KindMessage, "hello"); err != nil {
-			t.Fatal(err)
-		}
-		synctest.Wait()
+		h, _, _, _ := goneFolder(t, "hello")
 		h.rt.ProjectRemoved(p1)
 		synctest.Wait()
 		conv, _ := h.store.Conversation(t.Context(), p1, "researcher", 0, 0)
