@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -116,17 +117,17 @@ func (g *waitGraph) forget(p troupe.ProjectID) {
 // or nil when there is none. Depth first over the project's edges, which
 // are few (one per waiting asker), each node visited once.
 func (pw *projectWaits) path(from, to troupe.AgentID) []troupe.AgentID {
-	seen := map[troupe.AgentID]bool{}
+	var seen []troupe.AgentID // the project's waiting agents: a handful
 	var walk func(at troupe.AgentID, trail []troupe.AgentID) []troupe.AgentID
 	walk = func(at troupe.AgentID, trail []troupe.AgentID) []troupe.AgentID {
 		trail = append(trail, at)
 		if at == to {
 			return trail
 		}
-		if seen[at] {
+		if slices.Contains(seen, at) {
 			return nil
 		}
-		seen[at] = true
+		seen = append(seen, at)
 		for _, e := range pw.edges {
 			if e.from == at {
 				if p := walk(e.to, trail); p != nil {
