@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -31,6 +32,12 @@ type actor struct {
 	once   sync.Once
 	idle   *time.Timer // the turn inactivity watchdog; used by the loop only
 	jl     turnLog     // the journal of its turns; used by the loop only
+	// retry tries again to start a session whose project folder was gone,
+	// after retryIn (doubling from firstRetry to maxRetry); armed tells
+	// whether it is pending. Used by the loop only.
+	retry   *time.Timer
+	retryIn time.Duration
+	armed   bool
 
 	// mu guards the fields below; the loop writes them, others read.
 	mu         sync.Mutex
@@ -58,10 +65,18 @@ type turn struct {
 func newActor(r *Runtime, k troupe.RuntimeKey) *actor {
 	idle := time.NewTimer(time.Hour)
 	idle.Stop()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
 	return &actor{rt: r, key: k, log: r.log.With("project", k.Project, "agent", k.Agent),
 		pokeC: make(chan struct{}, 1), ctlC: make(chan ctl), quit: make(chan struct{}), exited: make(chan struct{}),
-		state: troupe.StateStopped, idle: idle, jl: turnLog{w: r.jw, key: k}}
+		state: troupe.StateStopped, idle: idle, retry: retry, jl: turnLog{w: r.jw, key: k}}
 }
+
+// The backoff of the retries of a start whose project folder is gone.
+const (
+	firstRetry = time.Second
+	maxRetry   = time.Minute
+)
 
 func (a *actor) poke() {
 	select {
@@ -223,6 +238,8 @@ func (a *actor) run(ctx context.Context) {
 			c.done <- c.fn(ctx)
 		case <-a.idle.C:
 			a.checkIdle(ctx)
+		case <-a.retry.C:
+			a.armed = false // next tries again
 		case ev, ok := <-evs:
 			if !ok {
 				a.sessionEnded(ctx)
@@ -481,6 +498,9 @@ func (a *actor) next(ctx context.Context) {
 	batch := pickBatch(pending)
 	s := a.session()
 	if s == nil {
+		if a.folderGone(dir) {
+			return // the mail stays queued
+		}
 		a.setState(troupe.StateStarting, "")
 		s, err = a.start(ctx, spec, dir)
 		if err != nil {
@@ -517,6 +537,33 @@ func (a *actor) next(ctx context.Context) {
 		a.setState(troupe.StateIdle, "")
 		a.poke()
 	}
+}
+
+// folderGone reports whether the project folder dir is gone (renamed away,
+// an unmounted disk): the agent is then blocked, saying so, and its mail
+// waits for the folder to come back. The loop tries again at its next poke
+// (new mail) or when the retry timer fires, whose delay doubles from 1s to
+// 1 min: no tight loop. The project's registry sees no event when a
+// renamed folder comes back (its watches follow the moved inode), so the
+// timer is what notices. If the project is removed meanwhile, its mail
+// expires as any other's.
+func (a *actor) folderGone(dir string) bool {
+	_, err := a.rt.o.Stat(dir)
+	if !errors.Is(err, fs.ErrNotExist) {
+		a.retry.Stop()
+		a.retryIn, a.armed = 0, false
+		return false
+	}
+	if a.retryIn == 0 {
+		a.log.Warn("project folder gone; its mail waits", "path", dir)
+	}
+	a.setState(troupe.StateBlocked, fmt.Sprintf("the project folder %s is gone; troupe retries when it is back", dir))
+	if !a.armed {
+		a.retryIn = min(max(2*a.retryIn, firstRetry), maxRetry)
+		a.retry.Reset(a.retryIn)
+		a.armed = true
+	}
+	return true
 }
 
 // pickBatch chooses what the next turn gets: an ask alone (it gets a turn

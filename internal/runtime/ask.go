@@ -28,12 +28,18 @@ func (r *Runtime) waiterFor(p troupe.ProjectID, id troupe.RequestID) chan struct
 	return w.done
 }
 
+// releaseWaiter wakes whoever waits for request id, which ended, and takes
+// its edge out of the wait-for graph.
 func (r *Runtime) releaseWaiter(id troupe.RequestID) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if w, ok := r.waiters[id]; ok {
+	w, ok := r.waiters[id]
+	if ok {
 		close(w.done)
 		delete(r.waiters, id)
+	}
+	r.mu.Unlock()
+	if ok {
+		r.waits.ended(w.project, id)
 	}
 }
 
@@ -43,11 +49,16 @@ func (r *Runtime) releaseWaiter(id troupe.RequestID) {
 // ceiling), or — when wait > 0 — after wait: the request is then detached
 // and returned pending; its outcome will come to the asker's inbox and wake
 // it. If ctx ends first the request is detached too and ctx's error returned.
+//
+// While it waits, from → to is an edge of the project's wait-for graph: an
+// ask that would close a cycle of waits is refused at once with a
+// *CycleError, and recorded nowhere (C13).
 func (r *Runtime) Ask(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, question string, wait time.Duration) (troupe.Request, error) {
 	req, done, err := r.request(ctx, to, from, troupe.KindAsk, question)
 	if err != nil {
 		return troupe.Request{}, err
 	}
+	defer r.waits.unwait(req.Project, req.ID)
 	return r.await(ctx, req, done, wait)
 }
 
@@ -59,7 +70,9 @@ func (r *Runtime) Delegate(ctx context.Context, to troupe.RuntimeKey, from troup
 }
 
 // request records a request and its message, starts its watchdog and wakes
-// the target. done is closed when the request ends.
+// the target. done is closed when the request ends. An ask is first added
+// to the wait-for graph (the caller ends that wait), which refuses it if it
+// would close a cycle.
 func (r *Runtime) request(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, kind troupe.MessageKind, text string) (req troupe.Request, done <-chan struct{}, err error) {
 	if err := r.checkTarget(to, from); err != nil {
 		return troupe.Request{}, nil, err
@@ -74,11 +87,16 @@ func (r *Runtime) request(ctx context.Context, to troupe.RuntimeKey, from troupe
 	req = troupe.Request{ID: troupe.RequestID(newID("r")), Project: to.Project, From: from, To: to.Agent,
 		Kind: kind, Question: text, State: troupe.ReqPending, Detached: kind == troupe.KindDelegate,
 		CreatedAt: time.Now().UTC()}
+	if kind == troupe.KindAsk {
+		if err := r.waits.wait(req.Project, req.ID, from, to.Agent); err != nil {
+			return troupe.Request{}, nil, err
+		}
+	}
 	done = r.waiterFor(req.Project, req.ID)
 	m, err := r.o.Store.Ask(ctx, req, troupe.Message{Project: to.Project, To: to.Agent, From: from,
 		Kind: kind, Text: text, Request: req.ID})
 	if err != nil {
-		r.releaseWaiter(req.ID)
+		r.releaseWaiter(req.ID) // and its edge
 		return troupe.Request{}, nil, fmt.Errorf("%s %s: %w", kind, to.Agent, err)
 	}
 	r.publish(to, events.MessageQueued{Message: m})
@@ -108,10 +126,20 @@ func (r *Runtime) await(ctx context.Context, req troupe.Request, done <-chan str
 	}
 }
 
-// Await waits again for a request the caller made earlier (see Ask).
+// Await waits again for a request the caller made earlier (see Ask). The
+// person's wait on its own ask is an edge of the wait-for graph, as in Ask;
+// an agent's detached ask stays out of it (its asker does not wait).
 func (r *Runtime) Await(ctx context.Context, p troupe.ProjectID, id troupe.RequestID, wait time.Duration) (troupe.Request, error) {
-	if _, err := r.o.Store.Request(ctx, p, id); err != nil {
+	first, err := r.o.Store.Request(ctx, p, id)
+	if err != nil {
 		return troupe.Request{}, err
+	}
+	if first.From == troupe.Person && first.State == troupe.ReqPending {
+		// Nothing waits on the person, so this never closes a cycle.
+		if err := r.waits.wait(p, id, first.From, first.To); err != nil {
+			return troupe.Request{}, err
+		}
+		defer r.waits.unwait(p, id)
 	}
 	// Register first, then read: a request that ends in between is seen
 	// ended by the read, and one that ends after closes this waiter.

@@ -13,7 +13,9 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// asking runs an ask in the background; wait returns its outcome.
+// asking runs an ask of the person in the background (nobody can wait on
+// the person, so teammates may ask each other meanwhile); wait returns
+// its outcome.
 type asking struct {
 	req  troupe.Request
 	err  error
@@ -23,7 +25,7 @@ type asking struct {
 func askAsync(ctx context.Context, h *harness, to troupe.RuntimeKey, text string) *asking {
 	a := &asking{done: make(chan struct{})}
 	go func() {
-		a.req, a.err = h.rt.Ask(ctx, to, "lead", text, 0)
+		a.req, a.err = h.rt.Ask(ctx, to, troupe.Person, text, 0)
 		close(a.done)
 	}()
 	return a

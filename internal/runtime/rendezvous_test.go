@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"io/fs"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +48,9 @@ func newHarnessOn(t *testing.T, teams staticTeams, o Options) *harness {
 		o.Journal = h.journal
 	}
 	o.Teams = teams
+	if o.Stat == nil { // staticTeams' folders do not exist: every folder is there
+		o.Stat = func(string) (fs.FileInfo, error) { return nil, nil }
+	}
 	o.Engines = map[troupe.Engine]engine.Engine{troupe.EngineFake: h.eng, engineOther: h.eng}
 	h.rt = New(o)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -11,7 +11,9 @@
 // the person also resets and interrupts agents (control.go).
 //
 // Concurrency: Runtime.mu guards the actor table and the request waiters;
-// the pending permissions have their own lock (permTable.mu).
+// the pending permissions have their own lock (permTable.mu), and so has
+// the wait-for graph of asks (waitGraph.mu, waits.go), which refuses an ask
+// that would close a cycle (C13).
 // Each actor is one goroutine (its loop) plus the goroutines of the tool
 // calls its turn makes; its mutex guards only what other goroutines read
 // (state, activity). Every ask has one watchdog goroutine owned by the
@@ -28,7 +30,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -84,6 +88,9 @@ type Options struct {
 	Ceiling time.Duration // absolute ask limit; default DefaultCeiling
 	// StopTimeout bounds a session's Close when an agent stops; default 5s.
 	StopTimeout time.Duration
+	// Stat looks at a project's folder before a session starts there; nil:
+	// os.Stat. Tests set it to make folders vanish.
+	Stat func(name string) (fs.FileInfo, error)
 }
 
 // Runtime runs the agents of every project.
@@ -103,6 +110,7 @@ type Runtime struct {
 	stopped bool
 
 	perms permTable // permission requests waiting on the person; its own lock
+	waits waitGraph // who waits on whom, per project (C13); its own lock
 }
 
 // New returns a runtime; call Run to start it.
@@ -122,8 +130,11 @@ func New(o Options) *Runtime {
 	if o.Sessions == nil {
 		o.Sessions = NewMemSessions()
 	}
+	if o.Stat == nil {
+		o.Stat = os.Stat
+	}
 	r := &Runtime{o: o, log: o.Logger, hub: o.Hub, actors: map[troupe.RuntimeKey]*actor{},
-		waiters: map[troupe.RequestID]waiter{}, perms: newPermTable()}
+		waiters: map[troupe.RequestID]waiter{}, perms: newPermTable(), waits: newWaitGraph()}
 	r.tools = tool.NewCatalog(r.ownTools(), o.Tools)
 	if o.Journal != nil {
 		r.jw = journal.NewWriter(journal.WriterOptions{Store: o.Journal, Logger: o.Logger})
@@ -149,6 +160,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover requests: %w", err)
 	}
+	// Their askers no longer wait (their tool calls died with the old
+	// daemon; the outcome goes to their inbox), so these asks are no edges
+	// of the wait-for graph.
 	for _, req := range reqs {
 		r.watch(req, r.waiterFor(req.Project, req.ID))
 	}
@@ -279,6 +293,7 @@ func (r *Runtime) ProjectRemoved(p troupe.ProjectID) {
 		r.log.Error("expire project", "project", p, "err", err)
 	}
 	// Asks of the project are failed in the store; wake their waiters.
+	r.waits.forget(p)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, w := range r.waiters {
