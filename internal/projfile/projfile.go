@@ -125,7 +125,7 @@ func (k Kind) Rel(dir, path string) (string, error) {
 // check refuses what is not a regular file within the cap.
 func (k Kind) check(shown string, fi fs.FileInfo) error {
 	if !fi.Mode().IsRegular() {
-		return &troupe.FieldError{File: shown, Msg: fmt.Sprintf("the %s is %s, not a regular file: troupe reads only regular files from a project; replace it with the file itself", k.Name, describe(fi.Mode()))}
+		return &troupe.FieldError{File: shown, Msg: fmt.Sprintf("the %s is %s, not a regular file: troupe reads only regular files from a project; replace it with the file itself", k.Name, Describe(fi.Mode()))}
 	}
 	if fi.Size() > k.Max {
 		return k.tooBig(shown, fi.Size())
@@ -154,7 +154,7 @@ func (k Kind) openError(root *os.Root, name, shown string, err error) error {
 			target, _ := root.Readlink(name)
 			return &troupe.FieldError{File: shown, Msg: fmt.Sprintf("the %s is a symbolic link to %s, which leads outside the project or through an absolute path: troupe follows only relative links that stay inside the project; replace the link with the file itself", k.Name, target)}
 		case !li.Mode().IsRegular():
-			return &troupe.FieldError{File: shown, Msg: fmt.Sprintf("the %s is %s, not a regular file: troupe reads only regular files from a project; replace it with the file itself", k.Name, describe(li.Mode()))}
+			return &troupe.FieldError{File: shown, Msg: fmt.Sprintf("the %s is %s, not a regular file: troupe reads only regular files from a project; replace it with the file itself", k.Name, Describe(li.Mode()))}
 		}
 	} else if !errors.Is(lerr, fs.ErrNotExist) && !errors.Is(lerr, syscall.ENOTDIR) {
 		// A folder on the way is a link leading outside, or unreadable.
@@ -170,8 +170,9 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// describe names a file mode's type, with its article.
-func describe(m fs.FileMode) string {
+// Describe names a file mode's type, with its article: "a named pipe (FIFO)",
+// "a socket", "a directory"... ("not a regular file" for any other).
+func Describe(m fs.FileMode) string {
 	switch {
 	case m&fs.ModeNamedPipe != 0:
 		return "a named pipe (FIFO)"
