@@ -15,7 +15,9 @@ CLAUDE_BIN     := $(CLAUDE_DIR)/node_modules/.bin/claude
 .PHONY: build run test bench fuzz clean tools
 
 build:
+	@echo "building $(BIN) (the first build downloads modules and takes a minute)..."
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troupe
+	@echo "built $(BIN)"
 
 # Start the daemon in the foreground with the demo team registered.
 run: build

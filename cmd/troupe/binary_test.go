@@ -76,6 +76,9 @@ func startDaemonEnv(t testing.TB, state string, env []string, extra ...string) *
 		t.Fatal(err)
 	}
 	d := &daemon{t: t, cmd: cmd, state: state, done: make(chan struct{})}
+	// A daemon that never gets ready fails the test instead of hanging it.
+	stuck := time.AfterFunc(2*time.Minute, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	defer stuck.Stop()
 	lines := bufio.NewScanner(stdout)
 	for lines.Scan() {
 		l := lines.Text()
@@ -261,6 +264,8 @@ func TestBinaryProjectAddErrors(t *testing.T) {
 		{filepath.Join(proj, "nope"), "does not exist"},
 		{file, "is not a directory"},
 		{proj, "already registered"},
+		{"/", "/ is the root of the file system, not a project"},
+		{"/proc", "a file system the kernel makes up, not a project"},
 	} {
 		_, errs, code := runCLI(t, state, proj, "project", "add", c.path)
 		if code == 0 || !strings.Contains(errs, c.want) {
@@ -277,6 +282,50 @@ func TestBinaryProjectAddErrors(t *testing.T) {
 	if out := mustTroupe(t, state, proj, "project", "list", "--json"); strings.TrimSpace(out) != "[]" {
 		t.Fatalf("after remove: %s", out)
 	}
+}
+
+// TestBinaryFIFOTeamFileStallsNothing: a project whose team file is a FIFO
+// (anything that writes into a project folder can put one there) is
+// registered next to a good one: the daemon starts, the good project's
+// agents answer, and the bad one shows a team error naming the FIFO; and
+// so again when the daemon restarts with both registered.
+func TestBinaryFIFOTeamFileStallsNothing(t *testing.T) {
+	state, good, bad := t.TempDir(), t.TempDir(), t.TempDir()
+	writeTeam(t, good, twoAgents)
+	os.MkdirAll(filepath.Join(bad, ".troupe"), 0o755)
+	fifo := filepath.Join(bad, ".troupe", "team.toml")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := func() {
+		t.Helper()
+		if out := mustTroupe(t, state, good, "ask", "lead", "hi"); strings.TrimSpace(out) == "" {
+			t.Fatal("the good project's agent gave no answer")
+		}
+		var ps []api.Project
+		if err := json.Unmarshal([]byte(mustTroupe(t, state, good, "project", "list", "--json")), &ps); err != nil {
+			t.Fatal(err)
+		}
+		var badErr string
+		for _, p := range ps {
+			if p.Path == bad {
+				badErr = p.TeamError
+			} else if p.TeamError != "" {
+				t.Errorf("good project: team error %q", p.TeamError)
+			}
+		}
+		if want := fifo + ": the team file is a named pipe (FIFO), not a regular file"; !strings.HasPrefix(badErr, want) {
+			t.Fatalf("bad project's team error = %q, want it to start with %q", badErr, want)
+		}
+	}
+	d := startDaemon(t, state, "--project", bad, "--project", good)
+	check()
+	if err := d.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	d = startDaemon(t, state) // both registered: loaded from the database
+	check()
+	d.stop(syscall.SIGTERM)
 }
 
 // TestBinaryCopiedProjectIsAnotherProject: a cp -r of a project, same team

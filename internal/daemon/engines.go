@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/claude"
@@ -11,8 +12,8 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// newEngines builds the engines agents run on, by name, from cfg. An agent
-// whose engine is not here fails to start with a clear error.
+// newEngines builds the engines agents run on, by name, from cfg. A team
+// naming an engine that is not here does not load (checkAgent).
 func newEngines(cfg Config, log *slog.Logger) (map[troupe.Engine]engine.Engine, error) {
 	fakeCmd := cfg.FakeAgent
 	if len(fakeCmd) == 0 {
@@ -29,14 +30,21 @@ func newEngines(cfg Config, log *slog.Logger) (map[troupe.Engine]engine.Engine, 
 }
 
 // checkAgent returns the check the registry runs on every agent of a team
-// it loads: the agent's engine validates its options and mode. An engine
-// this daemon does not run accepts every agent: starting it fails with a
-// clear error instead.
+// it loads: an engine not built into this troupe is a team error naming the
+// engines it has; otherwise the agent's engine validates its options and
+// mode.
 func checkAgent(engines map[troupe.Engine]engine.Engine) func(troupe.AgentSpec) error {
+	var built []string
+	for _, e := range troupe.Engines { // in the order shown to users
+		if _, ok := engines[e]; ok {
+			built = append(built, string(e))
+		}
+	}
+	have := strings.Join(built, ", ")
 	return func(a troupe.AgentSpec) error {
 		eng, ok := engines[a.Engine]
 		if !ok {
-			return nil
+			return &troupe.FieldError{Field: "engine", Msg: fmt.Sprintf("%q is not built into this troupe (this build has: %s): use one of these", a.Engine, have)}
 		}
 		return eng.Check(a)
 	}

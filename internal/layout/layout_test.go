@@ -70,6 +70,9 @@ var never = map[string][]string{
 	// The runtime drives engines through their seam and reads teams
 	// through its own interface: no project registry, store or transport.
 	"internal/runtime": {mod + "internal/project", mod + "internal/store/sqlite", mod + "internal/mcp", mod + "internal/api"},
+	// The project-file reader serves the registry, the runtime and the
+	// memory store: it depends on none of them.
+	"internal/projfile": {mod + "internal/project", mod + "internal/runtime", mod + "internal/memory"},
 	// Doctor checks the machine from the CLI process: no daemon, runtime or store.
 	"internal/doctor": {mod + "internal/runtime", mod + "internal/store/sqlite", mod + "internal/daemon"},
 	// The journal's vocabulary is shared by the runtime, the store and the API.

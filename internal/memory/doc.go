@@ -17,8 +17,10 @@
 // and Format writes it. Store lists, reads, writes and searches the notes of
 // a project folder. Writes are atomic (a temporary file in the same
 // directory, fsync, rename, fsync of the directory), note names are
-// sanitized into file names (Sanitize), and no name, symlink or "..", can
-// make Store read or write outside the project's .troupe/memory directory.
+// sanitized into file names (Sanitize; a name that sanitizes to another
+// note's file is refused, not written over it), and no name, symlink or
+// "..", can make Store read or write outside the project's .troupe/memory
+// directory.
 //
 // Search goes through an Index, defined here and implemented by the SQLite
 // store (full-text search with FTS5) and by MemIndex (in memory, for tests
@@ -35,7 +37,9 @@
 //
 // Who imports it: the MCP tools and the runtime (for the session's opening
 // instructions), and the wiring package, which gives the Store the SQLite
-// index. It imports internal/troupe and the standard library only; the
+// index. It imports internal/troupe, internal/projfile (which reads every
+// note: regular files only, without blocking, 1 MB at most) and the
+// standard library only; the
 // SQLite store imports it (for Note, Hit and the Index contract), never the
 // other way round.
 package memory

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
@@ -16,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/projfile"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -152,7 +152,10 @@ func (s *Store) Read(ctx context.Context, dir, name string) (Note, error) {
 }
 
 // Write saves n in the project in folder dir, as .troupe/memory/<name>.md,
-// replacing the note of that name if there is one, and returns it as saved:
+// replacing the note of that name if there is one (only when n.Name is
+// that name exactly: a name that sanitizes to an existing note's, like
+// "Liveness Probe" for liveness-probe, is refused with an error matching
+// troupe.ErrAlreadyExists, not written over it), and returns it as saved:
 // with its sanitized name, Path and ModTime. It creates .troupe/memory when
 // missing.
 //
@@ -167,7 +170,7 @@ func (s *Store) Read(ctx context.Context, dir, name string) (Note, error) {
 // never writes outside .troupe/memory: a .troupe or .troupe/memory that is
 // a symlink leading outside the project is refused.
 func (s *Store) Write(ctx context.Context, dir string, n Note) (Note, error) {
-	name := Sanitize(n.Name)
+	raw, name := n.Name, Sanitize(n.Name)
 	if name == "" {
 		return Note{}, fmt.Errorf("write memory note: %w", badName(n.Name))
 	}
@@ -197,8 +200,16 @@ func (s *Store) Write(ctx context.Context, dir string, n Note) (Note, error) {
 		return Note{}, fmt.Errorf("write memory note %s: %w", name, err)
 	}
 	defer root.Close()
-	err = s.writeFile(root, file, data)
+	// A name that is not its own sanitized form ("Liveness Probe") must not
+	// replace the note it collides with (liveness-probe): only the note's
+	// own name replaces it.
+	replace := raw == name
+	err = s.writeFile(root, file, data, replace)
 	s.gen.Add(1) // even after a failure: the rename may have happened
+	if errors.Is(err, fs.ErrExist) && !replace {
+		return Note{}, fmt.Errorf("write memory note %q: it becomes %s, the name of an existing note (%s), which it would replace: to replace that note, write it with the name %q; otherwise choose another name: %w",
+			raw, name, rel, name, troupe.ErrAlreadyExists)
+	}
 	if err != nil {
 		return Note{}, fmt.Errorf("write memory note %s: %w", name, err)
 	}
@@ -211,8 +222,14 @@ func (s *Store) Write(ctx context.Context, dir string, n Note) (Note, error) {
 	return n, nil
 }
 
-// writeFile writes data to file in root atomically.
-func (s *Store) writeFile(root *os.Root, file string, data []byte) (err error) {
+// writeFile writes data to file in root atomically. Without replace, an
+// existing file is left alone and the error matches fs.ErrExist.
+func (s *Store) writeFile(root *os.Root, file string, data []byte, replace bool) (err error) {
+	if !replace {
+		if _, err := root.Lstat(file); err == nil {
+			return fs.ErrExist
+		}
+	}
 	var (
 		tmp string
 		f   *os.File
@@ -253,7 +270,19 @@ func (s *Store) writeFile(root *os.Root, file string, data []byte) (err error) {
 	if err = s.step("rename"); err != nil {
 		return err
 	}
-	if err = root.Rename(tmp, file); err != nil {
+	if replace {
+		err = root.Rename(tmp, file)
+	} else if err = root.Link(tmp, file); err == nil {
+		// A hard link puts the note in place only if no file has its name;
+		// the temporary name goes.
+		if rerr := root.Remove(tmp); rerr != nil {
+			s.log.Warn("remove temporary note file", "file", tmp, "err", rerr)
+		}
+	} else if !errors.Is(err, fs.ErrExist) {
+		// No hard links on this file system: the Lstat above checked.
+		err = root.Rename(tmp, file)
+	}
+	if err != nil {
 		return err
 	}
 	// The rename is durable once the directory is synced. The note is in
@@ -436,11 +465,12 @@ func readNote(root *os.Root, abs, file string) (Note, error) {
 		}
 		return Note{}, &troupe.FieldError{File: rel, Msg: msg}
 	}
-	// Lstat first, so that a symlink or a FIFO is never opened; then check
-	// that the file opened is the one checked. A writer renaming a new
-	// version over the note in between makes that fail: try again.
+	// Lstat first, so that a symlink is refused, not followed; then read
+	// with projfile (no wait on a FIFO, 1 MB cap) and check that the file
+	// read is the one checked. A writer renaming a new version over the
+	// note in between makes that fail: try again.
 	var (
-		f       *os.File
+		data    []byte
 		modTime time.Time
 	)
 	for attempt := 1; ; attempt++ {
@@ -451,27 +481,22 @@ func readNote(root *os.Root, abs, file string) (Note, error) {
 		if err := checkFile(rel, fi); err != nil {
 			return Note{}, err
 		}
-		if f, err = root.Open(file); err != nil {
-			return Note{}, fmt.Errorf("read %s: %w", rel, err)
+		var ofi fs.FileInfo
+		data, ofi, err = projfile.Note.Read(root, file)
+		if fe, ok := errors.AsType[*troupe.FieldError](err); ok {
+			fe.File = rel
+			return Note{}, fe
 		}
-		ofi, err := f.Stat()
 		if err != nil {
-			f.Close()
 			return Note{}, fmt.Errorf("read %s: %w", rel, err)
 		}
 		if os.SameFile(fi, ofi) {
 			modTime = ofi.ModTime()
 			break
 		}
-		f.Close()
 		if attempt == 5 {
 			return Note{}, fmt.Errorf("read %s: the file keeps being replaced: try again", rel)
 		}
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxNoteSize+1))
-	if err != nil {
-		return Note{}, fmt.Errorf("read %s: %w", rel, err)
 	}
 	n, lines, err := parse(rel, data)
 	if err != nil {
@@ -489,14 +514,7 @@ func readNote(root *os.Root, abs, file string) (Note, error) {
 // checkFile refuses what is not a regular file of a reasonable size.
 func checkFile(rel string, fi fs.FileInfo) error {
 	if !fi.Mode().IsRegular() {
-		what := "not a regular file"
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			what = "a symbolic link"
-		case fi.IsDir():
-			what = "a directory"
-		}
-		return &troupe.FieldError{File: rel, Msg: "is " + what + ": a note must be a regular file in " + Dir}
+		return &troupe.FieldError{File: rel, Msg: "is " + projfile.Describe(fi.Mode()) + ": a note must be a regular file in " + Dir}
 	}
 	if fi.Size() > MaxNoteSize {
 		return &troupe.FieldError{File: rel,

@@ -21,7 +21,7 @@ func Tools(s *Store) []tool.Tool {
 		{Spec: tool.Spec{Name: "memory_read", Description: "Read one memory note by name.",
 			Schema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":false}`)},
 			Handle: s.readTool},
-		{Spec: tool.Spec{Name: "memory_write", Description: "Create or replace a memory note: a markdown body with a name, a one-line description and a type (for example project, decision, howto).",
+		{Spec: tool.Spec{Name: "memory_write", Description: "Create or replace a memory note: a markdown body with a name, a one-line description and a type (for example project, decision, howto). To replace a note, give its exact name.",
 			Schema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","description":"lower-case words with dashes"},"description":{"type":"string"},"type":{"type":"string"},"body":{"type":"string"}},"required":["name","description","body"],"additionalProperties":false}`)},
 			Handle: s.writeTool},
 	}

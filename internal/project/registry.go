@@ -18,6 +18,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/troupe-dev/troupe/internal/projfile"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -248,22 +249,29 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial bool) 
 		r.mu.Unlock()
 		return troupe.TeamChange{}, false
 	}
-	path := filepath.Join(e.info.Path, TeamFile)
+	dir := e.info.Path
+	path := filepath.Join(dir, TeamFile)
 	r.mu.Unlock()
 
-	src, readErr := os.ReadFile(path)
+	// No lock held from here to the next: the files are read, and a slow
+	// one holds up this project alone.
+	src, _, readErr := projfile.Team.ReadIn(dir, TeamFile)
 	var team *Team
 	var loadErr error
 	switch {
 	case errors.Is(readErr, fs.ErrNotExist):
 		src, team = nil, nil // no team file: an empty team
 	case readErr != nil:
-		loadErr = fmt.Errorf("read team file: %w", readErr)
+		loadErr = readErr
 	default:
-		team, loadErr = ParseTeamChecked(path, src, r.check)
-		if loadErr == nil {
-			loadErr = checkPromptFiles(path, filepath.Dir(filepath.Dir(path)), team)
-		}
+		team, loadErr = ParseTeamChecked(path, src, func(a troupe.AgentSpec) error {
+			if r.check != nil {
+				if err := r.check(a); err != nil {
+					return err
+				}
+			}
+			return checkPromptFile(dir, a)
+		})
 	}
 
 	r.mu.Lock()
@@ -348,7 +356,9 @@ func sameSpec(a, b troupe.AgentSpec) bool {
 }
 
 // Add registers the folder at path. path is made absolute and its symlinks
-// resolved; it must be an existing directory not yet registered.
+// resolved; it must be an existing directory not yet registered, and
+// neither the file system's root nor in a pseudo-file system (/proc, /sys,
+// /dev...). A home folder is accepted.
 func (r *Registry) Add(ctx context.Context, path string) (Info, error) {
 	canon, err := Canonical(path)
 	if err != nil {
@@ -360,6 +370,9 @@ func (r *Registry) Add(ctx context.Context, path string) (Info, error) {
 	}
 	if !st.IsDir() {
 		return Info{}, fmt.Errorf("add project %s: %w", path, &troupe.FieldError{Field: "path", Msg: canon + " is not a directory: give the project's folder"})
+	}
+	if err := checkPlace(canon); err != nil {
+		return Info{}, fmt.Errorf("add project %s: %w", path, err)
 	}
 	r.mu.Lock()
 	for _, e := range r.projects {
@@ -514,21 +527,20 @@ func (r *Registry) Agents(p troupe.ProjectID) []troupe.AgentSpec {
 	return slices.Clone(e.info.Team.Agents)
 }
 
-// checkPromptFiles refuses a team whose prompt_file names a file that is not
-// there: better said when the file is saved than when the agent starts.
-func checkPromptFiles(file, root string, t *Team) error {
-	for _, a := range t.Agents {
-		if a.PromptFile == "" {
-			continue
-		}
-		p := a.PromptFile
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(root, p)
-		}
-		if st, err := os.Stat(p); err != nil || st.IsDir() {
-			return &troupe.FieldError{File: file, Line: a.Line, Field: fmt.Sprintf("agent %q: prompt_file", a.Name),
-				Msg: fmt.Sprintf("%s is not a readable file: create it, or fix the path (relative to the project folder)", p)}
-		}
+// checkPromptFile refuses an agent whose prompt_file it could not start
+// with: missing, outside the project folder dir, not a regular file, or
+// over projfile.Prompt's cap. Better said when the team file is saved than
+// when the agent starts (which reads it again, with the same reader).
+func checkPromptFile(dir string, a troupe.AgentSpec) error {
+	if a.PromptFile == "" {
+		return nil
 	}
-	return nil
+	_, _, err := projfile.Prompt.ReadIn(dir, a.PromptFile)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return &troupe.FieldError{Field: "prompt_file", Msg: fmt.Sprintf("%s does not exist: create it, or fix the path (relative to the project folder)", a.PromptFile)}
+	}
+	return &troupe.FieldError{Field: "prompt_file", Msg: err.Error()}
 }

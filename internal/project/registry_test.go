@@ -28,8 +28,8 @@ func TestPromptFileMustExist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `team.toml:1: agent "lead": prompt_file: `
-	if !strings.Contains(info.TeamError, want) || !strings.Contains(info.TeamError, "prompts/lead.md is not a readable file") {
+	want := `team.toml:4: agent "lead": prompt_file: `
+	if !strings.Contains(info.TeamError, want) || !strings.Contains(info.TeamError, "prompts/lead.md does not exist") {
 		t.Fatalf("team error = %q, want it to contain %q", info.TeamError, want)
 	}
 	os.MkdirAll(filepath.Join(dir, "prompts"), 0o755)

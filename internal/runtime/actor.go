@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/inbox"
+	"github.com/troupe-dev/troupe/internal/projfile"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -651,11 +650,8 @@ func callLimit(eng engine.Engine, spec troupe.AgentSpec) time.Duration {
 func (a *actor) instructions(ctx context.Context, spec troupe.AgentSpec, dir string) (string, error) {
 	prompt := spec.Prompt
 	if spec.PromptFile != "" {
-		p := spec.PromptFile
-		if !filepath.IsAbs(p) {
-			p = filepath.Join(dir, p)
-		}
-		b, err := os.ReadFile(p)
+		// The team's load checked it; read it again, as untrusted, since.
+		b, _, err := projfile.Prompt.ReadIn(dir, spec.PromptFile)
 		if err != nil {
 			return "", fmt.Errorf("read prompt_file of %s: %w", spec.Name, err)
 		}

@@ -1,0 +1,33 @@
+package daemon
+
+import (
+	"log/slog"
+	"testing"
+
+	"github.com/troupe-dev/troupe/internal/project"
+)
+
+// TestEngineNotBuiltIsATeamError: a team naming an engine this build does
+// not have does not load; the error names the file, line, field and the
+// engines this build has.
+func TestEngineNotBuiltIsATeamError(t *testing.T) {
+	engines, err := newEngines(Config{FakeAgent: []string{"/bin/false"}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := checkAgent(engines)
+	for _, eng := range []string{"codex", "opencode", "acp", "openai"} {
+		src := "[[agent]]\nname = \"lead\"\nengine = \"fake\"\n\n[[agent]]\nname = \"b\"\nengine = \"" + eng + "\"\n"
+		_, err := project.ParseTeamChecked(".troupe/team.toml", []byte(src), check)
+		want := `.troupe/team.toml:7: agent "b": engine: "` + eng + `" is not built into this troupe (this build has: claude, fake): use one of these`
+		if err == nil || err.Error() != want {
+			t.Errorf("engine %s: err = %v\nwant %s", eng, err, want)
+		}
+	}
+	for _, eng := range []string{"fake", "claude"} {
+		src := "[[agent]]\nname = \"lead\"\nengine = \"" + eng + "\"\n"
+		if _, err := project.ParseTeamChecked(".troupe/team.toml", []byte(src), check); err != nil {
+			t.Errorf("engine %s: %v", eng, err)
+		}
+	}
+}
