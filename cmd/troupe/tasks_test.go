@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -274,5 +275,171 @@ func TestRemovingAProjectKillsItsTasks(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(state, "tasks", string(tk.ID), "status.json"))
 	if err != nil || !strings.Contains(string(raw), `"killed"`) {
 		t.Fatalf("status of the removed project's task: %s %v; want killed", raw, err)
+	}
+}
+
+// startedID reads the task id from `troupe task run`'s "started task ID".
+func startedID(t *testing.T, out string) task.ID {
+	t.Helper()
+	id, ok := strings.CutPrefix(strings.TrimSpace(out), "started task ")
+	if !ok {
+		t.Fatalf("task run said %q", out)
+	}
+	return task.ID(id)
+}
+
+func readPidFile(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// TestC11_TaskStopsItsEscapedDescendants: a task's grandchildren that
+// escape by setsid and by a double fork into their own session are
+// stopped when the job exits and on `troupe task kill`, and `troupe task
+// show` says what was stopped.
+func TestC11_TaskStopsItsEscapedDescendants(t *testing.T) {
+	state, proj, tmp := t.TempDir(), t.TempDir(), t.TempDir()
+	writeTeam(t, proj, ownerTeam)
+	startDaemon(t, state, "--project", proj)
+	cl, _ := client.FromStateDir(state)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, _ := cl.ResolveProject(ctx, proj)
+	for i, kill := range []bool{false, true} {
+		dir := filepath.Join(tmp, fmt.Sprint(i))
+		os.Mkdir(dir, 0o700)
+		a, b := filepath.Join(dir, "a.pid"), filepath.Join(dir, "b.pid")
+		script := `setsid sh -c 'echo $$ > ` + a + `.tmp; mv ` + a + `.tmp ` + a + `; exec sleep 1000' &
+(setsid sh -c 'sleep 1001 & echo $! > ` + b + `.tmp; mv ` + b + `.tmp ` + b + `' &)
+while [ ! -e ` + a + ` ] || [ ! -e ` + b + ` ]; do sleep 0.01; done
+`
+		if kill {
+			script += "echo ready > " + fifo(t, dir, "ready") + "; sleep 1000\n"
+		}
+		id := startedID(t, mustTroupe(t, state, proj, "task", "run", "--owner", "lead", script))
+		if kill {
+			if _, err := os.ReadFile(filepath.Join(dir, "ready")); err != nil { // the job and its escapees run
+				t.Fatal(err)
+			}
+			mustTroupe(t, state, proj, "task", "kill", string(id))
+		}
+		waitTaskMessages(t, ctx, cl, p.ID, "lead", i+1)
+		for _, pid := range []int{readPidFile(t, a), readPidFile(t, b)} {
+			if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+				t.Errorf("escaped process %d outlived its task (kill %v): %v", pid, kill, err)
+			}
+		}
+		show := mustTroupe(t, state, proj, "task", "show", string(id))
+		if !strings.Contains(show, "its supervisor stopped ") || !strings.Contains(show, "sleep 1001 (pid ") || !strings.Contains(show, "setsid)") {
+			t.Errorf("task show does not say what was stopped (kill %v):\n%s", kill, show)
+		}
+		tk, err := cl.Task(ctx, p.ID, id)
+		if err != nil || tk.Stopped == nil || tk.Stopped.Count < 2 {
+			t.Errorf("API task %+v, %v; want stopped with at least 2 processes", tk, err)
+		}
+		if want := map[bool]task.State{false: task.Exited, true: task.Killed}[kill]; tk.State != want {
+			t.Errorf("state %s, want %s", tk.State, want)
+		}
+	}
+}
+
+// TestC14_TaskOutputIsCapped: `task run --max-output 1MB` of 10 MB keeps
+// the first and the last 512 KB; the folder stays within the cap and
+// `task show` states the cut.
+func TestC14_TaskOutputIsCapped(t *testing.T) {
+	state, proj := t.TempDir(), t.TempDir()
+	writeTeam(t, proj, ownerTeam)
+	startDaemon(t, state, "--project", proj)
+	cl, _ := client.FromStateDir(state)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, _ := cl.ResolveProject(ctx, proj)
+	id := startedID(t, mustTroupe(t, state, proj, "task", "run", "--owner", "lead", "--max-output", "1MB", "seq 1 1500000"))
+	waitTaskMessages(t, ctx, cl, p.ID, "lead", 1)
+	var size int64
+	ents, _ := os.ReadDir(filepath.Join(state, "tasks", string(id)))
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil {
+			size += fi.Size()
+		}
+	}
+	if size > 1<<20+8<<10 {
+		t.Errorf("the task folder holds %d bytes, over its 1 MB cap", size)
+	}
+	show := mustTroupe(t, state, proj, "task", "show", string(id))
+	if !strings.Contains(show, "output cut: the task wrote ") || !strings.Contains(show, "1 MB kept: the first 512 KB and the last 512 KB") || !strings.HasSuffix(show, "\n1500000\n") {
+		t.Errorf("task show:\n%s", show[:min(len(show), 600)])
+	}
+	tk, err := cl.Task(ctx, p.ID, id)
+	if err != nil || tk.Output == nil || tk.Output.Cut <= 0 || tk.Output.Head != 512<<10 {
+		t.Errorf("API task output %+v, %v", tk.Output, err)
+	}
+	if _, errs, code := runCLI(t, state, proj, "task", "run", "--max-output", "12XB", "true"); code == 0 || !strings.Contains(errs, "--max-output") {
+		t.Errorf("a bad --max-output: exit %d, %s", code, errs)
+	}
+}
+
+// TestC14_FullDiskFailsTheTask: the tasks' folder is a 1 MB tmpfs. A task
+// that fills it ends failed with "no space left", frees its slot (the
+// limit is 1), stays failed across a daemon SIGKILL and restart; a start
+// on the full disk fails saying so.
+func TestC14_FullDiskFailsTheTask(t *testing.T) {
+	state, proj := t.TempDir(), t.TempDir()
+	tasks := filepath.Join(state, "tasks")
+	if err := os.Mkdir(tasks, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", tasks, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=1m,mode=0700"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("mount a tmpfs (this test needs root): %v", err)
+		}
+		t.Skipf("cannot mount a tmpfs to fill (needs root or CAP_SYS_ADMIN): %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(tasks, unix.MNT_DETACH) })
+	filler := filepath.Join(tasks, "filler")
+	if err := os.WriteFile(filler, make([]byte, 400<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeTeam(t, proj, ownerTeam)
+	d := startDaemon(t, state, "--project", proj, "--max-tasks-per-project", "1")
+	cl, _ := client.FromStateDir(state)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, _ := cl.ResolveProject(ctx, proj)
+	id := startedID(t, mustTroupe(t, state, proj, "task", "run", "--owner", "lead", "head -c 4000000 /dev/zero"))
+	waitTaskMessages(t, ctx, cl, p.ID, "lead", 1)
+	check := func(when string) {
+		tk, err := cl.Task(ctx, p.ID, id)
+		if err != nil || tk.State != task.Failed || !strings.Contains(tk.Reason, "no space left on device while writing output.log") {
+			t.Fatalf("%s: task %s %q, %v; want failed, no space left", when, tk.State, tk.Reason, err)
+		}
+	}
+	check("after it ended")
+	// The slot is free, the disk is not.
+	_, errs, code := runCLI(t, state, proj, "task", "run", "echo hi")
+	if code == 0 || !strings.Contains(errs, "no space left") || strings.Contains(errs, "limit") {
+		t.Errorf("task run on a full disk: exit %d, %q; want no space left", code, errs)
+	}
+	if ents, _ := os.ReadDir(tasks); len(ents) != 2 { // filler and the failed task's folder
+		t.Errorf("the failed start left a folder: %d entries", len(ents))
+	}
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.done
+	startDaemon(t, state)
+	cl, _ = client.FromStateDir(state)
+	check("after a restart")
+	os.Remove(filler)
+	id = startedID(t, mustTroupe(t, state, proj, "task", "run", "--owner", "lead", "echo room"))
+	waitTaskMessages(t, ctx, cl, p.ID, "lead", 2)
+	if tk, _ := cl.Task(ctx, p.ID, id); tk.State != task.Exited {
+		t.Errorf("a task once space was freed: %s %q", tk.State, tk.Reason)
 	}
 }

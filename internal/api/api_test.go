@@ -438,7 +438,8 @@ type fakeTasks struct {
 	tasks []task.Task
 }
 
-func (f *fakeTasks) Start(_ context.Context, owner troupe.RuntimeKey, _, command, cwd string, timeout time.Duration) (task.Task, error) {
+func (f *fakeTasks) Start(_ context.Context, owner troupe.RuntimeKey, _ string, j task.Job) (task.Task, error) {
+	command, cwd, timeout := j.Command, j.Cwd, j.Timeout
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t := task.Task{ID: task.ID(fmt.Sprint("t", len(f.tasks)+1)), Project: owner.Project, Owner: owner.Agent,

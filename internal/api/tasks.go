@@ -12,7 +12,7 @@ import (
 
 // Tasks is what the API needs of the background task manager.
 type Tasks interface {
-	Start(ctx context.Context, owner troupe.RuntimeKey, projectDir, command, cwd string, timeout time.Duration) (task.Task, error)
+	Start(ctx context.Context, owner troupe.RuntimeKey, projectDir string, j task.Job) (task.Task, error)
 	Task(ctx context.Context, p troupe.ProjectID, id task.ID) (task.Task, error)
 	Tasks(ctx context.Context, p troupe.ProjectID) ([]task.Task, error)
 	Kill(ctx context.Context, p troupe.ProjectID, id task.ID) error
@@ -24,6 +24,9 @@ type RunTaskRequest struct {
 	Command        string  `json:"command"`
 	Cwd            string  `json:"cwd,omitempty"`
 	TimeoutSeconds float64 `json:"timeout_seconds,omitempty"`
+	// MaxOutputBytes caps the output kept (its first half and its last
+	// half); 0: the daemon's default (--task-max-output, 64 MB).
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
 	// Owner is the agent the completion goes to (it wakes); empty: the person.
 	Owner troupe.AgentID `json:"owner,omitempty"`
 }
@@ -44,6 +47,13 @@ type Task struct {
 	// EndedAt is zero while the task runs.
 	StartedAt time.Time `json:"started_at"`
 	EndedAt   time.Time `json:"ended_at,omitzero"`
+	// Stopped is what the supervisor stopped of the task when its job
+	// ended (leftover processes, those that escaped with setsid or a
+	// double fork included); absent when nothing was left.
+	Stopped *task.Stopped `json:"stopped,omitempty"`
+	// Output is how much output the task wrote and kept (the cut, past
+	// its cap); absent before it starts and once its folder is pruned.
+	Output *task.OutputSize `json:"output,omitempty"`
 	// Debug is set only when asked with ?debug=1.
 	Debug *TaskDebug `json:"debug,omitempty"`
 }
@@ -60,7 +70,7 @@ type TaskDebug struct {
 func toTask(t task.Task, debug bool) Task {
 	out := Task{ID: t.ID, Project: t.Project, Owner: t.Owner, Command: t.Command, Cwd: t.Cwd,
 		Timeout: Duration(t.Timeout), State: t.State, ExitCode: t.ExitCode, Signal: t.Signal, Reason: t.Reason,
-		StartedAt: t.StartedAt, EndedAt: t.EndedAt}
+		StartedAt: t.StartedAt, EndedAt: t.EndedAt, Stopped: t.Stopped, Output: t.Output}
 	if debug {
 		out.Debug = &TaskDebug{SupervisorPID: t.SupervisorPID, SupervisorStart: t.SupervisorStart, Notified: t.Notified}
 	}
@@ -152,7 +162,12 @@ func (s *Server) runTask(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "timeout_seconds: must be 0 (no limit) or more")
 		return
 	}
-	t, err := s.o.Tasks.Start(r.Context(), owner, dir, in.Command, in.Cwd, seconds(in.TimeoutSeconds))
+	if in.MaxOutputBytes < 0 {
+		writeError(w, http.StatusBadRequest, "invalid", "max_output_bytes: must be 0 (the default) or more")
+		return
+	}
+	t, err := s.o.Tasks.Start(r.Context(), owner, dir, task.Job{Command: in.Command, Cwd: in.Cwd,
+		Timeout: seconds(in.TimeoutSeconds), MaxOutput: in.MaxOutputBytes})
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -166,6 +166,7 @@ func serveCmd(g *globals) *cobra.Command {
 	var projects []string
 	var ceiling, sessionIdle time.Duration
 	var maxTasks int
+	var taskMaxOutput string
 	c := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the daemon in the foreground",
@@ -177,6 +178,13 @@ func serveCmd(g *globals) *cobra.Command {
 			}
 			if maxTasks < 1 {
 				return fmt.Errorf("--max-tasks-per-project: %d is not a limit: give 1 or more", maxTasks)
+			}
+			maxOutput, err := task.ParseSize(taskMaxOutput)
+			if err == nil && (maxOutput < task.MinMaxOutput || maxOutput > task.MaxMaxOutput) {
+				err = fmt.Errorf("give %d to %d bytes", task.MinMaxOutput, task.MaxMaxOutput)
+			}
+			if err != nil {
+				return fmt.Errorf("--task-max-output: %w", err)
 			}
 			if ceiling <= 0 {
 				return fmt.Errorf("--ask-ceiling: %v is not a limit: give a positive duration like 4h", ceiling)
@@ -193,7 +201,8 @@ func serveCmd(g *globals) *cobra.Command {
 			defer stop()
 			return daemon.Run(ctx, daemon.Config{Addr: addr, StateDir: dir, Version: version(),
 				Logger: log, Out: g.out, Projects: projects, AskCeiling: ceiling, MaxTasksPerProject: maxTasks,
-				SessionIdle: sessionIdle, AllowRemote: allowRemote, PublicName: publicName})
+				SessionIdle: sessionIdle, AllowRemote: allowRemote, PublicName: publicName,
+				TaskMaxOutput: maxOutput})
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", daemon.DefaultAddr, "address to listen on; beyond loopback it needs --allow-remote")
@@ -203,6 +212,7 @@ func serveCmd(g *globals) *cobra.Command {
 	c.Flags().StringArrayVar(&projects, "project", nil, "register this folder at start if it is not registered yet (repeatable)")
 	c.Flags().DurationVar(&ceiling, "ask-ceiling", 4*time.Hour, "absolute limit of an ask, however active its target")
 	c.Flags().IntVar(&maxTasks, "max-tasks-per-project", 8, "background tasks one project may run at once")
+	c.Flags().StringVar(&taskMaxOutput, "task-max-output", "64MB", "output a background task keeps unless it is given its own cap: its first half and its last half, the middle cut")
 	c.Flags().DurationVar(&sessionIdle, "session-idle", api.DefaultSessionIdle, "log a browser out after this long without a request")
 	return c
 }

@@ -52,7 +52,7 @@ func tasksCmd(g *globals) *cobra.Command {
 func taskCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{Use: "task", Short: "Run, show and kill background tasks"}
 	c.PersistentFlags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
-	var cwd, owner string
+	var cwd, owner, maxOutput string
 	var timeout time.Duration
 	run := &cobra.Command{
 		Use:   "run \"COMMAND\"",
@@ -69,12 +69,23 @@ func taskCmd(g *globals) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var maxBytes int64
+			if maxOutput != "" {
+				n, err := task.ParseSize(maxOutput)
+				if err != nil {
+					return fmt.Errorf("--max-output: %w", err)
+				}
+				if n == 0 {
+					return fmt.Errorf("--max-output: 0 keeps nothing: give a size like 1MB, or leave it out for the daemon's default")
+				}
+				maxBytes = n
+			}
 			cl, p, err := g.projectClient(cmd.Context())
 			if err != nil {
 				return err
 			}
 			t, err := cl.RunTask(cmd.Context(), p.ID, api.RunTaskRequest{Command: args[0], Cwd: cwd,
-				TimeoutSeconds: timeout.Seconds(), Owner: troupe.AgentID(owner)})
+				TimeoutSeconds: timeout.Seconds(), Owner: troupe.AgentID(owner), MaxOutputBytes: maxBytes})
 			if err != nil {
 				return err
 			}
@@ -87,6 +98,7 @@ func taskCmd(g *globals) *cobra.Command {
 	}
 	run.Flags().StringVar(&cwd, "cwd", "", "working directory, relative to the project's folder (default: the project's folder)")
 	run.Flags().DurationVar(&timeout, "timeout", 0, "kill the command after this long (0: no limit)")
+	run.Flags().StringVar(&maxOutput, "max-output", "", "output kept, like 64MB: its first half and its last half, the middle cut (default: the daemon's --task-max-output)")
 	run.Flags().StringVar(&owner, "owner", "", "the agent whose inbox gets the completion (it wakes); default: you")
 	run.Flags().BoolVar(&g.json, "json", false, "print the task as JSON")
 	var tail int
@@ -117,6 +129,14 @@ func taskCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(g.out, ": %s", t.Reason)
 				}
 				fmt.Fprintln(g.out)
+			}
+			if s := t.Stopped.Statement(); s != "" {
+				fmt.Fprintf(g.out, "its supervisor %s\n", s)
+			}
+			if t.Output != nil {
+				if s := t.Output.Statement(); s != "" {
+					fmt.Fprintf(g.out, "output cut: %s\n", s)
+				}
 			}
 			fmt.Fprintf(g.out, "--- output (last %d bytes at most) ---\n%s", tail, out)
 			return nil

@@ -65,6 +65,9 @@ type Config struct {
 	// MaxTasksPerProject bounds running background tasks per project;
 	// default 8.
 	MaxTasksPerProject int
+	// TaskMaxOutput is the output a background task keeps unless it is
+	// given its own cap; default task.DefaultMaxOutput (64 MB).
+	TaskMaxOutput int64
 	// SessionIdle is how long a browser login session lasts unused;
 	// default api.DefaultSessionIdle (12h).
 	SessionIdle time.Duration
@@ -194,7 +197,7 @@ func Run(ctx context.Context, cfg Config) error {
 	local := api.LocalAddr(addr)
 	tokens := mcp.NewTokens()
 	tasks := task.New(task.Options{Store: db, Inbox: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
-		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject})
+		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject, MaxOutput: cfg.TaskMaxOutput})
 	notes := memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})
 	rt := runtime.New(runtime.Options{Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,
 		Grants: tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,

@@ -9,6 +9,11 @@
 // Durable delivery of messages never goes through this feed: it is for
 // watching, the store is for keeping.
 //
+// The backlog is bounded in events (Options.Backlog) and in bytes
+// (Options.BacklogBytes), and each event's data in bytes (Options.MaxData):
+// a bigger payload is replaced by a stub that states the cut,
+// {"cut":true,"size":N} (contract C14; the texts are in the store).
+//
 // Hub is safe for concurrent use; one mutex guards its backlog and
 // subscribers. Slow-consumer policy: each subscription has a bounded buffer;
 // a subscriber that lets it fill is dropped (its channel closed) and must
@@ -35,20 +40,36 @@ type Event struct {
 
 // Options configures a Hub. Zero values mean defaults.
 type Options struct {
-	Backlog int              // events kept for resumption; default 4096
-	Buffer  int              // per-subscriber buffer; default 1024
-	Now     func() time.Time // clock; default time.Now
+	Backlog      int              // events kept for resumption; default 4096
+	BacklogBytes int              // bytes of event data (plus eventOverhead each) kept; default 8 MB
+	MaxData      int              // bytes of one event's data; default 8 KB
+	Buffer       int              // per-subscriber buffer; default 1024
+	Now          func() time.Time // clock; default time.Now
+}
+
+// eventOverhead is what an event counts in the backlog's bytes beside its
+// data (its other fields).
+const eventOverhead = 128
+
+// Cut is the data of an event whose payload was bigger than
+// Options.MaxData: its type stays, its data says how big it was.
+type Cut struct {
+	Cut  bool `json:"cut"`  // always true
+	Size int  `json:"size"` // bytes of the payload that was cut
 }
 
 // Hub numbers events and fans them out to subscribers.
 type Hub struct {
-	now    func() time.Time
-	buffer int
+	now      func() time.Time
+	buffer   int
+	maxData  int
+	maxBytes int
 
 	// mu guards everything below.
 	mu      sync.Mutex
 	next    uint64  // seq of the next event; starts at 1
 	backlog []Event // the last size to 2*size events, oldest first
+	bytes   int     // of the backlog: data plus eventOverhead each
 	size    int
 	subs    map[*Subscription]struct{}
 }
@@ -64,7 +85,14 @@ func New(o Options) *Hub {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Hub{now: o.Now, buffer: o.Buffer, next: 1, size: o.Backlog, subs: map[*Subscription]struct{}{}}
+	if o.MaxData <= 0 {
+		o.MaxData = 8 << 10
+	}
+	if o.BacklogBytes <= 0 {
+		o.BacklogBytes = 8 << 20
+	}
+	return &Hub{now: o.Now, buffer: o.Buffer, maxData: o.MaxData, maxBytes: o.BacklogBytes,
+		next: 1, size: o.Backlog, subs: map[*Subscription]struct{}{}}
 }
 
 // Publish appends an event with p's type and data (marshalled to JSON),
@@ -72,13 +100,27 @@ func New(o Options) *Hub {
 // its sequence number. It never blocks.
 func (h *Hub) Publish(key troupe.RuntimeKey, p Payload) uint64 {
 	typ, raw := p.EventType(), marshal(p)
+	if len(raw) > h.maxData {
+		raw, _ = json.Marshal(Cut{Cut: true, Size: len(raw)})
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ev := Event{Seq: h.next, Time: h.now().UTC(), Type: typ, Project: key.Project, Agent: key.Agent, Data: raw}
 	h.next++
 	h.backlog = append(h.backlog, ev)
-	if len(h.backlog) >= 2*h.size { // trim in batches: amortized O(1) per event
-		h.backlog = append([]Event(nil), h.backlog[len(h.backlog)-h.size:]...)
+	h.bytes += len(raw) + eventOverhead
+	if len(h.backlog) >= 2*h.size || h.bytes > h.maxBytes {
+		// Trim in batches, amortized O(1) per event: down to size events
+		// and three quarters of the bytes.
+		drop := max(0, len(h.backlog)-h.size)
+		for _, e := range h.backlog[:drop] {
+			h.bytes -= len(e.Data) + eventOverhead
+		}
+		for drop < len(h.backlog)-1 && h.bytes > h.maxBytes/4*3 {
+			h.bytes -= len(h.backlog[drop].Data) + eventOverhead
+			drop++
+		}
+		h.backlog = append([]Event(nil), h.backlog[drop:]...)
 	}
 	for s := range h.subs {
 		select {

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -76,5 +77,52 @@ func TestSlowSubscriberIsDroppedNotBlocking(t *testing.T) {
 	sub.Close() // closing a dropped subscription is harmless
 	if h.Last() != 10 {
 		t.Fatalf("Last = %d", h.Last())
+	}
+}
+
+// bigPayload is a payload of any size, for the bounds.
+type bigPayload struct {
+	Text string `json:"text"`
+}
+
+func (bigPayload) EventType() Type { return "test.big" }
+
+// C14: an event's data is bounded (a bigger payload becomes a stub that
+// states the cut), and so is the backlog, in bytes as in events.
+func TestC14_EventDataAndBacklogAreBounded(t *testing.T) {
+	h := New(Options{Backlog: 1000, BacklogBytes: 64 << 10, MaxData: 1 << 10})
+	k := troupe.RuntimeKey{Project: "p1"}
+	_, sub, _ := h.Subscribe(0)
+	defer sub.Close()
+	big := strings.Repeat("x", 5000)
+	h.Publish(k, bigPayload{Text: big})
+	ev := <-sub.C()
+	if string(ev.Data) != `{"cut":true,"size":5011}` || ev.Type != "test.big" {
+		t.Errorf("an event past MaxData: %s %s; want a stub stating the cut", ev.Type, ev.Data)
+	}
+	small := strings.Repeat("y", 900)
+	for range 500 {
+		h.Publish(k, bigPayload{Text: small})
+	}
+	back, sub2, ok := h.Subscribe(0)
+	defer sub2.Close()
+	bytes := 0
+	for _, e := range back {
+		bytes += len(e.Data) + eventOverhead
+		if len(e.Data) > 1<<10 {
+			t.Fatalf("event %d holds %d bytes of data", e.Seq, len(e.Data))
+		}
+	}
+	if bytes > 64<<10 || len(back) < 32 {
+		t.Errorf("backlog: %d events, %d bytes; want at most 64 KB, and not emptied", len(back), bytes)
+	}
+	if !ok || back[len(back)-1].Seq != h.Last() {
+		t.Errorf("the backlog lost its newest event: ok %v, last %d of %d", ok, back[len(back)-1].Seq, h.Last())
+	}
+	// A client behind the trimmed part is told to reset.
+	if _, s, ok := h.Subscribe(2); ok {
+		t.Error("resuming from a trimmed event should reset")
+	} else {
+		s.Close()
 	}
 }

@@ -70,7 +70,7 @@ func TestC6_CompletionExactlyOnceAfterACrashBetweenItsSteps(t *testing.T) {
 
 			// The next daemon adopts the task and completes it again.
 			m := New(h.opts)
-			m.finish(ctx, m.log, tk, res)
+			m.finish(ctx, m.log, tk, res, nil)
 			ms := h.completions(t, "p1")
 			if len(ms) != 1 || ms[0].ID != first.ID || ms[0].Text != first.Text {
 				t.Fatalf("messages after the second completion: %+v, want only the first daemon's %d", ms, first.ID)
@@ -87,7 +87,7 @@ func TestC6_CompletionExactlyOnceAfterACrashBetweenItsSteps(t *testing.T) {
 			h.noMore(t)
 
 			// And once more: nothing new.
-			m.finish(ctx, m.log, tk, res)
+			m.finish(ctx, m.log, tk, res, nil)
 			if ms := h.completions(t, "p1"); len(ms) != 1 {
 				t.Errorf("%d messages after a third completion, want 1", len(ms))
 			}
@@ -133,7 +133,7 @@ func TestCompletionRaceStoresAndNotifiesOnce(t *testing.T) {
 	for i := range racers {
 		m := New(h.opts)
 		wg.Go(func() {
-			m.finish(context.Background(), m.log, tk, Result{State: Exited, ExitCode: i})
+			m.finish(context.Background(), m.log, tk, Result{State: Exited, ExitCode: i}, nil)
 		})
 	}
 	wg.Wait()

@@ -17,17 +17,33 @@
 // dies in between closes the gate unopened; the job never runs and the
 // supervisor records why, so no job runs that its owner cannot hear of.
 //
-// The supervisor runs `/bin/sh -c COMMAND` in its own process group with a
-// built environment (PATH, HOME, LANG, TMPDIR and Options.Env; never the
-// daemon's own variables), output appended to output.log, enforces the
-// timeout, forwards a SIGTERM it receives (Manager.Kill) to the job's group,
-// escalates to SIGKILL after a grace, kills what the shell left in its
-// group when it exits, and records how the job ended in status.json
-// (atomically: temporary file, fsync, rename) before it exits. See
-// supervise.go for the files of a task directory. A process that leaves
-// the job's group on purpose (setsid, a daemon) is the job's business, but
-// if the supervisor itself dies, the Manager kills every process left in
-// the supervisor's session.
+// The supervisor makes itself a child subreaper (PR_SET_CHILD_SUBREAPER)
+// and runs `/bin/sh -c COMMAND` in its own process group with a built
+// environment (PATH, HOME, LANG, TMPDIR and Options.Env; never the daemon's
+// own variables), its output through a pipe into a capped log (capped.go:
+// output.log holds the first half of the cap, output.tail a ring of the
+// last half; readers state the cut), enforces the timeout, forwards a
+// SIGTERM it receives (Manager.Kill) to the job's group, escalates to
+// SIGKILL after a grace. When the job's main process ends, every
+// descendant still there — in its group or not: a setsid'd or
+// double-forked process is re-parented to the supervisor — is stopped by
+// escalation (SIGTERM, the grace, SIGKILL) and reaped (leftover.go); the
+// supervisor then records how the job ended and what it stopped in
+// status.json (atomically: temporary file, fsync, rename) and exits. See
+// supervise.go for the files of a task directory. If the supervisor itself
+// dies, the Manager kills every process left in the supervisor's session.
+//
+// # Bounds
+//
+// A task keeps at most its cap of output (Job.MaxOutput, default
+// Options.MaxOutput, 64 MB). A project keeps its ended tasks' folders
+// Options.Retention (7 days), and at most Options.FolderBytes (1 GB) and
+// Options.Folders (256) of them, the oldest removed first when a task
+// starts or ends. A full disk fails a Start with ErrNoSpace and nothing
+// left behind; a job whose output meets a full disk is stopped and ends
+// failed, "no space left on device while writing output.log", its status
+// written from blocks reserved at Start (status.reserve), so that it is
+// never taken for lost.
 //
 // # Completion
 //

@@ -138,7 +138,7 @@ func (h *harness) start(tb testing.TB, m *Manager, command string, timeout time.
 
 func (h *harness) startFor(tb testing.TB, m *Manager, owner troupe.RuntimeKey, proj, command string, timeout time.Duration) Task {
 	tb.Helper()
-	t, err := m.Start(context.Background(), owner, proj, command, "", timeout)
+	t, err := m.Start(context.Background(), owner, proj, Job{Command: command, Timeout: timeout})
 	if err != nil {
 		tb.Fatalf("Start(%q): %v", command, err)
 	}

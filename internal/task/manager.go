@@ -1,6 +1,7 @@
 package task
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +27,13 @@ import (
 // DefaultMaxPerProject is how many tasks a project may run at once when
 // Options.MaxPerProject is 0.
 const DefaultMaxPerProject = 8
+
+// Default bounds of the task folders one project keeps (Options.FolderBytes,
+// Options.Folders).
+const (
+	DefaultFolderBytes int64 = 1 << 30
+	DefaultFolders           = 256
+)
 
 // storeTimeout bounds a store call made after Run's context ended (the end
 // of a task seen just before a stop is still recorded).
@@ -70,6 +79,15 @@ type Options struct {
 	// ended; Run prunes older ones when it starts. Default 7 days; negative:
 	// forever.
 	Retention time.Duration
+	// MaxOutput is the output a task keeps when Start is given no cap:
+	// its first half and its last half. Default DefaultMaxOutput (64 MB).
+	MaxOutput int64
+	// FolderBytes and Folders bound the task folders one project keeps
+	// (their output above all): when a task starts or ends over either,
+	// the folders of the project's oldest ended tasks are removed first.
+	// Defaults DefaultFolderBytes (1 GB) and DefaultFolders (256).
+	FolderBytes int64
+	Folders     int
 	// Logger receives task events. Nil discards them.
 	Logger *slog.Logger
 }
@@ -87,6 +105,9 @@ type Manager struct {
 	supEnv     []string
 	grace      time.Duration
 	retention  time.Duration // <0: forever
+	maxOutput  int64
+	folderMax  int64
+	foldersMax int
 	log        *slog.Logger
 
 	// startMu serializes Start: the per-project count and the new row are
@@ -133,6 +154,9 @@ func New(o Options) *Manager {
 		max:        o.MaxPerProject,
 		grace:      o.KillGrace,
 		retention:  o.Retention,
+		maxOutput:  o.MaxOutput,
+		folderMax:  o.FolderBytes,
+		foldersMax: o.Folders,
 		log:        o.Logger,
 		watching:   make(map[ID]bool),
 	}
@@ -148,6 +172,15 @@ func New(o Options) *Manager {
 	}
 	if m.grace <= 0 {
 		m.grace = defaultGrace
+	}
+	if m.maxOutput <= 0 {
+		m.maxOutput = DefaultMaxOutput
+	}
+	if m.folderMax <= 0 {
+		m.folderMax = DefaultFolderBytes
+	}
+	if m.foldersMax <= 0 {
+		m.foldersMax = DefaultFolders
 	}
 	if m.retention == 0 {
 		m.retention = 7 * 24 * time.Hour
@@ -331,9 +364,12 @@ func (m *Manager) watch(ctx context.Context, t Task, sup *supervisorProc) {
 			return
 		}
 	}
-	var res Result
+	var (
+		res  Result
+		left *Stopped
+	)
 	if fd == nil {
-		res = m.result(t, "", true)
+		res, left = m.result(t, nil, true)
 	} else {
 		err := fd.wait(ctx)
 		if err != nil {
@@ -346,43 +382,55 @@ func (m *Manager) watch(ctx context.Context, t Task, sup *supervisorProc) {
 			}
 			return
 		}
-		how := ""
+		var how *os.ProcessState
 		if proc != nil {
 			// It exited: Wait returns at once, with its status.
-			if ps, err := proc.Wait(); err == nil {
-				how = ps.String()
-			}
+			how, _ = proc.Wait()
 		} else {
 			fd.reap()
 		}
 		fd.Close()
-		res = m.result(t, how, false)
+		res, left = m.result(t, how, false)
 	}
-	m.finish(ctx, log, t, res)
+	m.finish(ctx, log, t, res, left)
 }
 
-// result is how t ended: its status file, or lost with the reason. how is
-// the supervisor's exit status when known; vanished says it was gone
-// before the watch began.
-func (m *Manager) result(t Task, how string, vanished bool) Result {
+// result is how t ended: its status file, or lost with the reason, and
+// what its supervisor stopped of it. how is the supervisor's exit status
+// when known (nil otherwise); vanished says it was gone before the watch
+// began.
+func (m *Manager) result(t Task, how *os.ProcessState, vanished bool) (Result, *Stopped) {
 	dir := m.taskDir(t.ID)
 	st, err := readStatus(dir)
 	if err == nil {
-		return st.result()
+		return st.result(), st.Stopped
 	}
 	if errors.Is(err, fs.ErrNotExist) && exists(filepath.Join(dir, killFile)) && !exists(filepath.Join(dir, outputFile)) {
 		// Kill's SIGTERM ended the supervisor before it caught signals;
 		// the job never started.
 		killSession(t.SupervisorPID, t.SupervisorStart)
-		return Result{State: Killed, ExitCode: -1, Reason: killedBeforeStart, EndedAt: time.Now().UTC()}
+		return Result{State: Killed, ExitCode: -1, Reason: killedBeforeStart, EndedAt: time.Now().UTC()}, nil
+	}
+	if how != nil && how.ExitCode() == exitNoSpace {
+		// The disk was full even for its reserved blocks: the task failed
+		// for want of space, it is not lost.
+		reason := noSpaceReason(statusFile)
+		if n := killSession(t.SupervisorPID, t.SupervisorStart); n > 0 {
+			reason += fmt.Sprintf("; %d leftover processes of the task were killed", n)
+		}
+		return Result{State: Failed, ExitCode: -1, Reason: reason, EndedAt: time.Now().UTC()}, nil
 	}
 	var reason string
+	hows := ""
+	if how != nil {
+		hows = how.String()
+	}
 	if vanished {
 		reason = "the supervisor vanished while the daemon was down"
 	} else {
 		reason = fmt.Sprintf("the supervisor (pid %d) died", t.SupervisorPID)
-		if how != "" {
-			reason += " (" + how + ")"
+		if hows != "" {
+			reason += " (" + hows + ")"
 		}
 		reason += " without recording how the task ended"
 	}
@@ -397,7 +445,7 @@ func (m *Manager) result(t Task, how string, vanished bool) Result {
 	if n := killSession(t.SupervisorPID, t.SupervisorStart); n > 0 {
 		reason += fmt.Sprintf("; %d leftover processes of the task were killed", n)
 	}
-	return Result{State: Lost, ExitCode: -1, Reason: reason, EndedAt: time.Now().UTC()}
+	return Result{State: Lost, ExitCode: -1, Reason: reason, EndedAt: time.Now().UTC()}, nil
 }
 
 func exists(path string) bool {
@@ -421,8 +469,9 @@ func readStatus(dir string) (status, error) {
 }
 
 // finish records t's end and its completion message, and notifies.
-func (m *Manager) finish(ctx context.Context, log *slog.Logger, t Task, res Result) {
-	out, err := tailFile(filepath.Join(m.taskDir(t.ID), outputFile), 4*messageBytes)
+// left is what the supervisor stopped of it.
+func (m *Manager) finish(ctx context.Context, log *slog.Logger, t Task, res Result, left *Stopped) {
+	out, size, err := readOutput(m.taskDir(t.ID), 4*messageBytes)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		log.Warn("read task output", "err", err)
 	}
@@ -432,7 +481,7 @@ func (m *Manager) finish(ctx context.Context, log *slog.Logger, t Task, res Resu
 	// The end is recorded even when Run is stopping: it was seen.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	msg, notify, err := m.complete(sctx, log, t, res, completionText(t, res, out))
+	msg, notify, err := m.complete(sctx, log, t, res, completionText(t, res, left, size, out))
 	if err != nil {
 		// The task stays running in the store: the next Run completes it
 		// from its status file, and the message key keeps its message
@@ -445,6 +494,7 @@ func (m *Manager) finish(ctx context.Context, log *slog.Logger, t Task, res Resu
 	if notify && fn != nil {
 		fn(msg)
 	}
+	m.pruneProject(sctx, t.Project, t.ID) // its own output stays readable
 }
 
 // OnComplete sets the function Options.Notify names, for a caller built
@@ -503,12 +553,22 @@ func CompletionKey(id ID) string { return "task:" + string(id) }
 
 func (m *Manager) taskDir(id ID) string { return filepath.Join(m.dir, string(id)) }
 
-// Start starts command for owner in cwd (relative to projectDir, which is
-// also the default; it must resolve inside projectDir) with timeout (0:
-// none, at most MaxTimeout), and returns the running task. Bad arguments
-// fail with errors matching troupe.ErrInvalid; a project at its limit with
-// a *LimitError.
-func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir, command, cwd string, timeout time.Duration) (Task, error) {
+// Job is what Start runs.
+type Job struct {
+	Command string        // a shell command, run with /bin/sh -c
+	Cwd     string        // relative to the project folder (its default); must resolve inside it
+	Timeout time.Duration // 0: none; at most MaxTimeout
+	// MaxOutput caps the output kept (its first half and its last half);
+	// 0: the Manager's default (Options.MaxOutput).
+	MaxOutput int64
+}
+
+// Start starts j for owner in the project folder projectDir and returns
+// the running task. Bad arguments fail with errors matching
+// troupe.ErrInvalid; a project at its limit with a *LimitError; a full
+// disk with an error that says so (ErrNoSpace), leaving nothing behind.
+func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir string, j Job) (Task, error) {
+	command, timeout := j.Command, j.Timeout
 	switch {
 	case !owner.Valid():
 		return Task{}, fmt.Errorf("start task: owner %q is not an agent of a project: %w", owner.String(), troupe.ErrInvalid)
@@ -518,8 +578,12 @@ func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir
 		return Task{}, fmt.Errorf("start task: the command holds a NUL byte: %w", troupe.ErrInvalid)
 	case timeout < 0 || timeout > MaxTimeout:
 		return Task{}, fmt.Errorf("start task: bad timeout %v: give one from 0 (none) to %v: %w", timeout, MaxTimeout, troupe.ErrInvalid)
+	case j.MaxOutput != 0 && (j.MaxOutput < MinMaxOutput || j.MaxOutput > MaxMaxOutput):
+		return Task{}, fmt.Errorf("start task: bad output cap of %d bytes: give one from %s to %s (0: the default, %s): %w",
+			j.MaxOutput, humanBytes(MinMaxOutput), humanBytes(MaxMaxOutput), humanBytes(m.maxOutput), troupe.ErrInvalid)
 	}
-	dir, err := resolveCwd(projectDir, cwd)
+	maxOutput := cmp.Or(j.MaxOutput, m.maxOutput)
+	dir, err := resolveCwd(projectDir, j.Cwd)
 	if err != nil {
 		return Task{}, fmt.Errorf("start task: %w", err)
 	}
@@ -539,29 +603,60 @@ func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir
 	if n >= m.max {
 		return Task{}, fmt.Errorf("start task: %w", &LimitError{Project: owner.Project, Limit: m.max})
 	}
+	// Room for the new folder within the project's bounds.
+	m.pruneProject(ctx, owner.Project, "")
 
 	id, taskDir, err := m.newTaskDir()
 	if err != nil {
-		return Task{}, fmt.Errorf("start task: %w", err)
+		return Task{}, noSpace(fmt.Errorf("start task: %w", err))
 	}
-	sp := spec{ID: id, Command: command, Cwd: dir, Env: m.jobEnv, Timeout: timeout, KillGrace: m.grace}
+	t, err := m.startIn(ctx, owner, id, taskDir, spec{ID: id, Command: command, Cwd: dir, Env: m.jobEnv,
+		Timeout: timeout, KillGrace: m.grace, MaxOutput: maxOutput})
+	if err != nil {
+		// Nothing half-made stays: no row was recorded, no job ran.
+		if rerr := os.RemoveAll(taskDir); rerr != nil {
+			m.log.Warn("remove the folder of a task that did not start", "task", id, "err", rerr)
+		}
+		return Task{}, noSpace(fmt.Errorf("start task %s: %w", id, err))
+	}
+	return t, nil
+}
+
+// ErrNoSpace marks a task that could not start because the disk holding
+// the tasks' folders is full.
+var ErrNoSpace = errors.New("no space left on device for the task's folder: free some disk space and start it again")
+
+// noSpace adds ErrNoSpace to err when a full disk caused it.
+func noSpace(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("%w (%w)", ErrNoSpace, err)
+	}
+	return err
+}
+
+// startIn writes the task's spec and its status reserve into taskDir,
+// starts its supervisor, records the task and opens the start gate.
+func (m *Manager) startIn(ctx context.Context, owner troupe.RuntimeKey, id ID, taskDir string, sp spec) (Task, error) {
 	b, err := json.Marshal(sp)
 	if err == nil {
 		err = writeFileAtomic(taskDir, specFile, b)
 	}
 	if err != nil {
-		return Task{}, fmt.Errorf("start task %s: write spec: %w", id, err)
+		return Task{}, fmt.Errorf("write spec: %w", err)
 	}
-	t := Task{ID: id, Project: owner.Project, Owner: owner.Agent, Command: command, Cwd: dir,
-		Timeout: timeout, State: Running, StartedAt: time.Now().UTC()}
+	if err := writeFileAtomic(taskDir, reserveFile, make([]byte, reserveSize)); err != nil {
+		return Task{}, fmt.Errorf("reserve room for the status: %w", err)
+	}
+	t := Task{ID: id, Project: owner.Project, Owner: owner.Agent, Command: sp.Command, Cwd: sp.Cwd,
+		Timeout: sp.Timeout, State: Running, StartedAt: time.Now().UTC()}
 	sup, start, err := m.spawn(taskDir)
 	if err != nil {
-		return Task{}, fmt.Errorf("start task %s: %w", id, err)
+		return Task{}, err
 	}
 	t.SupervisorPID, t.SupervisorStart = sup.proc.Pid, start
 	if err := m.store.CreateTask(ctx, t); err != nil {
 		m.abandon(sup, start)
-		return Task{}, fmt.Errorf("start task %s: %w", id, err)
+		return Task{}, err
 	}
 	// Only now does the job run: a daemon that dies before this line
 	// closes the gate unopened, and the supervisor exits without running
@@ -727,28 +822,46 @@ func (m *Manager) Kill(ctx context.Context, p troupe.ProjectID, id ID) error {
 	return nil
 }
 
-// Output returns the last maxBytes bytes of task id's output (stdout and
-// stderr, interleaved as written), reading only those bytes whatever the
-// log's size. maxBytes ≤ 0 means DefaultOutput; it is capped at MaxOutput.
+// Output returns the last maxBytes bytes of the output task id of
+// project p kept (stdout and stderr, interleaved as written), reading only
+// those bytes whatever the output's size. When they span the cut of an
+// output past its cap, a line in them states the cut. maxBytes ≤ 0 means
+// DefaultOutput; it is capped at MaxOutput.
 func (m *Manager) Output(ctx context.Context, p troupe.ProjectID, id ID, maxBytes int) (string, error) {
+	out, _, err := m.output(ctx, p, id, maxBytes)
+	return out, err
+}
+
+func (m *Manager) output(ctx context.Context, p troupe.ProjectID, id ID, maxBytes int) (string, OutputSize, error) {
 	if _, err := m.store.Task(ctx, p, id); err != nil {
-		return "", fmt.Errorf("read task output %s: %w", id, err)
+		return "", OutputSize{}, fmt.Errorf("read task output %s: %w", id, err)
 	}
 	if maxBytes <= 0 {
 		maxBytes = DefaultOutput
 	}
 	maxBytes = min(maxBytes, MaxOutput)
-	b, err := tailFile(filepath.Join(m.taskDir(id), outputFile), maxBytes)
+	b, size, err := readOutput(m.taskDir(id), maxBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, err := os.Stat(m.taskDir(id)); errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("read task output %s: its output is no longer kept (tasks keep it %v after they end)", id, m.retention)
+			return "", size, fmt.Errorf("read task output %s: its output is no longer kept (a project keeps the folders of ended tasks %v, %s and %d folders at most, the oldest removed first)",
+				id, m.retention, humanBytes(m.folderMax), m.foldersMax)
 		}
-		return "", nil // not started yet
+		return "", size, nil // not started yet
 	}
 	if err != nil {
-		return "", fmt.Errorf("read task output %s: %w", id, err)
+		return "", size, fmt.Errorf("read task output %s: %w", id, err)
 	}
-	return strings.ToValidUTF8(string(b), "\uFFFD"), nil
+	return strings.ToValidUTF8(string(b), "\uFFFD"), size, nil
+}
+
+// describe adds to t what its folder says: what its supervisor stopped and
+// the size of its output. Both go with the folder.
+func (m *Manager) describe(t *Task) {
+	dir := m.taskDir(t.ID)
+	if st, err := readStatus(dir); err == nil {
+		t.Stopped = st.Stopped
+	}
+	t.Output = outputSize(dir)
 }
 
 // Task returns task id of project p (troupe.ErrNotFound when it is unknown
@@ -758,6 +871,7 @@ func (m *Manager) Task(ctx context.Context, p troupe.ProjectID, id ID) (Task, er
 	if err != nil {
 		return Task{}, fmt.Errorf("show task %s: %w", id, err)
 	}
+	m.describe(&t)
 	return t, nil
 }
 
@@ -767,5 +881,74 @@ func (m *Manager) Tasks(ctx context.Context, p troupe.ProjectID) ([]Task, error)
 	if err != nil {
 		return nil, fmt.Errorf("list tasks: %w", err)
 	}
+	for i := range ts {
+		m.describe(&ts[i])
+	}
 	return ts, nil
+}
+
+// pruneProject removes the folders of project p's oldest ended tasks
+// while the project keeps more than Options.Folders folders or more than
+// Options.FolderBytes bytes in them. Running tasks' folders count but are
+// never removed; keep names one that is not removed either (none: "").
+func (m *Manager) pruneProject(ctx context.Context, p troupe.ProjectID, keep ID) {
+	ts, err := m.store.Tasks(ctx, p)
+	if err != nil {
+		m.log.Warn("list tasks to prune their folders", "project", p, "err", err)
+		return
+	}
+	type folder struct {
+		id    ID
+		ended time.Time
+		size  int64
+	}
+	var ended []folder
+	var total int64
+	count := 0
+	for _, t := range ts {
+		size, ok := dirSize(m.taskDir(t.ID))
+		if !ok {
+			continue
+		}
+		count++
+		total += size
+		if t.State.Final() && t.ID != keep {
+			ended = append(ended, folder{t.ID, t.EndedAt, size})
+		}
+	}
+	if count <= m.foldersMax && total <= m.folderMax {
+		return
+	}
+	slices.SortStableFunc(ended, func(a, b folder) int { return a.ended.Compare(b.ended) })
+	n := 0
+	for _, f := range ended {
+		if count <= m.foldersMax && total <= m.folderMax {
+			break
+		}
+		if err := os.RemoveAll(m.taskDir(f.id)); err != nil {
+			m.log.Warn("prune task folder", "task", f.id, "err", err)
+			continue
+		}
+		count--
+		total -= f.size
+		n++
+	}
+	m.log.Info("pruned the folders of a project's oldest tasks", "project", p, "count", n,
+		"folders", count, "bytes", total, "max_folders", m.foldersMax, "max_bytes", m.folderMax)
+}
+
+// dirSize is the bytes of the regular files in dir (a task folder holds no
+// subfolders); ok is false when dir does not exist.
+func dirSize(dir string) (int64, bool) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, false
+	}
+	var n int64
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+	}
+	return n, true
 }

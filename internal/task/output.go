@@ -83,8 +83,9 @@ func lastLines(b []byte, lines, bytesMax int) string {
 
 // completionText is the text of the message that tells a task's owner how
 // it ended, e.g. "task 3f2a `make test` exited 0 after 3.2s. Last lines of
-// output:\n…".
-func completionText(t Task, res Result, output []byte) string {
+// output:\n…", with what its supervisor stopped of it (left) and the cut
+// of its output (size), when there was any.
+func completionText(t Task, res Result, left *Stopped, size OutputSize, output []byte) string {
 	var sb strings.Builder
 	cmd := t.Command
 	if len(cmd) > messageCommand {
@@ -108,6 +109,12 @@ func completionText(t Task, res Result, output []byte) string {
 		fmt.Fprintf(&sb, "was lost %s: %s.", took, res.Reason)
 	default:
 		fmt.Fprintf(&sb, "failed %s: %s.", took, res.Reason)
+	}
+	if s := left.Statement(); s != "" {
+		sb.WriteString(" Its supervisor " + s + ".")
+	}
+	if s := size.Statement(); s != "" {
+		sb.WriteString(" Output cut: " + s + ".")
 	}
 	if tail := lastLines(output, messageLines, messageBytes); tail != "" {
 		sb.WriteString(" Last lines of output:\n")

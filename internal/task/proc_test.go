@@ -80,16 +80,16 @@ func TestCompletionText(t *testing.T) {
 	tk := Task{ID: "3f2a", Command: "make test", Timeout: 0}
 	tk.StartedAt = tk.StartedAt.Add(1)
 	res := Result{State: Exited, EndedAt: tk.StartedAt.Add(3200 * 1e6)}
-	got := completionText(tk, res, []byte("ok\nPASS\n"))
+	got := completionText(tk, res, nil, OutputSize{}, []byte("ok\nPASS\n"))
 	if want := "task 3f2a `make test` exited 0 after 3.2s. Last lines of output:\nok\nPASS"; got != want {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
-	got = completionText(tk, Result{State: Lost, Reason: "the supervisor vanished", EndedAt: res.EndedAt}, nil)
+	got = completionText(tk, Result{State: Lost, Reason: "the supervisor vanished", EndedAt: res.EndedAt}, nil, OutputSize{}, nil)
 	if want := "task 3f2a `make test` was lost after 3.2s: the supervisor vanished. It wrote no output."; got != want {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
 	tk.Command = strings.Repeat("x", 500)
-	if got := completionText(tk, res, nil); len(got) > 250 {
+	if got := completionText(tk, res, nil, OutputSize{}, nil); len(got) > 250 {
 		t.Errorf("a long command is quoted whole: %d bytes", len(got))
 	}
 }

@@ -22,7 +22,15 @@ import (
 //     starts the supervisor; read once by the supervisor.
 //   - supervisor.log: the supervisor's own stdout and stderr (diagnostics;
 //     normally empty).
-//   - output.log: the job's stdout and stderr, appended as written.
+//   - status.reserve: written by the Manager before it starts the
+//     supervisor (reserveSize bytes): blocks kept for status.json. A
+//     supervisor that cannot write status.json because the disk is full
+//     removes it and tries again; it removes it anyway once status.json
+//     is written.
+//   - output.log: the first half of the job's stdout and stderr (up to
+//     spec.MaxOutput/2 bytes), through a pipe the supervisor copies.
+//   - output.tail: the rest, as a ring holding its last spec.MaxOutput/2
+//     bytes (see capped.go); absent while the output fits in output.log.
 //   - status.json: how the job ended (status), written by the supervisor
 //     atomically (temporary file, fsync, rename, fsync of the directory)
 //     just before it exits. Present means final.
@@ -38,7 +46,10 @@ const (
 	specFile       = "spec.json"
 	supervisorLog  = "supervisor.log"
 	outputFile     = "output.log"
+	outputTailFile = "output.tail"
 	statusFile     = "status.json"
+	reserveFile    = "status.reserve"
+	reserveSize    = 16 << 10
 	killFile       = "kill"
 	defaultGrace   = 5 * time.Second
 	jobShell       = "/bin/sh"
@@ -58,6 +69,7 @@ type spec struct {
 	Env       []string      `json:"env"`        // the job's whole environment
 	Timeout   time.Duration `json:"timeout"`    // 0: none
 	KillGrace time.Duration `json:"kill_grace"` // SIGTERM → SIGKILL
+	MaxOutput int64         `json:"max_output"` // output kept: first half, last half; 0: DefaultMaxOutput
 }
 
 // status is how a job ended (status.json).
@@ -69,6 +81,8 @@ type status struct {
 	JobPID    int       `json:"job_pid,omitempty"`
 	StartedAt time.Time `json:"started_at,omitzero"`
 	EndedAt   time.Time `json:"ended_at"`
+	// Stopped is what was left of the job when it ended and was stopped.
+	Stopped *Stopped `json:"stopped,omitempty"`
 }
 
 func (s status) result() Result {
@@ -107,7 +121,8 @@ func TestSupervisorCommand() []string {
 // the task described by TASKDIR/spec.json to its end and records it in
 // TASKDIR/status.json. It returns the process's exit status: 0 when the
 // status file was written (whatever the job did), 1 when it could not be,
-// 2 on bad usage.
+// 2 on bad usage, exitNoSpace when it could not be for want of disk space
+// (the Manager then records the task as failed for that reason).
 func SuperviseMain(args []string) int {
 	if len(args) != 1 || args[0] == "" {
 		fmt.Fprintf(os.Stderr, "usage: %s TASKDIR\n", supervisorName)
@@ -129,15 +144,44 @@ func SuperviseMain(args []string) int {
 	} else {
 		st = supervise(dir, sp, sigs)
 	}
-	b, err := json.Marshal(st)
-	if err == nil {
-		err = writeFileAtomic(dir, statusFile, b)
-	}
-	if err != nil {
+	if err := writeStatus(dir, st); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: record task end: %v\n", supervisorName, err)
+		if errors.Is(err, syscall.ENOSPC) {
+			return exitNoSpace
+		}
 		return 1
 	}
 	return 0
+}
+
+// exitNoSpace is the exit status of a supervisor that could not write
+// status.json for want of disk space, even after freeing its reserve.
+const exitNoSpace = 3
+
+// noSpaceReason is the reason of a task that failed for want of disk space.
+func noSpaceReason(file string) string {
+	return "no space left on device while writing " + file + ": free some disk space and run it again"
+}
+
+// writeStatus writes status.json. When the disk is full it frees the
+// blocks the Manager reserved for it (status.reserve) and tries again, so
+// that the end of a task that filled the disk is still recorded.
+func writeStatus(dir string, st status) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	err = writeFileAtomic(dir, statusFile, b)
+	if errors.Is(err, syscall.ENOSPC) {
+		if rerr := os.Remove(filepath.Join(dir, reserveFile)); rerr == nil {
+			err = writeFileAtomic(dir, statusFile, b)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	os.Remove(filepath.Join(dir, reserveFile))
+	return nil
 }
 
 // The start gate: the Manager gives the supervisor the read end of a pipe
@@ -188,28 +232,48 @@ func supervise(dir string, sp spec, sigs <-chan os.Signal) status {
 	if _, err := os.Stat(filepath.Join(dir, killFile)); err == nil {
 		return status{State: Killed, ExitCode: -1, Reason: killedBeforeStart, EndedAt: time.Now().UTC()}
 	}
-	out, err := os.OpenFile(filepath.Join(dir, outputFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	// Orphans of the job (setsid'd, double-forked) become our children.
+	if err := becomeSubreaper(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v: processes that leave the job's group will not be stopped with it\n", supervisorName, err)
+	}
+	out, err := openCappedLog(dir, sp.MaxOutput)
 	if err != nil {
-		return status{State: Failed, ExitCode: -1, Reason: fmt.Sprintf("open output: %v", err), EndedAt: time.Now().UTC()}
+		return failedToStart(fmt.Errorf("open output: %w", err))
 	}
 	defer out.Close()
+	// The job writes into a pipe; copy() below keeps the output within
+	// its cap and sees a full disk.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return failedToStart(fmt.Errorf("open output pipe: %w", err))
+	}
+	defer pr.Close()
 	cmd := exec.Command(jobShell, "-c", sp.Command)
 	cmd.Dir = sp.Cwd
 	cmd.Env = sp.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{} // never this process's environment
 	}
-	// *os.File outputs go to the job as they are: no copying goroutine, no
-	// buffer in between. Stdin is /dev/null.
-	cmd.Stdout, cmd.Stderr = out, out
+	// Stdin is /dev/null; stdout and stderr the pipe's write end, as it is.
+	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	started := time.Now().UTC()
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	pw.Close() // the job holds it now
+	if err != nil {
 		return status{State: Failed, ExitCode: -1, Reason: fmt.Sprintf("start %s -c: %v", jobShell, err), StartedAt: started, EndedAt: time.Now().UTC()}
 	}
 	pgid := cmd.Process.Pid
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	// The copier ends when every holder of the pipe's write end (the job
+	// and whatever it started) has closed it, or when pr is closed.
+	copied := make(chan struct{})
+	writeFailed := make(chan error, 1)
+	go func() {
+		defer close(copied)
+		copyOutput(out, pr, writeFailed)
+	}()
 
 	var timeout, grace <-chan time.Time
 	if sp.Timeout > 0 {
@@ -217,7 +281,7 @@ func supervise(dir string, sp spec, sigs <-chan os.Signal) status {
 		defer t.Stop()
 		timeout = t.C
 	}
-	var state State // set when we end the job: Killed or TimedOut
+	var state State // set when we end the job: Killed, TimedOut, or Failed (its output could not be written)
 	var reason string
 	stop := func(s State, why string) {
 		if state != "" {
@@ -236,6 +300,13 @@ wait:
 			break wait
 		case <-timeout:
 			stop(TimedOut, fmt.Sprintf("ran past its timeout of %s", sp.Timeout))
+		case err := <-writeFailed:
+			why := fmt.Sprintf("%v: its output could not be kept", err)
+			var we *writeError
+			if errors.Is(err, syscall.ENOSPC) && errors.As(err, &we) {
+				why = noSpaceReason(we.file)
+			}
+			stop(Failed, why)
 		case s := <-sigs:
 			if s == syscall.SIGHUP {
 				continue
@@ -250,10 +321,31 @@ wait:
 		}
 	}
 	ended := time.Now().UTC()
-	// What the shell left behind in its group goes with it.
-	signalGroup(pgid, syscall.SIGKILL)
+	// What the job left behind, in its group or out of it, goes with it.
+	self, _ := readProcStat(os.Getpid())
+	left := stopLeftovers(self.Session, pgid, sp.KillGrace)
+	// Every writer is gone: the copier drains the pipe and ends. A process
+	// outside this tree that holds the pipe (handed over a socket) gets a
+	// bounded wait, then its end is cut.
+	select {
+	case <-copied:
+	case <-time.After(sp.KillGrace):
+		pr.Close()
+		<-copied
+	}
+	if state == "" {
+		select {
+		case err := <-writeFailed: // the last bytes did not fit
+			if errors.Is(err, syscall.ENOSPC) {
+				var we *writeError
+				errors.As(err, &we)
+				state, reason = Failed, noSpaceReason(we.file)
+			}
+		default:
+		}
+	}
 
-	st := status{State: state, ExitCode: -1, Reason: reason, JobPID: pgid, StartedAt: started, EndedAt: ended}
+	st := status{State: state, ExitCode: -1, Reason: reason, JobPID: pgid, StartedAt: started, EndedAt: ended, Stopped: left}
 	var ws syscall.WaitStatus
 	if cmd.ProcessState != nil {
 		ws, _ = cmd.ProcessState.Sys().(syscall.WaitStatus)
@@ -276,6 +368,35 @@ wait:
 		}
 	}
 	return st
+}
+
+// failedToStart is the status of a job that could not start because of
+// err; a full disk is said as such.
+func failedToStart(err error) status {
+	why := err.Error()
+	if errors.Is(err, syscall.ENOSPC) {
+		why = noSpaceReason(outputFile)
+	}
+	return status{State: Failed, ExitCode: -1, Reason: why, EndedAt: time.Now().UTC()}
+}
+
+// copyOutput copies the job's output from r into out until r ends. The
+// first write error is sent on failed (once); what follows is read and
+// dropped, so the job never blocks on a full pipe.
+func copyOutput(out *cappedLog, r io.Reader, failed chan<- error) {
+	buf := make([]byte, 64<<10)
+	var werr error
+	for {
+		n, err := r.Read(buf)
+		if n > 0 && werr == nil {
+			if _, werr = out.Write(buf[:n]); werr != nil {
+				failed <- werr
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // signalGroup sends sig to process group pgid; a group already gone is fine.

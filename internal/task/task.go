@@ -62,6 +62,12 @@ type Task struct {
 	// Notified: the completion message was recorded (queued for an agent,
 	// delivered for the person). It is set with the end, in one transaction.
 	Notified bool `json:"notified"`
+	// Stopped is what the supervisor stopped of the task when its job
+	// ended (leftover processes), and Output the size of its output and
+	// its cut: both read from the task's folder by Manager.Task and
+	// Manager.Tasks (never stored), nil when there is none, or no folder.
+	Stopped *Stopped    `json:"stopped,omitempty"`
+	Output  *OutputSize `json:"output,omitempty"`
 	// MessageID is the completion message's id in the owner's inbox; 0
 	// while running.
 	MessageID int64 `json:"-"`

@@ -15,12 +15,12 @@ import (
 func Tools(m *Manager) []tool.Tool {
 	return []tool.Tool{
 		{Spec: tool.Spec{Name: "run_in_background", Description: "Run a shell command in the background. You get a task id at once; when the command ends, a message with its exit code and last lines of output arrives in your inbox and wakes you.",
-			Schema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string","description":"a shell command, run with /bin/sh -c"},"cwd":{"type":"string","description":"working directory inside the project (default: the project's folder)"},"timeout_seconds":{"type":"number","minimum":0,"description":"kill the command after this many seconds (0 or absent: no limit)"}},"required":["command"],"additionalProperties":false}`)},
+			Schema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string","description":"a shell command, run with /bin/sh -c"},"cwd":{"type":"string","description":"working directory inside the project (default: the project's folder)"},"timeout_seconds":{"type":"number","minimum":0,"description":"kill the command after this many seconds (0 or absent: no limit)"},"max_output_bytes":{"type":"integer","minimum":0,"description":"output kept: its first half and its last half, the middle cut (0 or absent: the daemon's default, 64 MB)"}},"required":["command"],"additionalProperties":false}`)},
 			Handle: m.runTool},
 		{Spec: tool.Spec{Name: "task_status", Description: "Show a background task's state (running, exited, killed, timed_out, ...) and exit code; without task_id, list the project's tasks.",
 			Schema: json.RawMessage(`{"type":"object","properties":{"task_id":{"type":"string"}},"additionalProperties":false}`)},
 			Handle: m.statusTool},
-		{Spec: tool.Spec{Name: "task_output", Description: "Read the end of a background task's output.",
+		{Spec: tool.Spec{Name: "task_output", Description: "Read the end of a background task's output. An output past its cap keeps its first half and its last half; the answer then starts with a line stating the cut.",
 			Schema: json.RawMessage(`{"type":"object","properties":{"task_id":{"type":"string"},"max_bytes":{"type":"integer","minimum":1,"description":"how much of the end to read (default 8000)"}},"required":["task_id"],"additionalProperties":false}`)},
 			Handle: m.outputTool},
 		{Spec: tool.Spec{Name: "task_kill", Description: "Stop a running background task (SIGTERM, then SIGKILL). Its completion message says it was killed.",
@@ -34,11 +34,13 @@ func (m *Manager) runTool(ctx context.Context, c tool.Caller, args json.RawMessa
 		Command        string  `json:"command"`
 		Cwd            string  `json:"cwd"`
 		TimeoutSeconds float64 `json:"timeout_seconds"`
+		MaxOutputBytes int64   `json:"max_output_bytes"`
 	}
 	if err := tool.DecodeArgs(args, &in, "command"); err != nil {
 		return "", err
 	}
-	t, err := m.Start(ctx, c.Key, c.Dir, in.Command, in.Cwd, time.Duration(in.TimeoutSeconds*float64(time.Second)))
+	t, err := m.Start(ctx, c.Key, c.Dir, Job{Command: in.Command, Cwd: in.Cwd,
+		Timeout: time.Duration(in.TimeoutSeconds * float64(time.Second)), MaxOutput: in.MaxOutputBytes})
 	if err != nil {
 		return "", err
 	}
@@ -77,7 +79,14 @@ func (m *Manager) outputTool(ctx context.Context, c tool.Caller, args json.RawMe
 	if in.MaxBytes <= 0 {
 		in.MaxBytes = 8000
 	}
-	return m.Output(ctx, c.Key.Project, ID(in.TaskID), in.MaxBytes)
+	out, size, err := m.output(ctx, c.Key.Project, ID(in.TaskID), in.MaxBytes)
+	if err != nil {
+		return "", err
+	}
+	if s := size.Statement(); s != "" {
+		out = "[" + s + "]\n" + out
+	}
+	return out, nil
 }
 
 func (m *Manager) killTool(ctx context.Context, c tool.Caller, args json.RawMessage) (string, error) {
