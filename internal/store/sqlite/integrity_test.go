@@ -1,0 +1,176 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// fillMessages stores n queued messages of about 200 bytes each (in
+// transactions of 10,000), and a project.
+func fillMessages(t testing.TB, db *DB, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := db.AddProject(ctx, troupe.Project{ID: "p", Path: "/p", AddedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Repeat("lorem ipsum ", 16)
+	for i := 0; i < n; {
+		err := db.write(ctx, func(tx *sql.Tx) error {
+			for j := 0; j < 10_000 && i < n; j, i = j+1, i+1 {
+				_, err := insertMessage(ctx, tx, troupe.Message{Project: "p", To: troupe.AgentID(fmt.Sprintf("a%d", i%10)),
+					From: troupe.Person, Kind: troupe.KindMessage, Text: fmt.Sprintf("%d %s", i, text),
+					State: troupe.MsgQueued, CreatedAt: time.Now()})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// damage overwrites one page of the closed database at path with random
+// bytes (a fixed seed): page is counted from the middle of the file.
+func damage(t testing.TB, path string, page int64) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pageSize = 4096
+	off := (fi.Size()/pageSize/2 + page) * pageSize
+	junk := make([]byte, pageSize)
+	r := rand.New(rand.NewPCG(1, uint64(page)))
+	for i := range junk {
+		junk[i] = byte(r.Uint32())
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(junk, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// damagedDB makes a closed troupe database of n messages with one page in
+// its middle overwritten.
+func damagedDB(t testing.TB, n int) string {
+	t.Helper()
+	path := newPath(t)
+	db, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillMessages(t, db, n)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damage(t, path, 0)
+	return path
+}
+
+func TestOpenRefusesADamagedFile(t *testing.T) {
+	path := damagedDB(t, 5000)
+	before, _ := os.ReadFile(path)
+	_, err := Open(t.Context(), path, Options{})
+	var de *DamagedError
+	if !errors.As(err, &de) || !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Open of a damaged file: %v, want a *DamagedError matching ErrCorrupt", err)
+	}
+	abs, _ := filepath.Abs(path)
+	for _, want := range []string{
+		"open store " + path + ": the database is damaged (quick_check: ",
+		"keep a copy of it (cp " + abs + " " + abs + ".bad), then run troupe doctor --repair --state-dir " + filepath.Dir(abs) +
+			" to export what is readable into a fresh database",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q\nlacks %q", err, want)
+		}
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Error("Open wrote to the damaged file")
+	}
+}
+
+// TestOpenFindsEachDamagedPage: quick_check catches garbage in any of
+// several pages around the middle of the file (table and index pages of
+// messages), not only the one the other tests damage.
+func TestOpenFindsEachDamagedPage(t *testing.T) {
+	for page := int64(-3); page <= 3; page++ {
+		t.Run(fmt.Sprint(page), func(t *testing.T) {
+			path := newPath(t)
+			db, err := Open(t.Context(), path, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fillMessages(t, db, 5000)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			damage(t, path, page)
+			_, err = Open(t.Context(), path, Options{})
+			if !errors.Is(err, ErrCorrupt) {
+				t.Errorf("page %d: %v", page, err)
+			}
+		})
+	}
+}
+
+// BenchmarkOpenChecked measures Open, quick_check included, of an empty
+// database and of one with 100,000 messages; and quick_check and
+// integrity_check alone on the big one.
+func BenchmarkOpenChecked(b *testing.B) {
+	for _, n := range []int{0, 100_000} {
+		path := newPath(b)
+		db, err := Open(b.Context(), path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n > 0 {
+			fillMessages(b, db, n)
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+		fi, _ := os.Stat(path)
+		b.Run(fmt.Sprintf("messages=%d/open", n), func(b *testing.B) {
+			for b.Loop() {
+				db, err := Open(b.Context(), path, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				db.Close()
+			}
+			b.ReportMetric(float64(fi.Size())/1e6, "MB")
+		})
+		db, err = Open(b.Context(), path, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, check := range []string{"quick_check", "integrity_check"} {
+			b.Run(fmt.Sprintf("messages=%d/%s", n, check), func(b *testing.B) {
+				for b.Loop() {
+					if err := runCheck(b.Context(), db.r, check, db.abs); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+		db.Close()
+	}
+}
