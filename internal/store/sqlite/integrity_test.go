@@ -67,8 +67,28 @@ func damage(t testing.TB, path string, page int64) {
 	}
 }
 
-// damagedDB makes a closed troupe database of n messages with one page in
-// its middle overwritten.
+// leafPage returns the number (from the middle of the file, as damage
+// counts) of the first b-tree table leaf page (type 0x0d) at or after the
+// middle of the file: with many messages, one of theirs.
+func leafPage(t testing.TB, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pageSize = 4096
+	mid := int64(len(b)) / pageSize / 2
+	for p := mid; p < int64(len(b))/pageSize; p++ {
+		if b[p*pageSize] == 0x0d {
+			return p - mid
+		}
+	}
+	t.Fatal("no table leaf page past the middle")
+	return 0
+}
+
+// damagedDB makes a closed troupe database of n messages with a table
+// leaf page in its middle overwritten.
 func damagedDB(t testing.TB, n int) string {
 	t.Helper()
 	path := newPath(t)
@@ -80,7 +100,7 @@ func damagedDB(t testing.TB, n int) string {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	damage(t, path, 0)
+	damage(t, path, leafPage(t, path))
 	return path
 }
 
