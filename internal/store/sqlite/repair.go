@@ -16,10 +16,10 @@ import (
 
 // RepairReport says what Repair saved.
 type RepairReport struct {
-	Path    string // the fresh database, where the damaged one was
-	Damaged string // where the damaged file was moved
-	Version int64  // the damaged file's schema version (the fresh one is then migrated to the latest)
-	Tables  []TableReport
+	Path    string        `json:"path"`    // the fresh database, where the damaged one was
+	Damaged string        `json:"damaged"` // where the damaged file was moved
+	Version int64         `json:"version"` // the damaged file's schema version (the fresh one is then migrated to the latest)
+	Tables  []TableReport `json:"tables"`
 }
 
 // TableReport is what Repair saved of one table.
@@ -42,12 +42,14 @@ type TableReport struct {
 }
 
 // Repair exports what is readable of the damaged troupe database at path
-// into a fresh one at the same path. It moves the damaged file (and its
-// -wal and -shm files) aside to <path>.damaged-<time>, creates a fresh
-// database with the damaged file's schema version, copies each table row
-// by row, skipping the rows and pages it cannot read and counting them,
-// drops the rows whose parent was lost, migrates the fresh file to the
-// latest schema and checks it. The caller must make sure no daemon uses
+// into a fresh one at the same path. It creates a fresh database (beside
+// it, <path>.repair) with the damaged file's schema version, copies each
+// table row by row, skipping the rows and pages it cannot read and
+// counting them, drops the rows whose parent was lost, migrates the fresh
+// file to the latest schema and checks it (integrity_check); then it
+// moves the damaged file (and its -wal and -shm files) aside to
+// <path>.damaged-<time> and puts the fresh one in its place. When it fails
+// before that, nothing has changed. The caller must make sure no daemon uses
 // the file (the daemon package holds the state dir's lock for it).
 //
 // The FTS5 index of memory notes is rebuilt from the copied notes, not
@@ -80,49 +82,75 @@ func repair(ctx context.Context, path string, opts Options) (*RepairReport, erro
 
 	rep := &RepairReport{Path: abs, Version: version,
 		Damaged: abs + ".damaged-" + time.Now().UTC().Format("20060102T150405Z")}
+	// The fresh database is built beside the damaged one and takes its
+	// place only once complete and checked: a repair that fails leaves
+	// everything as it was.
+	tmp := abs + ".repair"
+	removeDB(tmp)
+	if err := build(ctx, abs, tmp, version, rep, log); err != nil {
+		removeDB(tmp)
+		rep.Damaged = ""
+		return rep, err
+	}
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		err := os.Rename(abs+suffix, rep.Damaged+suffix)
 		if err != nil && !(suffix != "" && errors.Is(err, fs.ErrNotExist)) {
-			return nil, fmt.Errorf("move damaged file aside: %w", err)
+			return rep, fmt.Errorf("move damaged file aside: %w (the fresh database is %s)", err, tmp)
 		}
 	}
 	log.Info("damaged database moved aside", "to", rep.Damaged)
+	if err := os.Rename(tmp, abs); err != nil {
+		return rep, fmt.Errorf("put the fresh database in place: %w (it is %s)", err, tmp)
+	}
+	return rep, nil
+}
 
-	old, err := sql.Open("sqlite", dsn(rep.Damaged, "ro", connProbe))
+// removeDB removes a database file and its -wal and -shm files.
+func removeDB(path string) {
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(path + suffix)
+	}
+}
+
+// build creates a fresh database at dst with schema version, copies into
+// it what is readable of src, migrates it to the latest schema and checks
+// it.
+func build(ctx context.Context, src, dst string, version int64, rep *RepairReport, log *slog.Logger) error {
+	old, err := sql.Open("sqlite", dsn(src, "ro", connProbe))
 	if err != nil {
-		return rep, err
+		return err
 	}
 	defer old.Close()
 	old.SetMaxOpenConns(1)
 
-	if err := createFile(abs); err != nil {
-		return rep, fmt.Errorf("create fresh database: %w", err)
+	if err := createFile(dst); err != nil {
+		return fmt.Errorf("create fresh database: %w", err)
 	}
-	w, err := sql.Open("sqlite", dsn(abs, "rw", connWriter))
+	w, err := sql.Open("sqlite", dsn(dst, "rw", connWriter))
 	if err != nil {
-		return rep, err
+		return err
 	}
 	w.SetMaxOpenConns(1)
 	err = setWAL(ctx, w)
 	if err == nil {
-		err = migrateTo(ctx, w, 0, version, abs, log)
+		err = migrateTo(ctx, w, 0, version, dst, log)
 	}
 	if err == nil {
 		rep.Tables, err = copyTables(ctx, old, w, log)
 	}
 	if err := errors.Join(err, w.Close()); err != nil {
-		return rep, err
+		return err
 	}
 
-	// Now the latest schema, and the checks every start runs.
-	db, err := Open(ctx, abs, Options{Logger: opts.Logger})
+	// Now the latest schema, and the checks every start runs, and more.
+	db, err := Open(ctx, dst, Options{Logger: log})
 	if err != nil {
-		return rep, err
+		return err
 	}
 	if err := db.Check(ctx); err != nil {
-		return rep, errors.Join(err, db.Close())
+		return errors.Join(err, db.Close())
 	}
-	return rep, db.Close()
+	return db.Close()
 }
 
 // damagedVersion reads the schema version of the damaged file, which must
