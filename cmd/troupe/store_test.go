@@ -39,6 +39,9 @@ func TestDaemonStopsWhenItsDatabaseIsDeleted(t *testing.T) {
 	if ee, ok := errors.AsType[*exec.ExitError](d.err); !ok || ee.ExitCode() == 0 {
 		t.Errorf("daemon exit: %v, want a non-zero status", d.err)
 	}
+	// Nothing of the deleted file is left to replay: the next start
+	// creates a fresh database.
+	startDaemon(t, state)
 }
 
 // TestDamagedDatabaseRefusedThenRepaired: a damaged database stops serve

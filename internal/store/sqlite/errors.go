@@ -45,7 +45,7 @@ type GoneError struct {
 
 func (e *GoneError) Error() string {
 	return fmt.Sprintf("database %s is gone (%s): troupe stops rather than write into a file nobody will open again; "+
-		"put the file back (or remove what replaced it) and restart the daemon", e.Path, e.Reason)
+		"restart the daemon: it opens what is at that path then, or a fresh, empty database", e.Path, e.Reason)
 }
 
 // Is makes every GoneError match ErrGone.

@@ -194,3 +194,51 @@ func BenchmarkOpenChecked(b *testing.B) {
 		db.Close()
 	}
 }
+
+// TestWritesRefusedOnceTheFileIsGone: a write after the file was deleted
+// fails with ErrGone and tells OnGone once; so does every later write. A
+// replaced file is caught the same way.
+func TestWritesRefusedOnceTheFileIsGone(t *testing.T) {
+	for _, replace := range []bool{false, true} {
+		path := newPath(t)
+		var told []error
+		db, err := Open(t.Context(), path, Options{OnGone: func(err error) { told = append(told, err) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		add := func(id string) error {
+			return db.AddProject(t.Context(), troupe.Project{ID: troupe.ProjectID(id), Path: "/" + id, AddedAt: time.Now()})
+		}
+		if err := add("a"); err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(path)
+		if replace {
+			os.WriteFile(path, nil, 0o600)
+		}
+		for _, id := range []string{"b", "c"} {
+			if err := add(id); !errors.Is(err, ErrGone) || !strings.Contains(err.Error(), path) {
+				t.Errorf("replace=%v: write after the file went: %v, want ErrGone naming the file", replace, err)
+			}
+		}
+		if len(told) != 1 || !errors.Is(told[0], ErrGone) {
+			t.Errorf("replace=%v: OnGone told %v, want once", replace, told)
+		}
+		db.Close()
+		os.Remove(path)
+		if _, err := os.Stat(path + "-wal"); err == nil {
+			t.Errorf("replace=%v: Close left the -wal of the deleted file", replace)
+		}
+	}
+}
+
+func TestOpenRefusesAWALWithoutItsDatabase(t *testing.T) {
+	path := newPath(t)
+	os.WriteFile(path+"-wal", []byte("frames of a database that is gone"), 0o600)
+	if _, err := Open(t.Context(), path, Options{}); err == nil || !strings.Contains(err.Error(), "-wal exists without") {
+		t.Fatalf("Open beside a stray WAL: %v, want a refusal", err)
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Error("Open created the database beside a stray WAL")
+	}
+}

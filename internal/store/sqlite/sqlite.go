@@ -213,8 +213,20 @@ func (db *DB) checkFile() error {
 // Close closes both pools. The read pool closes first so that the writer is
 // the last connection: SQLite then checkpoints the WAL into the main file and
 // removes the -wal and -shm files.
+//
+// When the file was found gone, SQLite leaves the -wal and -shm files of
+// the deleted database behind; Close removes them, so that they are never
+// replayed into whatever file the next start finds or creates at the path.
 func (db *DB) Close() error {
-	if err := errors.Join(db.r.Close(), db.w.Close()); err != nil {
+	err := errors.Join(db.r.Close(), db.w.Close())
+	if db.gone.Load() != nil {
+		for _, suffix := range []string{"-wal", "-shm"} {
+			if rerr := os.Remove(db.abs + suffix); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = errors.Join(err, rerr)
+			}
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("close store %s: %w", db.path, err)
 	}
 	return nil
@@ -316,6 +328,12 @@ func prepareFile(abs, name string) error {
 	fi, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		// A WAL without its database (the file deleted under a daemon
+		// that was then killed) would be replayed into the new file.
+		if wi, err := os.Stat(abs + "-wal"); err == nil && wi.Size() > 0 {
+			return fmt.Errorf("%s-wal exists without %s: it belongs to a database that is gone; move it aside (mv %s-wal %s-wal.old) and start again",
+				abs, name, abs, abs)
+		}
 		return createFile(abs)
 	case err != nil:
 		return err
