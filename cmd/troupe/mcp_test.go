@@ -97,8 +97,8 @@ func TestC2_SessionTokenDiesWithItsSession(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p, _ := cl.ResolveProject(ctx, proj)
-	req, err := cl.Ask(ctx, p.ID, "lead", "!env TROUPE_MCP_TOKEN", 0)
-	_, tok, _ := strings.Cut(strings.TrimSpace(req.Answer), "=")
+	req, err := cl.Ask(ctx, p.ID, "lead", "!token", 0)
+	tok := strings.TrimSpace(req.Answer)
 	if err != nil || !strings.HasPrefix(tok, "trp_") {
 		t.Fatalf("token: %q %v", tok, err)
 	}
@@ -124,8 +124,8 @@ func TestC2_SessionTokenDiesWithItsSession(t *testing.T) {
 		t.Fatalf("the dead session's token: status %d, want 401", code)
 	}
 	// The restarted session has a new token; the old one stays dead.
-	req, _ = cl.Ask(ctx, p.ID, "lead", "!env TROUPE_MCP_TOKEN", 0)
-	if _, nt, _ := strings.Cut(strings.TrimSpace(req.Answer), "="); nt == tok || !strings.HasPrefix(nt, "trp_") {
+	req, _ = cl.Ask(ctx, p.ID, "lead", "!token", 0)
+	if nt := strings.TrimSpace(req.Answer); nt == tok || !strings.HasPrefix(nt, "trp_") {
 		t.Fatalf("new session token %q (old %q)", nt, tok)
 	}
 	if code := list(); code != http.StatusUnauthorized {
@@ -141,11 +141,11 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-// sessionToken asks agent to say its MCP token (the fake's !env).
+// sessionToken asks agent to say its MCP token (the fake's !token).
 func sessionToken(t *testing.T, ctx context.Context, cl *client.Client, p troupe.ProjectID, agent troupe.AgentID) string {
 	t.Helper()
-	req, err := cl.Ask(ctx, p, agent, "!env TROUPE_MCP_TOKEN", 0)
-	_, tok, _ := strings.Cut(strings.TrimSpace(req.Answer), "=")
+	req, err := cl.Ask(ctx, p, agent, "!token", 0)
+	tok := strings.TrimSpace(req.Answer)
 	if err != nil || !strings.HasPrefix(tok, "trp_") {
 		t.Fatalf("token of %s: %+v %v", agent, req, err)
 	}

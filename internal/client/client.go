@@ -70,23 +70,62 @@ func New(base, token string) *Client {
 }
 
 // FromStateDir finds the daemon running on the state dir through its addr
-// and token files.
+// and token files. It trusts them only in a state dir that is the user's
+// own and not writable by others (statedir.Dir.Check), and an addr file
+// that is a regular file of the user's: anyone who could write them could
+// send the CLI, with the token, to a server of theirs.
 func FromStateDir(dir string) (*Client, error) {
 	d := statedir.Dir(dir)
-	addr, err := os.ReadFile(d.AddrFile())
+	if err := d.Check(); errors.Is(err, fs.ErrNotExist) {
+		return nil, notRunning(dir)
+	} else if err != nil {
+		return nil, fmt.Errorf("find daemon: %w (troupe trusts its addr and token files only then)", err)
+	}
+	addr, err := readAddr(d.AddrFile())
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, notRunning(dir)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read daemon address: %w", err)
+		return nil, fmt.Errorf("find daemon: %w", err)
 	}
 	tok, err := d.ReadToken()
 	if err != nil {
 		return nil, err
 	}
-	c := New("http://"+strings.TrimSpace(string(addr)), tok)
+	c := New("http://"+strings.TrimSpace(addr), tok)
 	c.dir = dir
 	return c, nil
+}
+
+// readAddr reads the addr file: a regular file (not a link) owned by the
+// user, not writable by others.
+func readAddr(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return "", fmt.Errorf("%s is a symbolic link, which troupe does not follow: remove it and restart the daemon", path)
+		}
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		return "", fmt.Errorf("%s is not a regular file: remove it and restart the daemon", path)
+	case ok && int(st.Uid) != os.Getuid():
+		return "", fmt.Errorf("%s is owned by uid %d, not by you: remove it and restart the daemon", path, st.Uid)
+	case fi.Mode().Perm()&0o022 != 0:
+		return "", fmt.Errorf("%s is writable by others (mode %04o): remove it and restart the daemon", path, fi.Mode().Perm())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 256))
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
 }
 
 func notRunning(dir string) error {

@@ -152,6 +152,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
 	}
+	if err := dir.Check(); err != nil {
+		return err
+	}
 	unlock, err := lock(dir)
 	if err != nil {
 		return err
@@ -161,7 +164,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	db, err := sqlite.Open(ctx, dir.DB(), sqlite.Options{Logger: log})
+	// The store tells, once, from the write that found it, that its file
+	// was deleted or replaced: the daemon stops rather than go on writing
+	// into a file nobody will open again.
+	gone := make(chan error, 1)
+	db, err := sqlite.Open(ctx, dir.DB(), sqlite.Options{Logger: log, OnGone: func(err error) {
+		select {
+		case gone <- err:
+		default:
+		}
+	}})
 	if err != nil {
 		return err
 	}
@@ -265,6 +277,9 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		runErr = fmt.Errorf("serve api: %w", err)
+	case err := <-gone:
+		log.Error("database file gone: stopping", "err", err)
+		runErr = fmt.Errorf("stop daemon: %w", err)
 	}
 	log.Info("daemon stopping")
 	cancel() // ends event streams and the watcher
@@ -276,6 +291,22 @@ func Run(ctx context.Context, cfg Config) error {
 	wg.Wait()
 	log.Info("daemon stopped")
 	return runErr
+}
+
+// Repair exports what is readable of the state dir's damaged database into
+// a fresh one (sqlite.Repair): the damaged file is moved aside, never
+// deleted. It refuses while a daemon holds the state dir's lock.
+func Repair(ctx context.Context, stateDir string, log *slog.Logger) (*sqlite.RepairReport, error) {
+	dir := statedir.Dir(stateDir)
+	if err := dir.Check(); err != nil {
+		return nil, err
+	}
+	unlock, err := lock(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return sqlite.Repair(ctx, dir.DB(), sqlite.Options{Logger: log})
 }
 
 // lock takes the state dir's exclusive lock, or explains who holds it.

@@ -79,7 +79,7 @@ type child struct {
 
 func runChild(stdin io.Reader, stdout, stderr io.Writer) int {
 	c := &child{in: make(chan frame, 16), out: stdout, errw: stderr, mcpDone: make(chan frame, 16),
-		mcpURL: os.Getenv(EnvMCPURL), mcpToken: os.Getenv(EnvMCPToken)}
+		mcpURL: os.Getenv(EnvMCPURL)}
 	go c.read(stdin) // lives as long as the process
 	f, ok := <-c.in
 	if !ok {
@@ -91,6 +91,7 @@ func runChild(stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	c.instructions = f.Instructions
 	c.journal = f.Journal
+	c.mcpToken = f.MCPToken
 	if d, err := time.ParseDuration(f.ToolTimeout); err == nil && d > 0 {
 		c.toolTimeout = d
 	}
@@ -307,6 +308,8 @@ func (c *child) step(s step, v vars) error {
 		return c.say(wd)
 	case "instructions":
 		return c.say(c.instructions)
+	case "token":
+		return c.say(c.mcpToken)
 	}
 	return nil
 }

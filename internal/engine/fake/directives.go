@@ -48,6 +48,8 @@ import (
 //	!env NAME             say "NAME=value", or "NAME unset"
 //	!cwd                  say the working directory
 //	!instructions         say the instructions the session was started with
+//	!token                say the session's MCP token (tests of C2; a real
+//	                      agent could print its token just the same)
 var directives = map[string]directive{
 	"say":          {usage: "!say TEXT", args: 1},
 	"sleep":        {usage: "!sleep DUR", args: 1, required: 1},
@@ -69,6 +71,7 @@ var directives = map[string]directive{
 	"env":          {usage: "!env NAME", args: 1, required: 1},
 	"cwd":          {usage: "!cwd"},
 	"instructions": {usage: "!instructions"},
+	"token":        {usage: "!token"},
 }
 
 // directive describes one directive's arguments: args fields separated by

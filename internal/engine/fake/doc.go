@@ -14,8 +14,9 @@
 // from the [agent.fake] table of team.toml — for new work only (messages,
 // asks, delegations); replies, delegation results and task completions are
 // acknowledged with echo. See directives.go for the list. When the session
-// has an MCP endpoint and token (TROUPE_MCP_URL, TROUPE_MCP_TOKEN), tool
-// calls go over MCP as a real CLI's do; otherwise over the stdio protocol.
+// has an MCP endpoint (TROUPE_MCP_URL) and token (in the start frame on
+// its stdin, never in its environment or command line), tool calls go over
+// MCP as a real CLI's do; otherwise over the stdio protocol.
 // Either way the session reports every kind of engine.Event: output,
 // thinking (!think), each tool call and its result, a permission request
 // decided by StartSpec.Approver (!permission), and before each turn end the

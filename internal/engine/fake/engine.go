@@ -80,16 +80,20 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		log = e.log
 	}
 	log = log.With("project", spec.Key.Project, "agent", spec.Key.Agent)
+	// The URL goes in the environment, the token in the start frame on
+	// the child's stdin: never in /proc/<pid>/environ or cmdline, which
+	// every process of the user can read.
 	var mcp []string
+	var token string
 	if spec.MCP.URL != "" {
-		mcp = []string{EnvMCPURL + "=" + spec.MCP.URL, EnvMCPToken + "=" + spec.MCP.Token}
+		mcp, token = []string{EnvMCPURL + "=" + spec.MCP.URL}, spec.MCP.Token
 	}
 	s, err := start(proc.Spec{Argv: e.command, Dir: spec.Dir, Env: childEnv(spec.Agent.Env, mcp...), Logger: log, StopTimeout: e.stopTimeout}, spec.Tools, spec.Approver)
 	if err != nil {
 		return nil, fmt.Errorf("start fake agent %s: %w", name, err)
 	}
 	if err := s.write(frame{Type: typeStart, Agent: string(name), Respond: opts.respond, Journal: opts.journal, Instructions: spec.Instructions,
-		ToolTimeout: opts.toolTimeout.String()}); err != nil {
+		ToolTimeout: opts.toolTimeout.String(), MCPToken: token}); err != nil {
 		// The child closed its stdin: it is dying; its exit says why.
 		log.Debug("write start frame", "err", err)
 	}
@@ -123,13 +127,12 @@ func (e *Engine) ToolCallLimit(agent troupe.AgentSpec) time.Duration {
 
 var _ engine.ToolCallLimiter = (*Engine)(nil)
 
-// EnvMCPURL and EnvMCPToken give the child troupe's MCP endpoint and its
-// session token: with them, its tool calls go over MCP, as a real CLI's do;
-// without, over its stdio protocol.
-const (
-	EnvMCPURL   = "TROUPE_MCP_URL"
-	EnvMCPToken = "TROUPE_MCP_TOKEN"
-)
+// EnvMCPURL gives the child troupe's MCP endpoint; its session token comes
+// in the start frame on its stdin (not in its environment, which other
+// processes of the user can read in /proc/<pid>/environ). With them, its
+// tool calls go over MCP, as a real CLI's do; without, over its stdio
+// protocol.
+const EnvMCPURL = "TROUPE_MCP_URL"
 
 // inheritedEnv lists the variables a child gets from the daemon's
 // environment; everything else it gets from the agent's env table.

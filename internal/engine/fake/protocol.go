@@ -12,7 +12,7 @@ import (
 //
 // Parent → child (the child's stdin):
 //
-//	{"type":"start","agent":"architect","respond":"!say hi"}          first line, once
+//	{"type":"start","agent":"architect","respond":"!say hi"}          first line, once; "mcp_token" with an MCP endpoint
 //	{"type":"input","turn":"t1","messages":[{"from":"@person","kind":"message","text":"hello"}]}
 //	{"type":"tool_result","turn":"t1","id":1,"result":"42"}             or "error":"…"
 //	{"type":"decision","turn":"t1","id":2,"allow":true}                 answers a permission; "reason":"…" when denied
@@ -69,6 +69,7 @@ type frame struct {
 	Instructions string          `json:"instructions,omitempty"` // start: the session's instructions
 	Journal      string          `json:"journal,omitempty"`      // start: file logging every message received
 	ToolTimeout  string          `json:"tool_timeout,omitempty"` // start: how long the MCP client lets a tool call run
+	MCPToken     string          `json:"mcp_token,omitempty"`    // start: the session's MCP bearer token
 	Turn         string          `json:"turn,omitempty"`
 	Messages     []wireMessage   `json:"messages,omitempty"` // input
 	ID           int64           `json:"id,omitempty"`       // tool_call, tool_result

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 )
 
 // Errors Open refuses a file with. Callers branch with errors.Is; the typed
@@ -13,7 +14,42 @@ var (
 	ErrCorrupt = errors.New("not a troupe database or corrupt")
 	// ErrTooNew: the database was written by a newer troupe.
 	ErrTooNew = errors.New("database schema too new")
+	// ErrGone: the database file was deleted or replaced under an open
+	// store.
+	ErrGone = errors.New("database file gone")
 )
+
+// DamagedError reports a troupe database in which PRAGMA quick_check (or
+// integrity_check) finds damage. It matches ErrCorrupt.
+type DamagedError struct {
+	Path    string // absolute
+	Check   string // "quick_check" or "integrity_check"
+	Problem string // the check's first finding
+}
+
+func (e *DamagedError) Error() string {
+	return fmt.Sprintf("the database is damaged (%s: %s): keep a copy of it (cp %s %s.bad), "+
+		"then run troupe doctor --repair --state-dir %s to export what is readable into a fresh database",
+		e.Check, e.Problem, e.Path, e.Path, filepath.Dir(e.Path))
+}
+
+// Is makes every DamagedError match ErrCorrupt.
+func (e *DamagedError) Is(target error) bool { return target == ErrCorrupt }
+
+// GoneError reports that the file of an open store was deleted or
+// replaced. It matches ErrGone.
+type GoneError struct {
+	Path   string // absolute
+	Reason string
+}
+
+func (e *GoneError) Error() string {
+	return fmt.Sprintf("database %s is gone (%s): troupe stops rather than write into a file nobody will open again; "+
+		"restart the daemon: it opens what is at that path then, or a fresh, empty database", e.Path, e.Reason)
+}
+
+// Is makes every GoneError match ErrGone.
+func (e *GoneError) Is(target error) bool { return target == ErrGone }
 
 // CorruptError reports a file that is not a troupe database or is damaged.
 // It matches ErrCorrupt.

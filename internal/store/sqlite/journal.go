@@ -67,6 +67,9 @@ func (db *DB) Record(ctx context.Context, entries ...journal.Entry) error {
 
 // writeRelaxed is write with synchronous=NORMAL for this transaction only.
 func (db *DB) writeRelaxed(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	if err := db.checkFile(); err != nil {
+		return err
+	}
 	conn, err := db.w.Conn(ctx)
 	if err != nil {
 		return err

@@ -229,8 +229,14 @@ func latestVersion() int { return len(migrations) }
 // transaction that re-reads user_version first, so a second process
 // migrating the same file at the same time applies each step once.
 func migrate(ctx context.Context, w *sql.DB, version int64, path string, log *slog.Logger) error {
-	for version < int64(latestVersion()) {
-		next, applied, err := migrateStep(ctx, w, path)
+	return migrateTo(ctx, w, version, int64(latestVersion()), path, log)
+}
+
+// migrateTo is migrate up to version target only (Repair builds the
+// damaged file's own schema, copies, then migrates to the latest).
+func migrateTo(ctx context.Context, w *sql.DB, version, target int64, path string, log *slog.Logger) error {
+	for version < target {
+		next, applied, err := migrateStep(ctx, w, path, target)
 		if err != nil {
 			return err
 		}
@@ -244,7 +250,7 @@ func migrate(ctx context.Context, w *sql.DB, version int64, path string, log *sl
 
 // migrateStep applies the step after the version it finds and returns the
 // new version, and whether it applied a step.
-func migrateStep(ctx context.Context, w *sql.DB, path string) (_ int64, applied bool, _ error) {
+func migrateStep(ctx context.Context, w *sql.DB, path string, target int64) (_ int64, applied bool, _ error) {
 	tx, err := w.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, false, fmt.Errorf("migrate schema: %w", err)
@@ -258,7 +264,7 @@ func migrateStep(ctx context.Context, w *sql.DB, path string) (_ int64, applied 
 	if err := classify(path, applicationID, version, 0); err != nil {
 		return 0, false, err
 	}
-	if version >= int64(latestVersion()) {
+	if version >= target {
 		return version, false, nil // another process got here first
 	}
 	m := migrations[version]

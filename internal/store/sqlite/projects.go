@@ -33,8 +33,12 @@ func toNanos(t time.Time) (int64, bool) {
 func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 
 // write runs fn in an IMMEDIATE transaction on the writer connection and
-// commits it when fn succeeds.
+// commits it when fn succeeds. It fails with a *GoneError, before anything,
+// when the file is no longer the one Open opened.
 func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := db.checkFile(); err != nil {
+		return err
+	}
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err

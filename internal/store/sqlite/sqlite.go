@@ -19,7 +19,16 @@
 // first one.
 //
 // Open refuses, without writing to it, a file that is not a troupe database
-// (ErrCorrupt) or whose schema is newer than this binary knows (ErrTooNew).
+// or that PRAGMA quick_check finds damaged (ErrCorrupt), or whose schema is
+// newer than this binary knows (ErrTooNew). Repair exports what a damaged
+// file still holds into a fresh one.
+//
+// The file under a running store: Open records the file's device and inode,
+// and every write transaction first stats the path (one stat(2), about a
+// microsecond next to a commit's fsync). A file deleted or replaced under
+// the store fails that write and every later one with ErrGone, and
+// Options.OnGone is told once, so that the daemon stops rather than write
+// into a file nobody will ever open again.
 package sqlite
 
 import (
@@ -34,6 +43,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	sqlitedrv "modernc.org/sqlite"
@@ -44,6 +55,10 @@ import (
 type Options struct {
 	// Logger receives open and migration events. Nil discards them.
 	Logger *slog.Logger
+	// OnGone, when set, is called once, from the write that found it, when
+	// the database file was deleted or replaced under the store (the
+	// error matches ErrGone). It must not block or call the store.
+	OnGone func(error)
 }
 
 // DB is an open troupe database. Close it when done.
@@ -54,6 +69,12 @@ type DB struct {
 	r    *sql.DB // query_only pool: all reads outside write transactions
 
 	appends appendQueue // group commit of Append
+
+	// The file Open opened, checked before every write (checkFile).
+	abs      string
+	dev, ino uint64
+	onGone   func(error)
+	gone     atomic.Pointer[GoneError] // set once the file is found gone
 }
 
 // busyTimeout bounds how long a statement waits for a lock held by another
@@ -71,9 +92,10 @@ const busyTimeout = 5 * time.Second
 // with one matching ErrTooNew (a *TooNewError). In both cases the file is
 // left as it was.
 //
-// Open does not run PRAGMA quick_check: its cost grows with the file (about
-// 60 ms for 45 MB here), which the daemon's start budget cannot afford. Use
-// Check for that.
+// Open runs PRAGMA quick_check before it writes anything: a damaged file
+// fails with a *DamagedError (it matches ErrCorrupt too) that says how to
+// keep a copy and repair it. quick_check reads every page, so its cost
+// grows with the file: BenchmarkOpen measures it (see ARCHITECTURE.md).
 func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	db, err := open(ctx, path, opts)
 	if err != nil {
@@ -109,6 +131,9 @@ func open(ctx context.Context, path string, opts Options) (*DB, error) {
 
 	version, err := checkContents(ctx, w, path)
 	if err == nil {
+		err = quickCheck(ctx, w, abs)
+	}
+	if err == nil {
 		err = setWAL(ctx, w)
 	}
 	if err == nil {
@@ -134,53 +159,133 @@ func open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, errors.Join(fmt.Errorf("open read pool: %w", err), w.Close())
 	}
 
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, errors.Join(err, r.Close(), w.Close())
+	}
+	dev, ino := fileID(fi)
 	log.Debug("store opened", "schema_version", latestVersion(), "took", time.Since(start))
-	return &DB{path: path, log: log, w: w, r: r}, nil
+	return &DB{path: path, log: log, w: w, r: r, abs: abs, dev: dev, ino: ino, onGone: opts.OnGone}, nil
+}
+
+// fileID returns the device and inode of a file.
+func fileID(fi os.FileInfo) (dev, ino uint64) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev), st.Ino
+	}
+	return 0, 0
+}
+
+// checkFile fails with a *GoneError when the file at the store's path is
+// not the one Open opened: deleted, or replaced by another file. Writes
+// call it first; once it failed it keeps failing. A stat that fails for
+// another reason (EACCES, EIO) says nothing about the file and lets the
+// write try.
+func (db *DB) checkFile() error {
+	if g := db.gone.Load(); g != nil {
+		return g
+	}
+	fi, err := os.Stat(db.abs)
+	var reason string
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		reason = "the file was deleted"
+	case err != nil:
+		return nil
+	default:
+		if dev, ino := fileID(fi); dev != db.dev || ino != db.ino {
+			reason = fmt.Sprintf("the path now holds another file: inode %d, was %d", ino, db.ino)
+		}
+	}
+	if reason == "" {
+		return nil
+	}
+	g := &GoneError{Path: db.abs, Reason: reason}
+	if db.gone.CompareAndSwap(nil, g) {
+		db.log.Error("database file gone: refusing every write", "reason", reason)
+		if db.onGone != nil {
+			db.onGone(g)
+		}
+	}
+	return db.gone.Load()
 }
 
 // Close closes both pools. The read pool closes first so that the writer is
 // the last connection: SQLite then checkpoints the WAL into the main file and
 // removes the -wal and -shm files.
+//
+// When the file was found gone, SQLite leaves the -wal and -shm files of
+// the deleted database behind; Close removes them, so that they are never
+// replayed into whatever file the next start finds or creates at the path.
 func (db *DB) Close() error {
-	if err := errors.Join(db.r.Close(), db.w.Close()); err != nil {
+	err := errors.Join(db.r.Close(), db.w.Close())
+	if db.gone.Load() != nil {
+		for _, suffix := range []string{"-wal", "-shm"} {
+			if rerr := os.Remove(db.abs + suffix); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = errors.Join(err, rerr)
+			}
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("close store %s: %w", db.path, err)
 	}
 	return nil
 }
 
-// Check runs PRAGMA quick_check over the whole file. It reads every page, so
-// it costs time in proportion to the file's size; it is meant for a doctor
-// command, not for every start. A damaged file fails with ErrCorrupt.
+// Check runs PRAGMA integrity_check over the whole file: quick_check's
+// checks (which Open runs) and also that every index matches its table. It
+// costs more than quick_check; it is meant for a doctor command. A damaged
+// file fails with a *DamagedError.
 func (db *DB) Check(ctx context.Context) error {
-	rows, err := db.r.QueryContext(ctx, "PRAGMA quick_check")
-	if err != nil {
+	if err := runCheck(ctx, db.r, "integrity_check", db.abs); err != nil {
 		return fmt.Errorf("check store %s: %w", db.path, err)
+	}
+	return nil
+}
+
+// quickCheck runs PRAGMA quick_check on w.
+func quickCheck(ctx context.Context, w *sql.DB, abs string) error {
+	return runCheck(ctx, w, "quick_check", abs)
+}
+
+// runCheck runs PRAGMA pragma (quick_check or integrity_check) and turns
+// what it finds into a *DamagedError.
+func runCheck(ctx context.Context, db *sql.DB, pragma, abs string) error {
+	rows, err := db.QueryContext(ctx, "PRAGMA "+pragma)
+	if err != nil {
+		return damaged(err, pragma, abs)
 	}
 	defer rows.Close()
 	var problems []string
 	for rows.Next() {
 		var s string
 		if err := rows.Scan(&s); err != nil {
-			return fmt.Errorf("check store %s: %w", db.path, err)
+			return damaged(err, pragma, abs)
 		}
 		if s != "ok" {
 			problems = append(problems, s)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		if ce := asCorrupt(err, db.path); ce != nil {
-			err = ce
-		}
-		return fmt.Errorf("check store %s: %w", db.path, err)
+		return damaged(err, pragma, abs)
 	}
 	if len(problems) > 0 {
 		reason := problems[0]
 		if len(problems) > 1 {
 			reason = fmt.Sprintf("%s, and %d more problems", reason, len(problems)-1)
 		}
-		return fmt.Errorf("check store %s: %w", db.path, &CorruptError{Path: db.path, Reason: reason})
+		return &DamagedError{Path: abs, Check: pragma, Problem: reason}
 	}
 	return nil
+}
+
+// damaged turns a SQLite corruption error met while checking into a
+// *DamagedError; other errors pass through.
+func damaged(err error, pragma, abs string) error {
+	if ce := asCorrupt(err, abs); ce != nil {
+		return &DamagedError{Path: abs, Check: pragma, Problem: ce.Reason}
+	}
+	return fmt.Errorf("run %s: %w", pragma, err)
 }
 
 type connKind int
@@ -223,6 +328,12 @@ func prepareFile(abs, name string) error {
 	fi, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		// A WAL without its database (the file deleted under a daemon
+		// that was then killed) would be replayed into the new file.
+		if wi, err := os.Stat(abs + "-wal"); err == nil && wi.Size() > 0 {
+			return fmt.Errorf("%s-wal exists without %s: it belongs to a database that is gone; move it aside (mv %s-wal %s-wal.old) and start again",
+				abs, name, abs, abs)
+		}
 		return createFile(abs)
 	case err != nil:
 		return err
