@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
@@ -86,7 +89,41 @@ func newClaudeRig(t testing.TB, window string, projects ...string) *claudeRig {
 	t.Cleanup(cancel)
 	r.ctx = ctx
 	r.start()
+	// Before the temp dirs go (cleanups run last-in first-out): the daemon
+	// stops its Claude sessions by escalation, and no CLI of an earlier,
+	// killed daemon is still writing into the test's HOME.
+	t.Cleanup(func() {
+		r.d.stop(syscall.SIGTERM)
+		waitNoProcessIn(t, append([]string{r.proj}, projects...)...)
+	})
 	return r
+}
+
+// waitNoProcessIn kills what still runs in dirs (the orphaned CLIs of a
+// daemon killed with SIGKILL end at the end of their input, but may still
+// be writing) and waits for each to be gone (a pidfd, no polling).
+func waitNoProcessIn(t testing.TB, dirs ...string) {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err != nil || !slices.Contains(dirs, cwd) {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		fd, err := unix.PidfdOpen(pid, 0)
+		if err != nil {
+			continue // gone already
+		}
+		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		if n, _ := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 10_000); n == 0 {
+			t.Errorf("process %d still runs in %v 10 s after SIGKILL", pid, dirs)
+		}
+		unix.Close(fd)
+	}
 }
 
 func (r *claudeRig) start() {

@@ -68,7 +68,7 @@ func fakeDaemon(t *testing.T) string {
 	dir := t.TempDir()
 	d := statedir.Dir(dir)
 	os.WriteFile(d.AddrFile(), []byte(strings.TrimPrefix(ts.URL, "http://")+"\n"), 0o600)
-	os.WriteFile(d.TokenFile(), []byte("tok\n"), 0o600)
+	os.WriteFile(d.TokenFile(), []byte(strings.Repeat("ab", 32)+"\n"), 0o600) // 32 bytes in hex, as statedir wants
 	return dir
 }
 
