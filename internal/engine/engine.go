@@ -110,6 +110,17 @@ type ToolCallLimiter interface {
 	ToolCallLimit(agent troupe.AgentSpec) time.Duration
 }
 
+// InputLimiter is implemented by engines that take only so much in one
+// turn: the size of their stdin frame or line, what their model's context
+// can hold. InputLimit returns at most how many messages and how many bytes
+// of Render's text one turn of agent may be given; 0 for either means no
+// limit of the engine's own. The runtime bounds every turn by the smaller
+// of these and its own defaults, and cuts a single message bigger than the
+// bytes (the cut stated), so a Send never exceeds them.
+type InputLimiter interface {
+	InputLimit(agent troupe.AgentSpec) (messages, bytes int)
+}
+
 // Session is one running conversation with an engine for one agent.
 //
 // Send starts a turn; it fails if a turn is already running. The session

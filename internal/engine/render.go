@@ -26,6 +26,14 @@ func Render(in Input) string {
 	return b.String()
 }
 
+// RenderedLen is how many bytes m adds to Render's text: its header, a
+// newline, its text, and the blank line that separates it from the next
+// one (counted for every message, so the sum over a turn's messages is at
+// least len(Render(in))).
+func RenderedLen(m troupe.Message) int {
+	return len(header(m)) + 1 + len(m.Text) + 2
+}
+
 // header is the line above one message.
 func header(m troupe.Message) string {
 	from := string(m.From)

@@ -31,3 +31,19 @@ func TestRenderNamesEachMessageKindAndSender(t *testing.T) {
 		t.Errorf("delegate = %q, want %q", del, want)
 	}
 }
+
+func TestRenderedLenBoundsRender(t *testing.T) {
+	ms := []troupe.Message{
+		{ID: 1, From: "lead", Kind: troupe.KindMessage, Text: "fyi"},
+		{ID: 2, From: troupe.Person, Kind: troupe.KindAsk, Request: "r1", Text: "why?", Redelivered: true},
+		{ID: 3, From: "task", Kind: troupe.KindTask, Text: ""},
+	}
+	sum := 0
+	for i, m := range ms {
+		sum += RenderedLen(m)
+		got := len(Render(Input{Messages: ms[:i+1]}))
+		if got > sum || got < sum-2 {
+			t.Errorf("Render of %d messages is %d bytes, RenderedLen sums to %d: want the sum, less the last separator", i+1, got, sum)
+		}
+	}
+}

@@ -66,8 +66,12 @@ type Store interface {
 	// Ask records a pending request and its ask (or delegate) message in one
 	// transaction, and returns the stored message.
 	Ask(ctx context.Context, r troupe.Request, m troupe.Message) (troupe.Message, error)
-	// Pending returns the queued messages of k in ID order.
-	Pending(ctx context.Context, k troupe.RuntimeKey) ([]troupe.Message, error)
+	// Pending returns the oldest queued messages of k in ID order, at most
+	// limit of them (0 or less: all, for tests and tools; the runtime
+	// always passes one, so a long queue is never read whole into
+	// memory). Messages past the limit stay queued, in order, for the
+	// next call.
+	Pending(ctx context.Context, k troupe.RuntimeKey, limit int) ([]troupe.Message, error)
 	// StartTurn moves the given queued messages of k to in_turn for turn.
 	StartTurn(ctx context.Context, k troupe.RuntimeKey, ids []int64, turn troupe.TurnID) error
 	// EndTurn moves every in_turn message of turn to state (delivered or

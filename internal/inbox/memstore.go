@@ -94,11 +94,14 @@ func (s *MemStore) Ask(_ context.Context, r troupe.Request, m troupe.Message) (t
 }
 
 // Pending implements Store.
-func (s *MemStore) Pending(_ context.Context, k troupe.RuntimeKey) ([]troupe.Message, error) {
+func (s *MemStore) Pending(_ context.Context, k troupe.RuntimeKey, limit int) ([]troupe.Message, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []troupe.Message
 	for _, m := range s.msgs {
+		if limit > 0 && len(out) == limit {
+			break
+		}
 		if m.Key() == k && m.State == troupe.MsgQueued {
 			out = append(out, m)
 		}

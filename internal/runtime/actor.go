@@ -478,7 +478,10 @@ func (a *actor) next(ctx context.Context) {
 		a.closeSession()
 		a.setState(troupe.StateStopped, "definition changed")
 	}
-	pending, err := a.rt.o.Store.Pending(ctx, a.key)
+	spec, dir, ok := a.rt.o.Teams.Agent(a.key)
+	b := a.rt.budget(spec)
+	// At most one turn's worth is read: the queue may be long (C14).
+	pending, err := a.rt.o.Store.Pending(ctx, a.key, b.messages)
 	if err != nil {
 		a.log.Error("read inbox", "err", err)
 		return
@@ -486,7 +489,6 @@ func (a *actor) next(ctx context.Context) {
 	if len(pending) == 0 {
 		return
 	}
-	spec, dir, ok := a.rt.o.Teams.Agent(a.key)
 	if !ok { // removed from its team, or its project is gone: the actor ends too
 		if _, err := a.rt.o.Store.Expire(ctx, a.key, "no such agent in the project's team"); err != nil {
 			a.log.Error("expire inbox", "err", err)
@@ -494,7 +496,7 @@ func (a *actor) next(ctx context.Context) {
 		a.stop("no such agent in the project's team")
 		return
 	}
-	batch := pickBatch(pending)
+	batch := a.fit(pickBatch(pending, b), b)
 	s := a.session()
 	if s == nil {
 		if a.folderGone(dir) {
@@ -563,21 +565,6 @@ func (a *actor) folderGone(dir string) bool {
 		a.armed = true
 	}
 	return true
-}
-
-// pickBatch chooses what the next turn gets: an ask alone (it gets a turn
-// of its own, so its answer is that turn's output), or every message up to
-// the next ask.
-func pickBatch(pending []troupe.Message) []troupe.Message {
-	if pending[0].Kind == troupe.KindAsk {
-		return pending[:1]
-	}
-	for i, m := range pending {
-		if m.Kind == troupe.KindAsk {
-			return pending[:i]
-		}
-	}
-	return pending
 }
 
 // failBatch ends messages that could not be given to a turn.

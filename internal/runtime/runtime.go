@@ -88,6 +88,17 @@ type Options struct {
 	Ceiling time.Duration // absolute ask limit; default DefaultCeiling
 	// StopTimeout bounds a session's Close when an agent stops; default 5s.
 	StopTimeout time.Duration
+	// TurnMessages and TurnBytes bound one turn: at most so many messages
+	// and bytes of rendered text (engine.Render), lowered to the engine's
+	// own limit where it declares one (engine.InputLimiter); zero:
+	// DefaultTurnMessages, DefaultTurnBytes. The rest of the inbox waits
+	// for the next turns, in order.
+	TurnMessages int
+	TurnBytes    int
+	// MessageDir keeps the whole text of a message too big for a turn
+	// (<MessageDir>/<project>/<id>.txt, 0600), which the turn gets cut
+	// with the file's path; "": the turn gets it cut, the rest not kept.
+	MessageDir string
 	// Stat looks at a project's folder before a session starts there; nil:
 	// os.Stat. Tests set it to make folders vanish.
 	Stat func(name string) (fs.FileInfo, error)
@@ -132,6 +143,12 @@ func New(o Options) *Runtime {
 	}
 	if o.Stat == nil {
 		o.Stat = os.Stat
+	}
+	if o.TurnMessages <= 0 {
+		o.TurnMessages = DefaultTurnMessages
+	}
+	if o.TurnBytes <= 0 {
+		o.TurnBytes = DefaultTurnBytes
 	}
 	r := &Runtime{o: o, log: o.Logger, hub: o.Hub, actors: map[troupe.RuntimeKey]*actor{},
 		waiters: map[troupe.RequestID]waiter{}, perms: newPermTable(), waits: newWaitGraph()}
@@ -209,7 +226,7 @@ func (r *Runtime) wake(k troupe.RuntimeKey) {
 			// stuck as queued).
 			if ctx.Err() == nil {
 				if _, _, ok := r.o.Teams.Agent(k); ok {
-					if p, err := r.o.Store.Pending(ctx, k); err == nil && len(p) > 0 {
+					if p, err := r.o.Store.Pending(ctx, k, 1); err == nil && len(p) > 0 {
 						r.wake(k)
 					}
 				}

@@ -199,3 +199,47 @@ func testAppendToPerson(t *testing.T, s inbox.Store) {
 		t.Errorf("Recover = %v, %v; want no key (the person's mail is delivered)", keys, err)
 	}
 }
+
+// testPendingLimit: Pending with a limit returns the oldest queued messages
+// of the key, in ID order, at most limit; the rest stay queued for the
+// next call, in order; 0 (or less) is no limit.
+func testPendingLimit(t *testing.T, s inbox.Store) {
+	ctx := t.Context()
+	a, b := key(p1, "dev"), key(p1, "lead")
+	var ms []troupe.Message
+	for i := range 7 {
+		ms = append(ms, msg(a, "lead", fmt.Sprint("a", i)))
+		if i%2 == 0 {
+			ms = append(ms, msg(b, "dev", fmt.Sprint("b", i)))
+		}
+	}
+	got := mustAppend(t, s, ms...)
+	var mine []troupe.Message
+	for _, m := range got {
+		if m.Key() == a {
+			mine = append(mine, m)
+		}
+	}
+	pending := func(limit int) []troupe.Message {
+		t.Helper()
+		p, err := s.Pending(ctx, a, limit)
+		if err != nil {
+			t.Fatalf("Pending(dev, %d): %v", limit, err)
+		}
+		return p
+	}
+	checkMsgs(t, "Pending(dev, 3)", pending(3), mine[:3])
+	checkMsgs(t, "Pending(dev, 1)", pending(1), mine[:1])
+	checkMsgs(t, "Pending(dev, 100)", pending(100), mine)
+	checkMsgs(t, "Pending(dev, 0): no limit", pending(0), mine)
+	checkMsgs(t, "Pending(dev, -1): no limit", pending(-1), mine)
+	// A turn takes the first three: the next read starts after them.
+	mustStart(t, s, a, "t1", mine[:3]...)
+	checkMsgs(t, "Pending(dev, 3) after a turn took three", pending(3), mine[3:6])
+	// A queued message older than the window (a redelivery) comes first.
+	if _, err := s.EndTurn(ctx, a, "t1", troupe.MsgDelivered, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	mustStart(t, s, a, "t2", mine[4])
+	checkMsgs(t, "Pending(dev, 2) with a gap", pending(2), []troupe.Message{mine[3], mine[5]})
+}

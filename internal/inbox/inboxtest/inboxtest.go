@@ -48,6 +48,7 @@ func RunStore(t *testing.T, open func(t *testing.T) inbox.Store) {
 		{"AppendInvalidKey", testAppendInvalidKey},
 		{"AppendToPerson", testAppendToPerson},
 		{"PendingOrderPerKey", testPendingOrderPerKey},
+		{"PendingLimit", testPendingLimit},
 		{"ProjectIsolation", testProjectIsolation},
 		{"StartTurn", testStartTurn},
 		{"StartTurnNoIDs", testStartTurnNoIDs},
@@ -117,7 +118,7 @@ func mustAppend(t *testing.T, s inbox.Store, ms ...troupe.Message) []troupe.Mess
 
 func mustPending(t *testing.T, s inbox.Store, k troupe.RuntimeKey) []troupe.Message {
 	t.Helper()
-	ms, err := s.Pending(t.Context(), k)
+	ms, err := s.Pending(t.Context(), k, 0)
 	if err != nil {
 		t.Fatalf("Pending(%s): %v", k, err)
 	}

@@ -177,11 +177,19 @@ func queryMessages(ctx context.Context, db *sql.DB, query string, args ...any) (
 	return ms, rows.Err()
 }
 
-// Pending implements inbox.Store.
-func (db *DB) Pending(ctx context.Context, k troupe.RuntimeKey) ([]troupe.Message, error) {
-	ms, err := queryMessages(ctx, db.r, `SELECT `+messageCols+` FROM messages
-		WHERE project = ? AND to_agent = ? AND state = 'queued' ORDER BY id`,
-		string(k.Project), string(k.Agent))
+// pendingQuery reads an inbox's oldest queued messages: arguments project,
+// agent, limit (-1: none).
+const pendingQuery = `SELECT ` + messageCols + ` FROM messages
+	WHERE project = ? AND to_agent = ? AND state = 'queued' ORDER BY id LIMIT ?`
+
+// Pending implements inbox.Store: a range of the index messages_inbox
+// (project, to_agent, state, id), read in id order and cut by LIMIT, so
+// its cost grows with limit, not with the queue.
+func (db *DB) Pending(ctx context.Context, k troupe.RuntimeKey, limit int) ([]troupe.Message, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	ms, err := queryMessages(ctx, db.r, pendingQuery, string(k.Project), string(k.Agent), limit)
 	if err != nil {
 		return nil, fmt.Errorf("read inbox %s: %w", k, err)
 	}

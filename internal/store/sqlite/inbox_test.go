@@ -7,6 +7,7 @@ import (
 	goruntime "runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -57,7 +58,7 @@ func TestInboxMigratesFromVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := db.Pending(ctx, m.Key()); err != nil || len(got) != 1 || got[0].ID != m.ID {
+	if got, err := db.Pending(ctx, m.Key(), 0); err != nil || len(got) != 1 || got[0].ID != m.ID {
 		t.Errorf("Pending after the migration = %v, %v; want [%d]", got, err, m.ID)
 	}
 }
@@ -93,7 +94,7 @@ func TestInboxSurvivesReopen(t *testing.T) {
 	if err != nil || !slices.Equal(keys, []troupe.RuntimeKey{k}) {
 		t.Fatalf("Recover after reopen = %v, %v; want [%v]", keys, err, k)
 	}
-	got, err := db.Pending(ctx, k)
+	got, err := db.Pending(ctx, k, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestInboxReadsSeeCommittedWrites(t *testing.T) {
 		if err != nil || len(conv) != 1 || conv[0].State != troupe.MsgInTurn {
 			t.Fatalf("round %d: the read after Append and StartTurn returned = %+v, %v; want message %d in_turn", i, conv, err, s.m.ID)
 		}
-		if p, err := db.Pending(ctx, k); err != nil || len(p) != 0 {
+		if p, err := db.Pending(ctx, k, 0); err != nil || len(p) != 0 {
 			t.Fatalf("round %d: Pending after StartTurn returned = %v, %v; want none", i, p, err)
 		}
 
@@ -186,10 +187,10 @@ func TestInboxCanceledContext(t *testing.T) {
 	if _, err := db.Append(ctx, m); !errors.Is(err, context.Canceled) {
 		t.Errorf("Append with a canceled context: err = %v, want context.Canceled", err)
 	}
-	if _, err := db.Pending(ctx, m.Key()); !errors.Is(err, context.Canceled) {
+	if _, err := db.Pending(ctx, m.Key(), 0); !errors.Is(err, context.Canceled) {
 		t.Errorf("Pending with a canceled context: err = %v, want context.Canceled", err)
 	}
-	if p, err := db.Pending(t.Context(), m.Key()); err != nil || len(p) != 0 {
+	if p, err := db.Pending(t.Context(), m.Key(), 0); err != nil || len(p) != 0 {
 		t.Errorf("Pending after the canceled Append = %v, %v; want none", p, err)
 	}
 }
@@ -249,7 +250,7 @@ func BenchmarkInboxCycle(b *testing.B) {
 		if _, err := db.Append(ctx, m); err != nil {
 			b.Fatal(err)
 		}
-		pending, err := db.Pending(ctx, k)
+		pending, err := db.Pending(ctx, k, 0)
 		if err != nil || len(pending) != 1 {
 			b.Fatalf("Pending = %d messages, %v; want 1", len(pending), err)
 		}
@@ -299,13 +300,62 @@ func TestGroupCommitEachAppendDurableWithItsOwnID(t *testing.T) {
 		t.Fatal(err)
 	}
 	db = openTest(t, path)
-	pending, err := db.Pending(ctx, k)
+	pending, err := db.Pending(ctx, k, 0)
 	if err != nil || len(pending) != n {
 		t.Fatalf("after reopen: %d pending, %v; want %d", len(pending), err, n)
 	}
 	for _, m := range pending {
 		if ids[m.ID] != m.Text {
 			t.Errorf("stored message %d = %q, but Append returned that id for %q", m.ID, m.Text, ids[m.ID])
+		}
+	}
+}
+
+// TestPendingReadsTheInboxIndexInOrder: Pending is a range of
+// messages_inbox read in id order and stopped by its LIMIT — no sort of
+// the whole queue — and with 10,000 queued it returns the oldest 100.
+func TestPendingReadsTheInboxIndexInOrder(t *testing.T) {
+	ctx := t.Context()
+	db := openTest(t, newPath(t))
+	rows, err := db.r.QueryContext(ctx, `EXPLAIN QUERY PLAN `+pendingQuery, "p1", "dev", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	rows.Close()
+	joined := fmt.Sprint(plan)
+	if !strings.Contains(joined, "USING INDEX messages_inbox") || strings.Contains(joined, "TEMP B-TREE") {
+		t.Errorf("plan of Pending = %q, want a search of messages_inbox with no sort", plan)
+	}
+	k := troupe.RuntimeKey{Project: "p1", Agent: "dev"}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < 10000; i += 8 {
+				if _, err := db.Append(ctx, troupe.Message{Project: k.Project, To: k.Agent, From: "lead", Kind: troupe.KindMessage, Text: strconv.Itoa(i)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got, err := db.Pending(ctx, k, 100)
+	if err != nil || len(got) != 100 {
+		t.Fatalf("Pending(dev, 100) = %d messages, %v; want 100", len(got), err)
+	}
+	all, _ := db.Pending(ctx, k, 0)
+	for i := range got {
+		if got[i].ID != all[i].ID {
+			t.Fatalf("Pending(dev, 100)[%d] = %d, want %d: the oldest, in order", i, got[i].ID, all[i].ID)
 		}
 	}
 }

@@ -49,7 +49,7 @@ func TestTaskCompletionReachesTheInboxAndSurvivesReopen(t *testing.T) {
 	if err != nil || !done {
 		t.Fatalf("CompleteTask: %v, %v", done, err)
 	}
-	pending, err := db.Pending(ctx, key)
+	pending, err := db.Pending(ctx, key, 0)
 	if err != nil || len(pending) != 1 || pending[0].ID != stored.ID || pending[0].Kind != troupe.KindTask {
 		t.Fatalf("Pending(p1/dev) = %+v, %v; want the task's completion", pending, err)
 	}
@@ -69,7 +69,7 @@ func TestTaskCompletionReachesTheInboxAndSurvivesReopen(t *testing.T) {
 	if again, added, err := db.AppendOnce(ctx, task.CompletionKey("bb"), msg); err != nil || added || again.ID != stored.ID {
 		t.Errorf("AppendOnce again after reopen: %+v, added %v, %v; want message %d, not added", again, added, err, stored.ID)
 	}
-	if pending, _ := db.Pending(ctx, key); len(pending) != 1 {
+	if pending, _ := db.Pending(ctx, key, 0); len(pending) != 1 {
 		t.Errorf("Pending after reopen: %+v", pending)
 	}
 }
