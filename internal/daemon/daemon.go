@@ -213,7 +213,8 @@ func Run(ctx context.Context, cfg Config) error {
 	notes := memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})
 	rt := runtime.New(runtime.Options{Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,
 		Grants: tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
-		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db})
+		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db,
+		MessageDir: filepath.Join(cfg.StateDir, "messages")})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
 	reg.Listen(func(c troupe.TeamChange) {
 		hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})

@@ -449,3 +449,28 @@ func TestCLIToolCallLimit(t *testing.T) {
 	}
 	t.Logf("cut after %v: %q", took, results[0].Tool.Output)
 }
+
+// TestCLITakesATurnOfInputBytes: a turn of InputBytes of text (the most
+// the runtime gives a Claude agent) goes over the CLI's stdin line and
+// reaches the model whole.
+func TestCLITakesATurnOfInputBytes(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
+	sessionEvent(t, s)
+	text := "[[text:BIG OK]]\n" + strings.Repeat("0123456789abcdef", InputBytes/16)
+	in := input("t1", text[:InputBytes-200])
+	if n := len(engine.Render(in)); n > InputBytes {
+		t.Fatalf("rendered turn of %d bytes, more than InputBytes", n)
+	}
+	if err := s.Send(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if _, end := untilEnd(t, s, "t1"); end.Error != "" || end.Text != "BIG OK" {
+		t.Fatalf("turn end %+v, want BIG OK", end)
+	}
+	reqs := modelRequests(t, r.model)
+	if p := reqs[len(reqs)-1].Prompt; !strings.Contains(p, in.Messages[0].Text) {
+		t.Errorf("the model got a prompt of %d bytes, not the %d-byte message whole", len(p), len(in.Messages[0].Text))
+	}
+}

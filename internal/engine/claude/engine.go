@@ -20,6 +20,7 @@ import (
 var (
 	_ engine.Engine          = (*Engine)(nil)
 	_ engine.ToolCallLimiter = (*Engine)(nil)
+	_ engine.InputLimiter    = (*Engine)(nil)
 )
 
 // DefaultCommand is the CLI an agent runs when its command is not set.
@@ -75,6 +76,23 @@ func (e *Engine) ToolCallLimit(agent troupe.AgentSpec) time.Duration {
 	}
 	d, _ := toolLimit(agent, o, e.environ())
 	return d
+}
+
+// InputBytes is the most text troupe gives one turn of a Claude agent
+// (engine.Render's text, the one user line on the CLI's stdin). The line
+// itself is not what limits: measured with the pinned CLI (2.1.328)
+// against the fake model, a 2 MB line reaches the model whole, and from
+// 3 MB the CLI ends the turn "Prompt is too long" without calling the
+// model. The model's context is the real bound: 200k tokens is about
+// 800 KB of English, shared with the system prompt, the tools and the
+// conversation. 128 KB (about 32k tokens) keeps a turn's input a small
+// part of it. Conservative, not measured against a real model.
+const InputBytes = 128 << 10
+
+// InputLimit implements engine.InputLimiter: no count of its own, and
+// InputBytes of text a turn.
+func (e *Engine) InputLimit(troupe.AgentSpec) (messages, bytes int) {
+	return 0, InputBytes
 }
 
 // launch is what a session needs to (re)start its CLI: everything but the

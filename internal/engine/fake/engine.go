@@ -127,6 +127,20 @@ func (e *Engine) ToolCallLimit(agent troupe.AgentSpec) time.Duration {
 
 var _ engine.ToolCallLimiter = (*Engine)(nil)
 
+// InputBytes is the most text one turn of a fake agent is given: its input
+// frame is one line of at most maxLine (16 MB) on the child's stdin, and
+// JSON may write a byte of text as six ("\u0000"), so an eighth of the
+// line leaves room for any text and the frame's fields.
+const InputBytes = maxLine / 8
+
+// InputLimit implements engine.InputLimiter: no count of its own, and
+// InputBytes of text a turn.
+func (e *Engine) InputLimit(troupe.AgentSpec) (messages, bytes int) {
+	return 0, InputBytes
+}
+
+var _ engine.InputLimiter = (*Engine)(nil)
+
 // EnvMCPURL gives the child troupe's MCP endpoint; its session token comes
 // in the start frame on its stdin (not in its environment, which other
 // processes of the user can read in /proc/<pid>/environ). With them, its

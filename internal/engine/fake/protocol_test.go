@@ -259,3 +259,22 @@ func FuzzParseSteps(f *testing.F) {
 		}
 	})
 }
+
+// TestInputBytesFitsTheLineLimit: a turn of InputBytes of text (the most
+// the runtime gives a fake agent), whatever the bytes, makes an input frame
+// within maxLine, which the child's reader takes.
+func TestInputBytesFitsTheLineLimit(t *testing.T) {
+	for _, fill := range []string{"a", "\x01", "\xff", "<"} {
+		text := strings.Repeat(fill, InputBytes)
+		line, err := encode(frame{Type: typeInput, Turn: "t1", Messages: []wireMessage{{ID: 1, From: "lead", Kind: "message", Text: text}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(line) > maxLine {
+			t.Errorf("frame of %d bytes of %q is %d bytes, over the %d-byte line limit", InputBytes, fill, len(line), maxLine)
+		}
+		if _, err := decode(line[:len(line)-1]); err != nil {
+			t.Errorf("decode the frame of %q: %v", fill, err)
+		}
+	}
+}
