@@ -45,6 +45,21 @@ type memEngine struct {
 	specs     []engine.StartSpec
 	inputs    []engine.Input
 	decisions []engine.Decision // what Approve returned to perm scripts
+	// limit is what InputLimit declares: messages, bytes (0: none).
+	limit [2]int
+}
+
+// InputLimit implements engine.InputLimiter with what the test set.
+func (e *memEngine) InputLimit(troupe.AgentSpec) (messages, bytes int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.limit[0], e.limit[1]
+}
+
+func (e *memEngine) setLimit(messages, bytes int) {
+	e.mu.Lock()
+	e.limit = [2]int{messages, bytes}
+	e.mu.Unlock()
 }
 
 // engineOther is a second engine name the memEngine also serves.
