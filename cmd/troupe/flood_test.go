@@ -35,6 +35,10 @@ type flood struct {
 	released time.Time      // when the queue was let go (the interrupt)
 }
 
+// pad makes each flood message about 1 KB, so 20,000 of them in one frame
+// pass the fake's 16 MB line, as the 100,000 of issue 10 did.
+var pad = strings.Repeat("lorem ipsum ", 85)
+
 // queueFlood starts a daemon, keeps dev busy in a silent turn, queues n
 // messages for it through the API (32 senders at once: the store's group
 // commit shares their fsyncs), then interrupts the busy turn so the queue
@@ -66,7 +70,7 @@ func queueFlood(tb testing.TB, n int) *flood {
 	for range 32 {
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				m, err := f.cl.Send(ctx, f.p, "dev", fmt.Sprintf("note %d of %d", i, n))
+				m, err := f.cl.Send(ctx, f.p, "dev", fmt.Sprintf("note %d of %d\n%s", i, n, pad))
 				if err != nil {
 					tb.Error(err)
 					return
@@ -196,7 +200,7 @@ func TestC14_BinaryLongQueueIsDeliveredInBoundedTurns(t *testing.T) {
 				continue
 			}
 			if m.State != troupe.MsgDelivered {
-				t.Fatalf("message %d %q ended %s (%s), want delivered", m.ID, m.Text, m.State, m.Reason)
+				t.Fatalf("message %d %.40q ended %s (%s), want delivered", m.ID, m.Text, m.State, m.Reason)
 			}
 			delivered++
 			if _, ok := turns[m.Turn]; !ok {
