@@ -93,21 +93,7 @@ func cpuTicks(b *testing.B, pid int) int64 {
 	return u + s
 }
 
-func rssKB(b testing.TB, pid int) int64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			var kb int64
-			fmt.Sscan(strings.TrimSpace(v), &kb)
-			return kb
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
-}
+func rssKB(b testing.TB, pid int) int64 { return statusKB(b, pid, "VmRSS:") }
 
 // BenchmarkTaskExitToOwnerTurn: a background task owned by an idle agent
 // exits → the agent's turn with the completion has started. Measured from
