@@ -32,6 +32,7 @@ type flood struct {
 	first    troupe.Message // the sleeper, interrupted
 	last     troupe.Message // the newest of the n
 	fill     time.Duration  // how long the n sends took
+	rssKB    int64          // the daemon's RSS once the n were queued, before the drain
 	released time.Time      // when the queue was let go (the interrupt)
 }
 
@@ -88,6 +89,7 @@ func queueFlood(tb testing.TB, n int) *flood {
 	f.last.ID = maxID.Load()
 	// Peak RSS from here on: clear the high-water mark (Linux 4.0+).
 	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", f.d.cmd.Process.Pid), []byte("5"), 0)
+	f.rssKB = rssKB(tb, f.d.cmd.Process.Pid)
 	f.released = time.Now()
 	if err := f.cl.Interrupt(ctx, f.p, "dev"); err != nil {
 		tb.Fatal(err)
@@ -172,8 +174,8 @@ func TestC14_BinaryLongQueueIsDeliveredInBoundedTurns(t *testing.T) {
 	n := floodSize()
 	f := queueFlood(t, n)
 	took, peak := f.drain(t, 5*time.Minute)
-	t.Logf("%d messages: queued through the API in %v (%.0f/s), drained in %v (%.0f/s); daemon peak RSS while draining %d MB",
-		n, f.fill.Round(time.Millisecond), float64(n)/f.fill.Seconds(), took.Round(time.Millisecond), float64(n)/took.Seconds(), peak>>10)
+	t.Logf("%d messages: queued through the API in %v (%.0f/s), drained in %v (%.0f/s); daemon RSS %d MB once queued, peak %d MB while draining",
+		n, f.fill.Round(time.Millisecond), float64(n)/f.fill.Seconds(), took.Round(time.Millisecond), float64(n)/took.Seconds(), f.rssKB>>10, peak>>10)
 	// Every message of dev: the sleeper failed (interrupted), the n
 	// delivered, each once, in order, in turns of at most 100.
 	ctx := context.Background()
@@ -239,7 +241,7 @@ func BenchmarkQueueDrain(b *testing.B) {
 	for _, n := range []int{10000, 100000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			var drain, fill time.Duration
-			var peak int64
+			var peak, before int64
 			runs := 0
 			for b.Loop() {
 				b.StopTimer()
@@ -247,7 +249,7 @@ func BenchmarkQueueDrain(b *testing.B) {
 				b.StartTimer()
 				took, kb := f.drain(b, 30*time.Minute)
 				b.StopTimer()
-				drain, fill, peak = drain+took, fill+f.fill, max(peak, kb)
+				drain, fill, peak, before = drain+took, fill+f.fill, max(peak, kb), max(before, f.rssKB)
 				runs++
 				f.d.stop(syscall.SIGTERM)
 				b.StartTimer()
@@ -256,6 +258,7 @@ func BenchmarkQueueDrain(b *testing.B) {
 			b.ReportMetric(float64(n)*float64(runs)/drain.Seconds(), "msg/s")
 			b.ReportMetric(fill.Seconds()/float64(runs), "fill-s")
 			b.ReportMetric(float64(peak)/1024, "peak-rss-MB")
+			b.ReportMetric(float64(before)/1024, "queued-rss-MB")
 		})
 	}
 }
