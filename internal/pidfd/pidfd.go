@@ -5,8 +5,8 @@
 // a signal sent through a handle never reaches another process that reused
 // the pid.
 //
-// Concurrency: every method of Process is safe for concurrent use; Close
-// ends a Wait in progress.
+// Concurrency: every method of Process is safe for concurrent use, except
+// that one Wait at a time may run; Close ends a Wait in progress.
 //
 // Who may import: the packages that own child processes (internal/engine/proc,
 // internal/task) and tests. It depends on nothing of troupe.
@@ -61,14 +61,18 @@ func (p *Process) PID() int { return p.pid }
 func (p *Process) Close() error { return p.f.Close() }
 
 // Wait returns nil once the process has exited (a zombie counts: Wait does
-// not reap it), or ctx's cause when ctx ends first. It parks the calling
-// goroutine on the poller.
+// not reap it), or ctx's cause when ctx ends first; it may be called again
+// after that. It parks the calling goroutine on the poller.
 func (p *Process) Wait(ctx context.Context) error {
 	rc, err := p.f.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("wait for process %d: %w", p.pid, err)
 	}
-	// A deadline in the past wakes the parked reader.
+	// A deadline in the past wakes the parked reader; an earlier Wait's
+	// is cleared first.
+	if err := p.f.SetReadDeadline(time.Time{}); err != nil {
+		return fmt.Errorf("wait for process %d: %w", p.pid, err)
+	}
 	stop := context.AfterFunc(ctx, func() { p.f.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 	var done bool
