@@ -48,8 +48,7 @@ func (g *memGrants) Live() int {
 	return len(g.live)
 }
 
-// sessionLive reports whether the agent k has a session up (and checks
-// that a stopped memSession was closed).
+// sessionLive reports whether the agent k has a session up.
 func sessionLive(t *testing.T, h *harness, k troupe.RuntimeKey) bool {
 	t.Helper()
 	a := h.rt.actor(k)
