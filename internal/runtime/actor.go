@@ -52,12 +52,13 @@ type actor struct {
 	appr       *approver // the session's permission flow
 	token      string    // the session's MCP token; "" when none
 	turn       *turn
-	actAt      time.Time        // last activity seen by the actor itself (turn starts, tool results)
-	toolCalls  int              // troupe tool calls of this agent in flight
-	waiting    int              // permission requests of this agent waiting on the person
-	restart    bool             // the definition changed: new session at the next boundary
-	engine     troupe.Engine    // the session's engine, recorded with its conversation id
-	spec       troupe.AgentSpec // the definition the session started with
+	actAt      time.Time     // last activity seen by the actor itself (turn starts, tool results)
+	toolCalls  int           // troupe tool calls of this agent in flight
+	waiting    int           // permission requests of this agent waiting on the person
+	restart    bool          // the definition changed: new session at the next boundary
+	engine     troupe.Engine // the session's engine, recorded with its conversation id
+
+	spec troupe.AgentSpec // the definition the session started with
 }
 
 // turn is a turn in flight.
