@@ -40,44 +40,109 @@ func BenchmarkStartup(b *testing.B) {
 	b.ReportMetric(float64(ds[len(ds)-1].Microseconds())/1000, "max-ms")
 }
 
-// BenchmarkIdleAgents: a daemon with 100 fake agents, each woken once so its
-// session (a child process) is up, then left idle for 30 s. Reported: the
-// daemon's own CPU use over those 30 s (percent of one core) and its RSS
-// (its children excluded).
-func BenchmarkIdleAgents(b *testing.B) {
-	var team strings.Builder
-	for i := range 100 {
-		fmt.Fprintf(&team, "[[agent]]\nname = \"a%03d\"\nengine = \"fake\"\n\n", i)
-	}
-	for b.Loop() {
-		state, proj := b.TempDir(), b.TempDir()
-		writeTeam(b, proj, team.String())
-		d := startDaemon(b, state, "--project", proj)
-		cl, err := client.FromStateDir(state)
-		if err != nil {
-			b.Fatal(err)
+// BenchmarkIdleAgentsThreadsAndMemory: a daemon with N fake agents, each
+// woken once by an ask so its session (a child process) is up, then left
+// idle for 30 s. Reported, at the end of the 30 s: the daemon's CPU use
+// (percent of one core), its OS threads and its RSS (its children
+// excluded), and its children: how many, their summed RSS and their summed
+// PSS (the RSS with each shared page divided among the processes sharing
+// it: what they cost together). woken-children-pss-MB is the children's
+// PSS right after the asks. With the default idle_timeout (30 min) the
+// sessions stay up: the daemon's threads must stay flat in N (no thread
+// per child) and the children's memory grows linearly. With idle_timeout
+// = "2s" they are stopped during the 30 s: children and their memory go.
+func BenchmarkIdleAgentsThreadsAndMemory(b *testing.B) {
+	for _, bc := range []struct {
+		agents int
+		idle   string // the agents' idle_timeout; "" the default
+	}{{50, ""}, {200, ""}, {200, "2s"}} {
+		name := fmt.Sprintf("agents=%d", bc.agents)
+		if bc.idle != "" {
+			name += "/idle_timeout=" + bc.idle
 		}
-		ctx := context.Background()
-		p, err := cl.ResolveProject(ctx, proj)
-		if err != nil {
-			b.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		for i := range 100 {
-			wg.Go(func() {
-				if _, err := cl.Ask(ctx, p.ID, troupe.AgentID(fmt.Sprintf("a%03d", i)), "hi", 0); err != nil {
-					b.Error(err)
+		b.Run(name, func(b *testing.B) {
+			var team strings.Builder
+			for i := range bc.agents {
+				fmt.Fprintf(&team, "[[agent]]\nname = \"a%03d\"\nengine = \"fake\"\n", i)
+				if bc.idle != "" {
+					fmt.Fprintf(&team, "idle_timeout = %q\n", bc.idle)
 				}
-			})
-		}
-		wg.Wait()
-		cpu0 := cpuTicks(b, d.cmd.Process.Pid)
-		<-time.After(30 * time.Second)
-		cpu1 := cpuTicks(b, d.cmd.Process.Pid)
-		b.ReportMetric(float64(cpu1-cpu0)/100/30*100, "cpu-%")
-		b.ReportMetric(float64(rssKB(b, d.cmd.Process.Pid))/1024, "rss-MB")
-		d.stop(syscall.SIGTERM)
+				team.WriteString("\n")
+			}
+			for b.Loop() {
+				state, proj := b.TempDir(), b.TempDir()
+				writeTeam(b, proj, team.String())
+				d := startDaemon(b, state, "--project", proj)
+				pid := d.cmd.Process.Pid
+				cl, err := client.FromStateDir(state)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				p, err := cl.ResolveProject(ctx, proj)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var wg sync.WaitGroup
+				for i := range bc.agents {
+					wg.Go(func() {
+						if _, err := cl.Ask(ctx, p.ID, troupe.AgentID(fmt.Sprintf("a%03d", i)), "hi", 0); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+				woken := descendantsMemory(b, pid)
+				cpu0 := cpuTicks(b, pid)
+				<-time.After(30 * time.Second)
+				cpu1 := cpuTicks(b, pid)
+				idle := descendantsMemory(b, pid)
+				b.ReportMetric(float64(cpu1-cpu0)/100/30*100, "cpu-%")
+				b.ReportMetric(float64(statusField(b, pid, "Threads:")), "daemon-threads")
+				b.ReportMetric(float64(statusField(b, pid, "VmRSS:"))/1024, "daemon-rss-MB")
+				b.ReportMetric(float64(idle.procs), "children")
+				b.ReportMetric(float64(idle.rssKB)/1024, "children-rss-MB")
+				b.ReportMetric(float64(idle.pssKB)/1024, "children-pss-MB")
+				b.ReportMetric(float64(woken.procs), "woken-children")
+				b.ReportMetric(float64(woken.pssKB)/1024, "woken-children-pss-MB")
+				d.stop(syscall.SIGTERM)
+			}
+		})
 	}
+}
+
+// memory is what a set of processes holds.
+type memory struct {
+	procs        int
+	rssKB, pssKB int64
+}
+
+// descendantsMemory sums the RSS and PSS (/proc/<pid>/smaps_rollup) of
+// every descendant of pid.
+func descendantsMemory(b testing.TB, pid int) memory {
+	var m memory
+	for _, kid := range children(b, pid) {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", kid))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		m.procs++
+		for line := range strings.SplitSeq(string(raw), "\n") {
+			var kb int64
+			if v, ok := strings.CutPrefix(line, "Rss:"); ok {
+				fmt.Sscan(strings.TrimSpace(v), &kb)
+				m.rssKB += kb
+			} else if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+				fmt.Sscan(strings.TrimSpace(v), &kb)
+				m.pssKB += kb
+			}
+		}
+		sub := descendantsMemory(b, kid)
+		m.procs += sub.procs
+		m.rssKB += sub.rssKB
+		m.pssKB += sub.pssKB
+	}
+	return m
 }
 
 // cpuTicks is utime+stime of pid in clock ticks (1/100 s).
@@ -93,7 +158,25 @@ func cpuTicks(b *testing.B, pid int) int64 {
 	return u + s
 }
 
-func rssKB(b testing.TB, pid int) int64 { return statusKB(b, pid, "VmRSS:") }
+func rssKB(b testing.TB, pid int) int64 { return statusField(b, pid, "VmRSS:") }
+
+// statusField is the number after key (like "VmRSS:", in kB, or
+// "Threads:") in /proc/<pid>/status.
+func statusField(b testing.TB, pid int, key string) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, key); ok {
+			var n int64
+			fmt.Sscan(strings.TrimSpace(v), &n)
+			return n
+		}
+	}
+	b.Fatalf("no %s in /proc/%d/status", key, pid)
+	return 0
+}
 
 // BenchmarkTaskExitToOwnerTurn: a background task owned by an idle agent
 // exits → the agent's turn with the completion has started. Measured from

@@ -414,7 +414,7 @@ type teamChange struct {
 }
 
 // children lists the pids whose parent is pid.
-func children(t *testing.T, pid int) []int {
+func children(t testing.TB, pid int) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {

@@ -111,7 +111,7 @@ func (f *flood) drain(tb testing.TB, patience time.Duration) (time.Duration, int
 		}
 		if len(ms) == 1 && ms[0].State.Final() {
 			took := time.Since(f.released)
-			return took, statusKB(tb, f.d.cmd.Process.Pid, "VmHWM:")
+			return took, statusField(tb, f.d.cmd.Process.Pid, "VmHWM:")
 		}
 		if time.Now().After(deadline) {
 			tb.Fatalf("the queue did not drain in %v", patience)
@@ -121,21 +121,6 @@ func (f *flood) drain(tb testing.TB, patience time.Duration) (time.Duration, int
 }
 
 // statusKB reads one field in KB of /proc/<pid>/status.
-func statusKB(tb testing.TB, pid int, field string) int64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, field); ok {
-			var kb int64
-			fmt.Sscan(strings.TrimSpace(v), &kb)
-			return kb
-		}
-	}
-	tb.Fatalf("no %s in /proc/%d/status", field, pid)
-	return 0
-}
 
 func waitAgent(tb testing.TB, cl *client.Client, p troupe.ProjectID, name troupe.AgentID, want troupe.AgentState) {
 	tb.Helper()

@@ -231,7 +231,7 @@ func TestTaskWith100MBOfOutputDoesNotGrowTheDaemon(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p, _ := cl.ResolveProject(ctx, proj)
-	before := rssKB(t, d.cmd.Process.Pid)
+	before := statusField(t, d.cmd.Process.Pid, "VmRSS:")
 	tk, err := cl.RunTask(ctx, p.ID, api.RunTaskRequest{Command: "head -c " + cmpOr(os.Getenv("TROUPE_TEST_BYTES"), "100000000") + " /dev/zero | tr '\\\\0' x; echo; echo the-end", Owner: "lead"})
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +241,7 @@ func TestTaskWith100MBOfOutputDoesNotGrowTheDaemon(t *testing.T) {
 	if err != nil || !strings.HasSuffix(out, "the-end\n") || len(out) > 64<<10 {
 		t.Fatalf("output tail: %d bytes, %v", len(out), err)
 	}
-	after := rssKB(t, d.cmd.Process.Pid)
+	after := statusField(t, d.cmd.Process.Pid, "VmRSS:")
 	if after-before > 10<<10 {
 		t.Fatalf("daemon RSS grew from %d KB to %d KB over a 100 MB task", before, after)
 	}

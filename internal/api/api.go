@@ -54,12 +54,15 @@ type AddProjectRequest struct {
 
 // Agent is one team member with its runtime state.
 type Agent struct {
-	Project     troupe.ProjectID  `json:"project"`
-	Name        troupe.AgentID    `json:"name"`
-	Engine      troupe.Engine     `json:"engine"`
-	Model       string            `json:"model,omitempty"`
-	Mode        troupe.Mode       `json:"mode"`
-	TurnTimeout Duration          `json:"turn_timeout"`
+	Project     troupe.ProjectID `json:"project"`
+	Name        troupe.AgentID   `json:"name"`
+	Engine      troupe.Engine    `json:"engine"`
+	Model       string           `json:"model,omitempty"`
+	Mode        troupe.Mode      `json:"mode"`
+	TurnTimeout Duration         `json:"turn_timeout"`
+	// IdleTimeout is how long its session may stay idle before troupe
+	// stops it; zero: never.
+	IdleTimeout Duration          `json:"idle_timeout"`
 	State       troupe.AgentState `json:"state"`
 	Reason      string            `json:"reason,omitempty"`
 	// SessionID is the engine's id of the agent's conversation, which its

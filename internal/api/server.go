@@ -219,7 +219,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 			out = append(out, Agent{Project: id, Name: a.Name, Engine: a.Engine, Model: a.Model, Mode: a.Mode,
-				TurnTimeout: Duration(a.TurnTimeout), State: st, Reason: reason, SessionID: sess})
+				TurnTimeout: Duration(a.TurnTimeout), IdleTimeout: Duration(a.IdleTimeout), State: st, Reason: reason, SessionID: sess})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -89,6 +89,8 @@ var never = map[string][]string{
 	// The store implements the interfaces of inbox, task, project and
 	// memory; the runtime is their user, not its dependency.
 	"internal/store/sqlite": {mod + "internal/runtime"},
+	// Process handles are below every owner of child processes.
+	"internal/pidfd": {mod + "internal"},
 	// The inbox is below everything that delivers or fills it.
 	"internal/inbox": {mod + "internal/runtime", mod + "internal/engine", mod + "internal/project", mod + "internal/task"},
 }

@@ -13,7 +13,8 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// maxTurnTimeout is the longest turn_timeout a team file may set.
+// maxTurnTimeout is the longest turn_timeout (and idle_timeout) a team file
+// may set.
 const maxTurnTimeout = 24 * time.Hour
 
 var (
@@ -24,7 +25,7 @@ var (
 // agentKeys are the keys an [[agent]] table may hold, besides the table named
 // after its engine.
 var agentKeys = []string{
-	"name", "engine", "model", "mode", "turn_timeout",
+	"name", "engine", "model", "mode", "turn_timeout", "idle_timeout",
 	"prompt", "prompt_file", "allowed_tools", "permission_mode", "env",
 	"command", "args",
 }
@@ -196,6 +197,7 @@ func (p *teamParser) startAgent(i int) error {
 	p.cur = &troupe.AgentSpec{
 		Mode:        troupe.ModeStructured,
 		TurnTimeout: troupe.DefaultTurnTimeout,
+		IdleTimeout: troupe.DefaultIdleTimeout,
 		Line:        p.line(i),
 	}
 	p.seen = make(map[string]struct{})
@@ -290,20 +292,17 @@ func (p *teamParser) agentKey(i int, rel toml.Key) error {
 		}
 		a.Mode = troupe.Mode(s)
 	case "turn_timeout":
-		s, err := p.str(i, field, v, `turn_timeout = "10m"`)
+		d, err := p.duration(i, field, v, "turn_timeout", false)
 		if err != nil {
 			return err
 		}
-		d, perr := time.ParseDuration(s)
-		switch {
-		case perr != nil:
-			return p.errorf(i, field, fmt.Sprintf(`bad duration %q: write it like "10m" or "1h30m"`, s))
-		case d <= 0:
-			return p.errorf(i, field, fmt.Sprintf(`duration %q is not positive: write it like "10m" or "1h30m"`, s))
-		case d > maxTurnTimeout:
-			return p.errorf(i, field, fmt.Sprintf(`duration %q is longer than 24h: use at most "24h"`, s))
-		}
 		a.TurnTimeout = d
+	case "idle_timeout":
+		d, err := p.duration(i, field, v, "idle_timeout", true)
+		if err != nil {
+			return err
+		}
+		a.IdleTimeout = d
 	case "prompt", "prompt_file":
 		other := "prompt_file"
 		if name == "prompt_file" {
@@ -402,6 +401,30 @@ func (p *teamParser) envEntry(i int, name string, v any) error {
 	}
 	p.cur.Env[name] = s
 	return nil
+}
+
+// duration returns v, the value of key, as a duration of at most
+// maxTurnTimeout, or an error showing how to write one. A zero duration is
+// taken only when zero is true (idle_timeout = "0": never).
+func (p *teamParser) duration(i int, field string, v any, key string, zero bool) (time.Duration, error) {
+	s, err := p.str(i, field, v, key+` = "10m"`)
+	if err != nil {
+		return 0, err
+	}
+	how := `write it like "10m" or "1h30m"`
+	if zero {
+		how += `, or "0" for never`
+	}
+	d, perr := time.ParseDuration(s)
+	switch {
+	case perr != nil:
+		return 0, p.errorf(i, field, fmt.Sprintf(`bad duration %q: %s`, s, how))
+	case d < 0 || d == 0 && !zero:
+		return 0, p.errorf(i, field, fmt.Sprintf(`duration %q is not positive: %s`, s, how))
+	case d > maxTurnTimeout:
+		return 0, p.errorf(i, field, fmt.Sprintf(`duration %q is longer than 24h: use at most "24h"`, s))
+	}
+	return d, nil
 }
 
 // strings returns v as an array of strings, or an error showing example.

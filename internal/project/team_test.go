@@ -24,6 +24,7 @@ func teamAgent(name string, engine troupe.Engine, line int) troupe.AgentSpec {
 		Engine:      engine,
 		Mode:        troupe.ModeStructured,
 		TurnTimeout: troupe.DefaultTurnTimeout,
+		IdleTimeout: troupe.DefaultIdleTimeout,
 		Line:        line,
 	}
 }
@@ -56,6 +57,7 @@ engine = "claude"
 model = "opus"
 mode = "terminal"
 turn_timeout = "1h30m"
+idle_timeout = "2h"
 prompt = "You lead."
 allowed_tools = ["Read", "Edit"]
 env = { GOFLAGS = "-count=1", _X1 = "" }
@@ -78,6 +80,7 @@ HOME = "/tmp/home"
 				a.Model = "opus"
 				a.Mode = troupe.ModeTerminal
 				a.TurnTimeout = 90 * time.Minute
+				a.IdleTimeout = 2 * time.Hour
 				a.Prompt = "You lead."
 				a.AllowedTools = []string{"Read", "Edit"}
 				a.Env = map[string]string{"GOFLAGS": "-count=1", "_X1": ""}
@@ -87,7 +90,7 @@ HOME = "/tmp/home"
 					"nested":          map[string]any{"a": []any{int64(1), int64(2)}},
 				}
 			}),
-			withSpec(teamAgent("reviewer-2", troupe.EngineFake, 18), func(a *troupe.AgentSpec) {
+			withSpec(teamAgent("reviewer-2", troupe.EngineFake, 19), func(a *troupe.AgentSpec) {
 				a.PromptFile = "prompts/review.md"
 				a.Env = map[string]string{"HOME": "/tmp/home"}
 			}),
@@ -97,6 +100,11 @@ HOME = "/tmp/home"
 		"explicit structured mode and 24h limit",
 		"[[agent]]\nname = \"a\"\nengine = \"codex\"\nmode = \"structured\"\nturn_timeout = \"24h\"\n",
 		[]troupe.AgentSpec{withSpec(teamAgent("a", troupe.EngineCodex, 1), func(a *troupe.AgentSpec) { a.TurnTimeout = 24 * time.Hour })},
+	},
+	{
+		"idle_timeout 0 keeps the session",
+		"[[agent]]\nname = \"a\"\nengine = \"fake\"\nidle_timeout = \"0\"\n",
+		[]troupe.AgentSpec{withSpec(teamAgent("a", troupe.EngineFake, 1), func(a *troupe.AgentSpec) { a.IdleTimeout = 0 })},
 	},
 	{
 		"empty tools and env are kept, not dropped",
@@ -256,6 +264,16 @@ var badTeams = []struct {
 	{"duration as a number", leadHead + "turn_timeout = 600\n",
 		`.troupe/team.toml:4: agent "lead": turn_timeout: must be a string, not an integer: write it like turn_timeout = "10m"`},
 
+	// idle_timeout: like turn_timeout, but "0" (never) is taken.
+	{"idle duration in words", leadHead + "idle_timeout = \"half an hour\"\n",
+		`.troupe/team.toml:4: agent "lead": idle_timeout: bad duration "half an hour": write it like "10m" or "1h30m", or "0" for never`},
+	{"negative idle duration", leadHead + "idle_timeout = \"-1s\"\n",
+		`.troupe/team.toml:4: agent "lead": idle_timeout: duration "-1s" is not positive: write it like "10m" or "1h30m", or "0" for never`},
+	{"idle duration over a day", leadHead + "idle_timeout = \"25h\"\n",
+		`.troupe/team.toml:4: agent "lead": idle_timeout: duration "25h" is longer than 24h: use at most "24h"`},
+	{"idle duration as a number", leadHead + "idle_timeout = 0\n",
+		`.troupe/team.toml:4: agent "lead": idle_timeout: must be a string, not an integer: write it like idle_timeout = "10m"`},
+
 	// prompt and prompt_file.
 	{"prompt and prompt_file", leadHead + "prompt = \"hi\"\nprompt_file = \"p.md\"\n",
 		`.troupe/team.toml:5: agent "lead": prompt_file: cannot be used with prompt: keep one of them`},
@@ -300,15 +318,15 @@ var badTeams = []struct {
 
 	// Unknown keys and engine tables.
 	{"unknown key", leadHead + "temperature = 0.2\n",
-		`.troupe/team.toml:4: agent "lead": temperature: unknown key: an agent may set name, engine, model, mode, turn_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args and an [agent.<engine>] table of engine options`},
+		`.troupe/team.toml:4: agent "lead": temperature: unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args and an [agent.<engine>] table of engine options`},
 	{"key in the wrong case", leadHead + "Model = \"x\"\n",
 		`.troupe/team.toml:4: agent "lead": Model: unknown key: did you mean model?`},
 	{"key with a dash", leadHead + "turn-timeout = \"5m\"\n",
 		`.troupe/team.toml:4: agent "lead": turn-timeout: unknown key: did you mean turn_timeout?`},
 	{"quoted unknown key", leadHead + "\"allowed tools\" = []\n",
-		`.troupe/team.toml:4: agent "lead": "allowed tools": unknown key: an agent may set name, engine, model, mode, turn_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args and an [agent.<engine>] table of engine options`},
+		`.troupe/team.toml:4: agent "lead": "allowed tools": unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args and an [agent.<engine>] table of engine options`},
 	{"unknown sub-table", leadHead + "\n[agent.settings]\nx = 1\n",
-		`.troupe/team.toml:5: agent "lead": settings: unknown key: an agent may set name, engine, model, mode, turn_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args and an [agent.<engine>] table of engine options`},
+		`.troupe/team.toml:5: agent "lead": settings: unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args and an [agent.<engine>] table of engine options`},
 	{"engine table in the wrong case", leadHead + "[agent.Fake]\nx = 1\n",
 		`.troupe/team.toml:4: agent "lead": Fake: unknown key: did you mean fake?`},
 	{"table for another engine", leadHead + "\n[agent.claude]\nmodel = \"opus\"\n",

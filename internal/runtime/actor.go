@@ -37,6 +37,11 @@ type actor struct {
 	retry   *time.Timer
 	retryIn time.Duration
 	armed   bool
+	// idleStop stops a session left without a turn for the agent's
+	// idle_timeout; idleSince is when it became idle (zero while a turn is
+	// in flight or there is no session). Used by the loop only.
+	idleStop  *time.Timer
+	idleSince time.Time
 
 	// mu guards the fields below; the loop writes them, others read.
 	mu         sync.Mutex
@@ -52,6 +57,8 @@ type actor struct {
 	waiting    int           // permission requests of this agent waiting on the person
 	restart    bool          // the definition changed: new session at the next boundary
 	engine     troupe.Engine // the session's engine, recorded with its conversation id
+
+	spec troupe.AgentSpec // the definition the session started with
 }
 
 // turn is a turn in flight.
@@ -66,9 +73,11 @@ func newActor(r *Runtime, k troupe.RuntimeKey) *actor {
 	idle.Stop()
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
+	idleStop := time.NewTimer(time.Hour)
+	idleStop.Stop()
 	return &actor{rt: r, key: k, log: r.log.With("project", k.Project, "agent", k.Agent),
 		pokeC: make(chan struct{}, 1), ctlC: make(chan ctl), quit: make(chan struct{}), exited: make(chan struct{}),
-		state: troupe.StateStopped, idle: idle, retry: retry, jl: turnLog{w: r.jw, key: k}}
+		state: troupe.StateStopped, idle: idle, retry: retry, idleStop: idleStop, jl: turnLog{w: r.jw, key: k}}
 }
 
 // The backoff of the retries of a start whose project folder is gone.
@@ -239,6 +248,8 @@ func (a *actor) run(ctx context.Context) {
 			a.checkIdle(ctx)
 		case <-a.retry.C:
 			a.armed = false // next tries again
+		case <-a.idleStop.C:
+			a.stopIfIdle()
 		case ev, ok := <-evs:
 			if !ok {
 				a.sessionEnded(ctx)
@@ -247,6 +258,7 @@ func (a *actor) run(ctx context.Context) {
 			}
 		}
 		a.next(ctx)
+		a.watchIdle()
 	}
 }
 
@@ -475,8 +487,7 @@ func (a *actor) next(ctx context.Context) {
 	a.restart = false
 	a.mu.Unlock()
 	if restart {
-		a.closeSession()
-		a.setState(troupe.StateStopped, "definition changed")
+		a.applyDefinition()
 	}
 	spec, dir, ok := a.rt.o.Teams.Agent(a.key)
 	b := a.rt.budget(spec)
@@ -613,7 +624,7 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 		return nil, fmt.Errorf("start %s session: %w", spec.Engine, err)
 	}
 	a.mu.Lock()
-	a.sess, a.appr, a.token, a.engine = s, ap, access.Token, spec.Engine
+	a.sess, a.appr, a.token, a.engine, a.spec = s, ap, access.Token, spec.Engine, spec
 	a.mu.Unlock()
 	a.log.Info("session started", "engine", spec.Engine, "resume", resume)
 	return s, nil

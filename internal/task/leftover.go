@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/troupe-dev/troupe/internal/pidfd"
 )
 
 // Stopped is what a supervisor found still running of a task when its job
@@ -128,13 +130,13 @@ func descendants(root int) []descendant {
 // signalDescendant sends sig to d if the pid is still d (same start time):
 // a pid freed and reused since the scan is someone else.
 func signalDescendant(d descendant, sig unix.Signal) {
-	p, err := openPidfd(d.pid)
+	p, err := pidfd.Open(d.pid)
 	if err != nil {
 		return
 	}
 	defer p.Close()
 	if st, err := readProcStat(d.pid); err == nil && st.Start == d.start && st.State != 'Z' {
-		p.signal(sig)
+		p.Signal(sig)
 	}
 }
 

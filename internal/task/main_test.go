@@ -74,7 +74,7 @@ func newHarness(tb testing.TB, edit func(*Options)) *harness {
 		ts, _ := h.store.RunningTasks(context.Background())
 		for _, t := range ts {
 			if p, _ := attachProcess(t.SupervisorPID, t.SupervisorStart); p != nil {
-				p.signal(unix.SIGKILL)
+				p.Signal(unix.SIGKILL)
 				p.Close()
 			}
 			killSession(t.SupervisorPID, t.SupervisorStart)

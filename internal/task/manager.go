@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe/internal/pidfd"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -295,7 +296,7 @@ func (m *Manager) adopt(ctx context.Context) error {
 // supervisorProc is a supervisor this Manager started: its pidfd, and the
 // *os.Process that reads its exit status.
 type supervisorProc struct {
-	fd   *pidfd
+	fd   *pidfd.Process
 	proc *os.Process
 	gate *os.File // write end of the supervisor's start gate (its fd 3); nil once opened
 }
@@ -350,7 +351,7 @@ func (m *Manager) track(t Task, sup *supervisorProc) {
 func (m *Manager) watch(ctx context.Context, t Task, sup *supervisorProc) {
 	log := m.log.With("task", t.ID, "project", t.Project, "agent", t.Owner)
 	var (
-		fd   *pidfd
+		fd   *pidfd.Process
 		proc *os.Process
 	)
 	if sup != nil {
@@ -371,7 +372,7 @@ func (m *Manager) watch(ctx context.Context, t Task, sup *supervisorProc) {
 	if fd == nil {
 		res, left = m.result(t, nil, true)
 	} else {
-		err := fd.wait(ctx)
+		err := fd.Wait(ctx)
 		if err != nil {
 			fd.Close()
 			if proc != nil {
@@ -387,7 +388,7 @@ func (m *Manager) watch(ctx context.Context, t Task, sup *supervisorProc) {
 			// It exited: Wait returns at once, with its status.
 			how, _ = proc.Wait()
 		} else {
-			fd.reap()
+			fd.Reap()
 		}
 		fd.Close()
 		res, left = m.result(t, how, false)
@@ -761,7 +762,7 @@ func (m *Manager) spawn(taskDir string) (*supervisorProc, uint64, error) {
 	proc := cmd.Process
 	// Until it is reaped, the child's pid cannot be reused: the pidfd and
 	// the start time are both the child's.
-	fd, err := openPidfd(proc.Pid)
+	fd, err := pidfd.Open(proc.Pid)
 	var st procStat
 	if err == nil {
 		if st, err = readProcStat(proc.Pid); err != nil {
@@ -782,7 +783,7 @@ func (m *Manager) spawn(taskDir string) (*supervisorProc, uint64, error) {
 func (m *Manager) abandon(sup *supervisorProc, start uint64) {
 	sup.closeGate() // the job never runs
 	pid := sup.proc.Pid
-	sup.fd.signal(unix.SIGKILL)
+	sup.fd.Signal(unix.SIGKILL)
 	sup.proc.Wait()
 	sup.fd.Close()
 	killSession(pid, start)
@@ -815,7 +816,7 @@ func (m *Manager) Kill(ctx context.Context, p troupe.ProjectID, id ID) error {
 	if err := os.WriteFile(filepath.Join(m.taskDir(id), killFile), nil, 0o600); err != nil {
 		return fmt.Errorf("kill task %s: %w", id, err)
 	}
-	if err := fd.signal(unix.SIGTERM); err != nil {
+	if err := fd.Signal(unix.SIGTERM); err != nil {
 		return fmt.Errorf("kill task %s: signal supervisor %d: %w", id, t.SupervisorPID, err)
 	}
 	m.log.Info("task kill requested", "task", id, "project", p)

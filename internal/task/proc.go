@@ -2,15 +2,15 @@ package task
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"strconv"
-	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/troupe-dev/troupe/internal/pidfd"
 )
 
 // procStat is what /proc/<pid>/stat says about a process.
@@ -68,120 +68,15 @@ func parseProcStat(b []byte) (procStat, error) {
 	return st, nil
 }
 
-// pidfd is a process handle from pidfd_open(2), registered in Go's poller:
-// it becomes readable when the process exits, and signals sent through it
-// never reach another process that reused the pid.
-type pidfd struct {
-	pid int
-	f   *os.File
-}
-
-// openPidfd opens a pidfd on pid. A process that does not exist fails with
-// an error matching unix.ESRCH.
-func openPidfd(pid int) (*pidfd, error) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		if errors.Is(err, unix.ENOSYS) {
-			return nil, fmt.Errorf("open pidfd of %d: pidfd_open is missing (Linux 5.3 or later is needed): %w", pid, err)
-		}
-		return nil, fmt.Errorf("open pidfd of %d: %w", pid, err)
-	}
-	// Non-blocking, os.NewFile registers the fd in Go's poller (epoll):
-	// waiting for the exit then parks a goroutine, not a thread.
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("open pidfd of %d: %w", pid, err)
-	}
-	f := os.NewFile(uintptr(fd), "pidfd:"+strconv.Itoa(pid))
-	if err := f.SetReadDeadline(time.Time{}); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("open pidfd of %d: not pollable: %w", pid, err)
-	}
-	return &pidfd{pid: pid, f: f}, nil
-}
-
-func (p *pidfd) Close() error { return p.f.Close() }
-
-// pollIn reports whether fd is readable now.
-func pollIn(fd uintptr) bool {
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		n, err := unix.Poll(fds, 0)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		return err == nil && n > 0
-	}
-}
-
-// wait returns nil once the process has exited (a zombie counts), or ctx's
-// cause when ctx ends first.
-func (p *pidfd) wait(ctx context.Context) error {
-	rc, err := p.f.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("wait for process %d: %w", p.pid, err)
-	}
-	// A deadline in the past wakes the parked reader.
-	stop := context.AfterFunc(ctx, func() { p.f.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
-	var done bool
-	err = rc.Read(func(fd uintptr) bool {
-		done = pollIn(fd)
-		return done
-	})
-	switch {
-	case done:
-		return nil
-	case ctx.Err() != nil:
-		return context.Cause(ctx)
-	}
-	return fmt.Errorf("wait for process %d: %w", p.pid, err)
-}
-
-// reap collects the exit status of the process if it is a child of this
-// process (a supervisor started by an earlier Manager of the same process,
-// as in tests), so that it does not stay a zombie. It does nothing for any
-// other process.
-func (p *pidfd) reap() {
-	rc, err := p.f.SyscallConn()
-	if err != nil {
-		return
-	}
-	rc.Control(func(fd uintptr) {
-		var info unix.Siginfo
-		for {
-			err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG, nil)
-			if !errors.Is(err, unix.EINTR) {
-				return // nil, or ECHILD: not our child
-			}
-		}
-	})
-}
-
-// signal sends sig to the process. A process that already exited is not an
-// error.
-func (p *pidfd) signal(sig unix.Signal) error {
-	var err error
-	rc, cerr := p.f.SyscallConn()
-	if cerr != nil {
-		return cerr
-	}
-	rc.Control(func(fd uintptr) { err = unix.PidfdSendSignal(int(fd), sig, nil, 0) })
-	if errors.Is(err, unix.ESRCH) {
-		return nil
-	}
-	return err
-}
-
 // attachProcess opens a pidfd on the process pid if it is the one that
 // started at start (clock ticks since boot): a reused pid is someone else.
 // It returns nil, nil when that process is gone. A zombie still counts as
 // there: its pidfd reports the exit at once.
-func attachProcess(pid int, start uint64) (*pidfd, error) {
+func attachProcess(pid int, start uint64) (*pidfd.Process, error) {
 	if pid <= 0 {
 		return nil, nil
 	}
-	p, err := openPidfd(pid)
+	p, err := pidfd.Open(pid)
 	if errors.Is(err, unix.ESRCH) {
 		return nil, nil
 	}
@@ -221,14 +116,14 @@ func killSession(sid int, start uint64) int {
 	}
 	killed := 0
 	for _, pid := range sessionMembers(sid) {
-		p, err := openPidfd(pid)
+		p, err := pidfd.Open(pid)
 		if err != nil {
 			continue
 		}
 		// Re-check through the pinned process: pid may have been reused
 		// between the scan and the open.
 		if st, err := readProcStat(pid); err == nil && st.Session == sid && st.State != 'Z' {
-			if p.signal(unix.SIGKILL) == nil {
+			if p.Signal(unix.SIGKILL) == nil {
 				killed++
 			}
 		}

@@ -4,11 +4,15 @@ import "time"
 
 // AgentSpec is one [[agent]] table of a team file, with defaults applied.
 type AgentSpec struct {
-	Name         AgentID       `json:"name"`
-	Engine       Engine        `json:"engine"`
-	Model        string        `json:"model,omitempty"`
-	Mode         Mode          `json:"mode"`
-	TurnTimeout  time.Duration `json:"turn_timeout"`
+	Name        AgentID       `json:"name"`
+	Engine      Engine        `json:"engine"`
+	Model       string        `json:"model,omitempty"`
+	Mode        Mode          `json:"mode"`
+	TurnTimeout time.Duration `json:"turn_timeout"`
+	// IdleTimeout is how long the agent's session may stay idle before
+	// troupe stops it (the next message starts it again); zero keeps it.
+	// The team file's default is DefaultIdleTimeout.
+	IdleTimeout  time.Duration `json:"idle_timeout"`
 	Prompt       string        `json:"prompt,omitempty"`
 	PromptFile   string        `json:"prompt_file,omitempty"`
 	AllowedTools []string      `json:"allowed_tools,omitempty"`

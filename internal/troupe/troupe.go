@@ -76,6 +76,12 @@ const (
 // profile does not set turn_timeout (contract C4).
 const DefaultTurnTimeout = 10 * time.Minute
 
+// DefaultIdleTimeout is how long an agent's session may stay idle (no turn
+// in flight) before troupe stops it, when its profile does not set
+// idle_timeout. The next message starts it again, resuming its
+// conversation where the engine can.
+const DefaultIdleTimeout = 30 * time.Minute
+
 // Project is a registered folder.
 type Project struct {
 	ID      ProjectID `json:"id"`

@@ -10,7 +10,9 @@
 // reaped and its stderr is read to the end; and the stderr reader, which
 // keeps the tail and calls Spec.OnStderr for every chunk (stderr output is
 // activity too, C3). Both end on their own when the child exits; Stop makes
-// it exit. The caller owns the reading of Stdout: it reads until end of file
+// it exit. Neither holds an OS thread while it waits: the reaper waits on
+// the child's pidfd and the reader on its stderr pipe, both parked in Go's
+// poller, so a daemon with N children does not hold N blocked threads. The caller owns the reading of Stdout: it reads until end of file
 // (or closes it early, which makes the child's writes fail). Every method of
 // Process is safe for concurrent use.
 //
@@ -34,6 +36,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/troupe-dev/troupe/internal/pidfd"
 )
 
 // DefaultStopTimeout bounds each wait of Stop's escalation when
@@ -157,9 +161,15 @@ func Start(spec Spec) (*Process, error) {
 	if p.tailMax <= 0 {
 		p.tailMax = DefaultStderrTail
 	}
+	// The child is not reaped before the reaper reaps it, so its pid is
+	// still its own here.
+	h, err := pidfd.Open(p.pid)
+	if err != nil {
+		p.log.Warn("no pidfd for the child: its reaper blocks a thread", "err", err)
+	}
 	p.log.Debug("child started", "command", spec.Argv, "dir", spec.Dir)
 	go p.readStderr(errR)
-	go p.reap(errR)
+	go p.reap(h, errR)
 	return p, nil
 }
 
@@ -259,9 +269,10 @@ func (p *Process) waitDone(ctx context.Context) bool {
 // reap is the only caller of Wait. It first waits for the exit without
 // reaping (the zombie keeps the pid and the group id, so signalling the
 // group is safe until reaped is set), then reaps, then waits for the end of
-// stderr.
-func (p *Process) reap(errR *os.File) {
-	if err := waitExited(p.pid); err != nil {
+// stderr. It waits on the child's pidfd h, parked in the poller; without
+// one (a kernel before 5.3), in a blocking waitid.
+func (p *Process) reap(h *pidfd.Process, errR *os.File) {
+	if err := waitExited(h, p.pid); err != nil {
 		p.log.Warn("wait for child exit", "err", err) // Wait below still reaps
 	}
 	// Whether it was stopped or died on its own, nothing of its group
@@ -273,8 +284,11 @@ func (p *Process) reap(errR *os.File) {
 	}
 	p.reaped = true
 	p.mu.Unlock()
-	p.exitErr = p.cmd.Wait()
+	p.exitErr = p.cmd.Wait() // the child has exited: it does not block
 	p.state = p.cmd.ProcessState
+	if h != nil {
+		h.Close()
+	}
 	p.log.Debug("child exited", "status", p.state)
 	t := time.NewTimer(p.stopTimeout)
 	select {
@@ -288,8 +302,12 @@ func (p *Process) reap(errR *os.File) {
 	close(p.done)
 }
 
-// waitExited blocks until the child has exited, leaving it unreaped.
-func waitExited(pid int) error {
+// waitExited returns once the child has exited, leaving it unreaped: a
+// pidfd becomes readable at the exit and does not reap.
+func waitExited(h *pidfd.Process, pid int) error {
+	if h != nil {
+		return h.Wait(context.Background())
+	}
 	for {
 		var info unix.Siginfo
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)

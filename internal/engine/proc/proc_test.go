@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -300,5 +301,42 @@ func TestEnv(t *testing.T) {
 	}
 	if got := childEnv(t, nil); len(got) != 0 {
 		t.Errorf("a nil Env gave the child %q: nothing is inherited", got)
+	}
+}
+
+// threads is the number of OS threads of this process.
+func threads(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatalf("Threads: %q", v)
+			}
+			return n
+		}
+	}
+	t.Fatal("no Threads line in /proc/self/status")
+	return 0
+}
+
+// TestChildrenDoNotCostAThreadEach: N running children do not hold N OS
+// threads (a blocking wait per child would): their reapers and stderr
+// readers are parked in Go's poller. Not parallel: other tests' children
+// would make threads too.
+func TestChildrenDoNotCostAThreadEach(t *testing.T) {
+	const n = 50
+	before := threads(t)
+	for range n {
+		startSh(t, "exec sleep 1000", Spec{}) // killed at the end of the test
+	}
+	// Give the reapers time to block, if they block.
+	time.Sleep(300 * time.Millisecond)
+	if grown := threads(t) - before; grown >= n/5 {
+		t.Errorf("%d children took %d more threads (%d → %d), want far fewer than one each", n, grown, before, before+grown)
 	}
 }
