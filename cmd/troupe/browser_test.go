@@ -87,6 +87,25 @@ func TestBrowserWebUIShowsTheTeamAndTalksToIt(t *testing.T) {
 	if conv := text(`#messages`); !strings.Contains(conv, "@person → worker") || !strings.Contains(conv, "hello from the browser") {
 		t.Errorf("conversation = %q", conv)
 	}
+	// The conversation was read incrementally: the newest page once, then
+	// only what came after it, never the whole project again.
+	urls, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`performance.getEntriesByType("resource").map((e) => e.name).filter((n) => n.includes("/messages"))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := 0
+	for _, u := range urls {
+		if !strings.Contains(u, "after=") {
+			whole++
+		}
+	}
+	if whole != 1 {
+		t.Errorf("the page read the newest conversation page %d times, want once: %q", whole, urls)
+	}
+	if older, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("older").hidden`)); err != nil || !older {
+		t.Errorf("the load-older button shows for a short conversation (hidden %v, %v)", older, err)
+	}
 	do("see the task", chromedp.WaitVisible(`//table[@id="tasks"]//td[contains(., "exited")]`))
 	if tasks := text(`#tasks`); !strings.Contains(tasks, "echo from-the-ui-test") {
 		t.Errorf("tasks = %q", tasks)

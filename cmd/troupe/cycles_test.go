@@ -176,7 +176,7 @@ func TestBinaryVanishedFolderMessageWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, ctx, cl, "the message to be delivered", func() bool {
-		ms, err := cl.Messages(ctx, p.ID, "researcher", 0, 0)
+		ms, err := allMessages(ctx, cl, p.ID, "researcher")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -168,7 +169,7 @@ func TestC14_BinaryLongQueueIsDeliveredInBoundedTurns(t *testing.T) {
 	var turnOrder []troupe.TurnID
 	delivered, after := 0, int64(0)
 	for {
-		ms, err := f.cl.Messages(ctx, f.p, "dev", after, 5000)
+		ms, err := f.cl.Messages(ctx, f.p, "dev", after, api.MaxMessages)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -246,7 +246,7 @@ func TestMCPGoSDKClientOnTheDaemon(t *testing.T) {
 		t.Fatalf("task_kill = %q (error %v)", got, isErr)
 	}
 	waitTaskMessages(t, ctx, cl, pa.ID, "lead", 2)
-	ms, _ := cl.Messages(ctx, pa.ID, "lead", 0, 0)
+	ms, _ := allMessages(ctx, cl, pa.ID, "lead")
 	killed := false
 	for _, m := range ms {
 		if m.Kind == troupe.KindTask && strings.Contains(m.Text, idK) && strings.Contains(m.Text, "killed") {
@@ -256,7 +256,7 @@ func TestMCPGoSDKClientOnTheDaemon(t *testing.T) {
 	if !killed {
 		t.Errorf("no completion of task %s saying it was killed reached lead", idK)
 	}
-	if ms, _ := cl.Messages(ctx, pb.ID, "worker", 0, 0); len(ms) != 0 {
+	if ms, _ := allMessages(ctx, cl, pb.ID, "worker"); len(ms) != 0 {
 		t.Errorf("A's token reached B's worker: %+v", ms)
 	}
 }
@@ -289,7 +289,7 @@ engine = "fake"
 	}
 	// The reply lands in the lead's inbox and wakes it.
 	waitFor(t, ctx, cl, "the late answer to wake the lead", func() bool {
-		ms, _ := cl.Messages(ctx, p.ID, "lead", 0, 0)
+		ms, _ := allMessages(ctx, cl, p.ID, "lead")
 		for _, m := range ms {
 			if m.Kind == troupe.KindReply && m.To == "lead" && m.Text == "the slow answer" && m.State == troupe.MsgDelivered {
 				return true

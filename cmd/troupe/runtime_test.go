@@ -62,7 +62,7 @@ func TestBinaryDemoTeamAnswersAnAsk(t *testing.T) {
 func waitTaskMessages(t *testing.T, ctx context.Context, cl *client.Client, p troupe.ProjectID, agent troupe.AgentID, n int) {
 	t.Helper()
 	done := func() bool {
-		ms, err := cl.Messages(ctx, p, agent, 0, 0)
+		ms, err := allMessages(ctx, cl, p, agent)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +195,7 @@ engine = "fake"
 	wg.Wait()
 	waitSettled(t, ctx, cl, ps[0].ID, ps[1].ID, ps[2].ID)
 	for _, p := range ps {
-		ms, err := cl.Messages(ctx, p.ID, "", 0, 0)
+		ms, err := allMessages(ctx, cl, p.ID, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +227,7 @@ func waitSettled(t *testing.T, ctx context.Context, cl *client.Client, ps ...tro
 	t.Helper()
 	settled := func() bool {
 		for _, p := range ps {
-			ms, err := cl.Messages(ctx, p, "", 0, 0)
+			ms, err := allMessages(ctx, cl, p, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -341,7 +341,7 @@ journal = "helper.journal"
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	waitSettled(t, ctx, cl, pid)
-	ms, err := cl.Messages(ctx, pid, "", 0, 0)
+	ms, err := allMessages(ctx, cl, pid, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,5 +411,19 @@ func killStragglers(t *testing.T, dir string) {
 		if _, err := fmt.Sscan(e.Name(), &pid); err == nil {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
+	}
+}
+
+// allMessages reads project p's whole conversation (agent: only messages
+// from or to it), oldest first, following it page by page.
+func allMessages(ctx context.Context, cl *client.Client, p troupe.ProjectID, agent troupe.AgentID) ([]troupe.Message, error) {
+	var all []troupe.Message
+	for after := int64(0); ; {
+		ms, err := cl.Messages(ctx, p, agent, after, api.MaxMessages)
+		all = append(all, ms...)
+		if err != nil || len(ms) < api.MaxMessages {
+			return all, err
+		}
+		after = ms[len(ms)-1].ID
 	}
 }

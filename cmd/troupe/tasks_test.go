@@ -88,7 +88,7 @@ func TestC6_TaskCompletionsSurviveDaemonSIGKILL(t *testing.T) {
 	for _, a := range []troupe.AgentID{"lead", "worker"} {
 		waitTaskMessages(t, ctx, cl, p.ID, a, map[troupe.AgentID]int{"lead": 3, "worker": 2}[a])
 	}
-	ms, _ := cl.Messages(ctx, p.ID, "", 0, 0)
+	ms, _ := allMessages(ctx, cl, p.ID, "")
 	seen := map[string]int{}
 	for _, m := range ms {
 		if m.Kind != troupe.KindTask {
@@ -190,7 +190,7 @@ func TestC1_TaskCompletionStaysInItsProject(t *testing.T) {
 		}
 	}
 	waitTaskMessages(t, ctx, cl, pa.ID, "lead", 4)
-	msA, _ := cl.Messages(ctx, pa.ID, "", 0, 0)
+	msA, _ := allMessages(ctx, cl, pa.ID, "")
 	n := 0
 	for _, m := range msA {
 		if m.Kind == troupe.KindTask {
@@ -203,7 +203,7 @@ func TestC1_TaskCompletionStaysInItsProject(t *testing.T) {
 	if n != 4 {
 		t.Errorf("A's lead got %d completions, want 4", n)
 	}
-	msB, _ := cl.Messages(ctx, pb.ID, "", 0, 0)
+	msB, _ := allMessages(ctx, cl, pb.ID, "")
 	for _, m := range msB {
 		if m.Kind == troupe.KindTask || strings.Contains(m.Text, "from-A") {
 			t.Errorf("B holds a message of A's jobs: %+v", m)

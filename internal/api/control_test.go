@@ -12,12 +12,14 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 // fakeRuntime records the person's controls and holds pending permissions.
 type fakeRuntime struct {
-	mu      sync.Mutex // guards the fields below
+	conv    inbox.Store // the conversation; nil: none
+	mu      sync.Mutex  // guards the fields below
 	calls   []string
 	perms   map[troupe.PermissionID]troupe.Permission
 	decided map[troupe.PermissionID]bool
@@ -41,8 +43,11 @@ func (f *fakeRuntime) Await(context.Context, troupe.ProjectID, troupe.RequestID,
 func (f *fakeRuntime) Send(context.Context, troupe.RuntimeKey, troupe.AgentID, troupe.MessageKind, string) (troupe.Message, error) {
 	return troupe.Message{}, errors.New("not in this test")
 }
-func (f *fakeRuntime) Conversation(context.Context, troupe.ProjectID, troupe.AgentID, int64, int) ([]troupe.Message, error) {
-	return nil, nil
+func (f *fakeRuntime) Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page) ([]troupe.Message, error) {
+	if f.conv == nil {
+		return nil, nil
+	}
+	return f.conv.Conversation(ctx, p, q)
 }
 func (f *fakeRuntime) ResumeID(_ context.Context, k troupe.RuntimeKey) (string, error) {
 	return "conv-" + string(k.Agent), nil

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -27,7 +28,9 @@ type Runtime interface {
 	Ask(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, question string, wait time.Duration) (troupe.Request, error)
 	Await(ctx context.Context, p troupe.ProjectID, id troupe.RequestID, wait time.Duration) (troupe.Request, error)
 	Send(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, kind troupe.MessageKind, text string) (troupe.Message, error)
-	Conversation(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error)
+	// Conversation returns one page of a project's messages, oldest
+	// first (inbox.Store.Conversation).
+	Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page) ([]troupe.Message, error)
 	// ResumeID is the engine conversation the agent's next session resumes.
 	ResumeID(ctx context.Context, k troupe.RuntimeKey) (string, error)
 	// Reset, Interrupt, Permissions, Decide: see agents_control.go and

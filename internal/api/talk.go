@@ -1,10 +1,13 @@
 package api
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -98,6 +101,27 @@ func (s *Server) request(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, req)
 }
 
+// DefaultMessages is how many messages GET .../messages returns without
+// limit; MaxMessages is the most it returns.
+const (
+	DefaultMessages = 50
+	MaxMessages     = inbox.MaxPage
+)
+
+// Messages is the answer of GET /api/projects/{id}/messages: a page of the
+// conversation, oldest first. Before, when set, is the cursor for the
+// older messages of the window (?before=); After, when set, for the newer
+// ones (?after=). Each is set only when such messages exist.
+type Messages struct {
+	Messages []troupe.Message `json:"messages"`
+	Before   int64            `json:"before,omitempty"`
+	After    int64            `json:"after,omitempty"`
+}
+
+// messages serves GET /api/projects/{id}/messages?agent=&before=&after=&limit=:
+// the newest limit messages below before (default: the newest of all),
+// unless after is given without before: then the oldest limit above after,
+// to follow the conversation.
 func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	k, ok := s.target(w, r)
 	if !ok {
@@ -105,20 +129,56 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	after, err1 := parseInt(q.Get("after"))
-	limit, err2 := parseInt(q.Get("limit"))
-	if err1 != nil || err2 != nil || after < 0 || limit < 0 {
-		writeError(w, http.StatusBadRequest, "invalid", "after and limit: give whole numbers ≥ 0")
+	before, err2 := parseInt(q.Get("before"))
+	limit, err3 := parseInt(q.Get("limit"))
+	if err1 != nil || err2 != nil || err3 != nil || after < 0 || before < 0 || limit < 0 || limit > MaxMessages {
+		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("after, before and limit: give whole numbers ≥ 0, limit at most %d", MaxMessages))
 		return
 	}
-	ms, err := s.o.Runtime.Conversation(r.Context(), k.Project, troupe.AgentID(q.Get("agent")), after, int(limit))
+	if limit == 0 {
+		limit = DefaultMessages
+	}
+	page := inbox.Page{Agent: troupe.AgentID(q.Get("agent")), After: after, Before: before, Limit: int(limit),
+		Newest: !q.Has("after") || q.Has("before")}
+	out, err := s.page(r.Context(), k.Project, page)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	if ms == nil {
-		ms = []troupe.Message{}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// page reads q and sets the cursor on the side it was read toward when
+// the window holds more there: one more index probe of one message.
+func (s *Server) page(ctx context.Context, p troupe.ProjectID, q inbox.Page) (Messages, error) {
+	ms, err := s.o.Runtime.Conversation(ctx, p, q)
+	if err != nil {
+		return Messages{}, err
 	}
-	writeJSON(w, http.StatusOK, ms)
+	out := Messages{Messages: ms}
+	if out.Messages == nil {
+		out.Messages = []troupe.Message{}
+	}
+	if len(ms) < q.Size() {
+		return out, nil
+	}
+	probe := q
+	probe.Limit = 1
+	if q.Newest {
+		probe.Before = ms[0].ID
+	} else {
+		probe.After = ms[len(ms)-1].ID
+	}
+	more, err := s.o.Runtime.Conversation(ctx, p, probe)
+	if err != nil || len(more) == 0 {
+		return out, err
+	}
+	if q.Newest {
+		out.Before = probe.Before
+	} else {
+		out.After = probe.After
+	}
+	return out, nil
 }
 
 func parseInt(s string) (int64, error) {

@@ -2,12 +2,15 @@ package cli
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -74,11 +77,20 @@ func sendCmd(g *globals) *cobra.Command {
 
 func inboxCmd(g *globals) *cobra.Command {
 	var limit int
+	var before int64
 	c := &cobra.Command{
 		Use:   "inbox [AGENT]",
-		Short: "List the conversation of an agent (or of the whole project)",
-		Args:  cobra.MaximumNArgs(1),
+		Short: "List the newest messages of an agent's conversation (or of the whole project)",
+		Long: "List the newest messages of an agent's conversation (or of the whole project), oldest first.\n" +
+			"Only what is printed is fetched; --before pages back.",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if limit < 1 || limit > api.MaxMessages {
+				return fmt.Errorf("--limit %d: give 1 to %d (page back with --before)", limit, api.MaxMessages)
+			}
+			if before < 0 {
+				return fmt.Errorf("--before %d: give a message id", before)
+			}
 			cl, p, err := g.projectClient(cmd.Context())
 			if err != nil {
 				return err
@@ -87,19 +99,16 @@ func inboxCmd(g *globals) *cobra.Command {
 			if len(args) == 1 {
 				agent = troupe.AgentID(args[0])
 			}
-			ms, err := cl.Messages(cmd.Context(), p.ID, agent, 0, 0)
+			page, err := cl.Conversation(cmd.Context(), p.ID, agent, before, limit)
 			if err != nil {
 				return err
 			}
-			if limit > 0 && len(ms) > limit {
-				ms = ms[len(ms)-limit:]
-			}
 			if g.json {
-				return g.printJSON(ms)
+				return g.printJSON(page.Messages)
 			}
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTIME\tFROM\tTO\tKIND\tSTATE\tTEXT")
-			for _, m := range ms {
+			for _, m := range page.Messages {
 				st := string(m.State)
 				if m.Redelivered {
 					st += " (redelivered)"
@@ -110,10 +119,18 @@ func inboxCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.CreatedAt.Local().Format("15:04:05"),
 					m.From, m.To, m.Kind, st, oneLine(m.Text, 80))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if page.Before > 0 {
+				fmt.Fprintf(g.errw, "older messages: %s\n", strings.Join(slices.Concat([]string{"troupe", "inbox"}, args,
+					[]string{"--before", strconv.FormatInt(page.Before, 10)}), " "))
+			}
+			return nil
 		},
 	}
-	c.Flags().IntVar(&limit, "limit", 50, "show at most the last N messages (0: all)")
+	c.Flags().IntVar(&limit, "limit", api.DefaultMessages, fmt.Sprintf("show the newest N messages (1 to %d)", api.MaxMessages))
+	c.Flags().Int64Var(&before, "before", 0, "show those older than this message id (the line after the list gives it)")
 	c.Flags().BoolVar(&g.json, "json", false, "print JSON")
 	c.Flags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
 	return c

@@ -59,10 +59,16 @@ func fakeDaemon(t *testing.T) string {
 		return func(w http.ResponseWriter, _ *http.Request) { json.NewEncoder(w).Encode(v) }
 	}
 	mux.HandleFunc("GET /api/projects/resolve", reply(p))
-	mux.HandleFunc("GET /api/projects/p1/messages", reply([]troupe.Message{{ID: 1, Project: "p1", From: "dev", To: troupe.Person,
-		Kind: troupe.KindMessage, Text: hostile, State: troupe.MsgDelivered, CreatedAt: time.Now()}}))
+	mux.HandleFunc("GET /api/projects/p1/messages", reply(api.Messages{Messages: []troupe.Message{{ID: 1, Project: "p1", From: "dev", To: troupe.Person,
+		Kind: troupe.KindMessage, Text: hostile, State: troupe.MsgDelivered, CreatedAt: time.Now()}}}))
 	mux.HandleFunc("POST /api/projects/p1/agents/dev/ask", reply(troupe.Request{ID: "r1", State: troupe.ReqAnswered, Answer: hostile}))
 	mux.HandleFunc("GET /api/projects/p1/agents", reply([]api.Agent{{Project: "p1", Name: "dev", Engine: "fake", State: troupe.StateFailed, Reason: "engine said \x1b]0;pwned\x07"}}))
+	return serveFake(t, mux)
+}
+
+// serveFake serves mux as a daemon and returns a state dir pointing at it.
+func serveFake(t *testing.T, mux *http.ServeMux) string {
+	t.Helper()
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
 	dir := t.TempDir()

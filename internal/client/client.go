@@ -299,11 +299,37 @@ func (c *Client) Request(ctx context.Context, p troupe.ProjectID, id troupe.Requ
 	return r, err
 }
 
-// Messages lists the project's conversation (agent: only messages from or
-// to it), after the message id after, at most limit (0: all).
+// Conversation pages back through project p's conversation (agent: only
+// messages from or to it): the newest limit messages (0: the daemon's
+// default, api.DefaultMessages; at most api.MaxMessages) below the message
+// id before (0: the newest of all), oldest first. The answer's Before,
+// when set, continues back.
+func (c *Client) Conversation(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, before int64, limit int) (api.Messages, error) {
+	q := url.Values{}
+	if before > 0 {
+		q.Set("before", strconv.FormatInt(before, 10))
+	}
+	return c.messages(ctx, p, agent, limit, q)
+}
+
+// Messages follows project p's conversation (agent: only messages from or
+// to it): the oldest limit messages (0: the daemon's default,
+// api.DefaultMessages; at most api.MaxMessages) after the message id after,
+// oldest first. Ask again after the last one for more.
 func (c *Client) Messages(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error) {
-	var ms []troupe.Message
-	q := url.Values{"agent": {string(agent)}, "after": {strconv.FormatInt(after, 10)}, "limit": {strconv.Itoa(limit)}}
+	ms, err := c.messages(ctx, p, agent, limit, url.Values{"after": {strconv.FormatInt(after, 10)}})
+	return ms.Messages, err
+}
+
+// messages GETs the conversation with q, agent and limit added.
+func (c *Client) messages(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, limit int, q url.Values) (api.Messages, error) {
+	if agent != "" {
+		q.Set("agent", string(agent))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var ms api.Messages
 	err := c.do(ctx, "GET", "/api/projects/"+url.PathEscape(string(p))+"/messages?"+q.Encode(), nil, &ms)
 	return ms, err
 }

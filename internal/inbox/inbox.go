@@ -85,10 +85,11 @@ type Store interface {
 	// that died go back to queued, marked redelivered. It returns every key
 	// that has queued messages.
 	Recover(ctx context.Context) ([]troupe.RuntimeKey, error)
-	// Conversation lists a project's messages in ID order, after the given
-	// ID, at most limit (0: no limit); with agent set, only those from or to
-	// that agent.
-	Conversation(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error)
+	// Conversation returns one page of project p's messages, as q selects
+	// (see Page): always in ID order, oldest first, whichever end of the
+	// window it was taken from. Its cost depends on the page, not on the
+	// size of the history.
+	Conversation(ctx context.Context, p troupe.ProjectID, q Page) ([]troupe.Message, error)
 
 	// FinishRequest ends a pending request with state, answer and error
 	// text, and records its outcome (Outcome) in the conversation in the
@@ -114,6 +115,40 @@ type Store interface {
 	// ExpireProject ends everything of a removed project: queued and
 	// in_turn messages expire, pending requests fail with reason.
 	ExpireProject(ctx context.Context, p troupe.ProjectID, reason string) error
+}
+
+// MaxPage is the most messages one Conversation call returns.
+const MaxPage = 1000
+
+// Page selects a window of a project's conversation for Store.Conversation:
+// the messages with After < ID < Before (a bound of 0 is none), from or to
+// Agent when it is set, and of those the Limit oldest or, with Newest, the
+// Limit newest. The zero Page is the oldest MaxPage of the whole project.
+//
+// To read the history back from its end, ask with Newest and then with
+// Before set to the first (oldest) ID of the page before; to follow it,
+// ask without Newest, After set to the last ID seen.
+type Page struct {
+	Agent  troupe.AgentID // only the messages from or to this agent; "" for all
+	After  int64          // only IDs above it; 0: no lower bound
+	Before int64          // only IDs below it; 0: no upper bound
+	Limit  int            // at most this many; 0 (or below) or more than MaxPage: MaxPage
+	Newest bool           // the newest of the window, not the oldest
+}
+
+// Size is the number of messages q asks for: Limit, within 1 to MaxPage.
+func (q Page) Size() int {
+	if q.Limit <= 0 || q.Limit > MaxPage {
+		return MaxPage
+	}
+	return q.Limit
+}
+
+// Holds reports whether m belongs to q's window (project aside), Limit
+// aside.
+func (q Page) Holds(m troupe.Message) bool {
+	return m.ID > q.After && (q.Before <= 0 || m.ID < q.Before) &&
+		(q.Agent == "" || m.To == q.Agent || m.From == q.Agent)
 }
 
 // Admit returns m as a store accepts it at now: queued in its recipient's

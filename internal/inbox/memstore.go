@@ -181,20 +181,37 @@ func (s *MemStore) Recover(context.Context) ([]troupe.RuntimeKey, error) {
 	return keys, nil
 }
 
-// Conversation implements Store.
-func (s *MemStore) Conversation(_ context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error) {
+// Conversation implements Store. It walks from the bound the page starts
+// at, so a page costs what it holds (other projects' messages aside).
+func (s *MemStore) Conversation(_ context.Context, p troupe.ProjectID, q Page) ([]troupe.Message, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []troupe.Message
-	for _, m := range s.msgs {
-		if m.Project != p || m.ID <= after || (agent != "" && m.To != agent && m.From != agent) {
-			continue
+	take := func(m troupe.Message) bool {
+		if m.Project == p && q.Holds(m) {
+			out = append(out, m)
 		}
-		out = append(out, m)
-		if limit > 0 && len(out) == limit {
+		return len(out) < q.Size()
+	}
+	// IDs are dense from 1: message i has ID i+1.
+	if !q.Newest {
+		for i := max(q.After, 0); i < int64(len(s.msgs)); i++ {
+			if !take(s.msgs[i]) {
+				break
+			}
+		}
+		return out, nil
+	}
+	hi := int64(len(s.msgs)) - 1
+	if q.Before > 0 {
+		hi = min(hi, q.Before-2)
+	}
+	for i := hi; i >= 0; i-- {
+		if !take(s.msgs[i]) {
 			break
 		}
 	}
+	slices.Reverse(out)
 	return out, nil
 }
 

@@ -184,8 +184,8 @@ func TestC2_TokenActsAsExactlyOneKey(t *testing.T) {
 	if out, isErr := callText(t, cs, "ask_agent", map[string]any{"to": "researcher", "question": "where am I"}); isErr || out != "echo: where am I" {
 		t.Fatalf("ask = %q %v", out, isErr)
 	}
-	convA, _ := e.store.Conversation(t.Context(), "pa", "", 0, 0)
-	convB, _ := e.store.Conversation(t.Context(), "pb", "", 0, 0)
+	convA, _ := e.store.Conversation(t.Context(), "pa", inbox.Page{})
+	convB, _ := e.store.Conversation(t.Context(), "pb", inbox.Page{})
 	if len(convA) == 0 || len(convB) != 0 {
 		t.Fatalf("project A has %d messages, B has %d; want everything in A", len(convA), len(convB))
 	}
@@ -273,7 +273,7 @@ func TestBridgeRelaysAStdioClient(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if conv, _ := e.store.Conversation(t.Context(), "pa", "", 0, 0); len(conv) != 0 {
+	if conv, _ := e.store.Conversation(t.Context(), "pa", inbox.Page{}); len(conv) != 0 {
 		t.Fatalf("the bridge's token is of project pb, but pa got %d messages", len(conv))
 	}
 }

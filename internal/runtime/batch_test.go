@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -51,7 +52,7 @@ func checkInOrder(t *testing.T, h *harness, turns []engine.Input, texts []string
 	if strings.Join(got, "|") != strings.Join(texts, "|") {
 		t.Errorf("turns delivered %d messages %.200q, want the %d queued, in order", len(got), got, len(texts))
 	}
-	conv, _ := h.store.Conversation(t.Context(), p1, "researcher", 0, 0)
+	conv, _ := h.store.Conversation(t.Context(), p1, inbox.Page{Agent: "researcher"})
 	for _, m := range conv {
 		if m.State != troupe.MsgDelivered {
 			t.Errorf("message %d is %s (%s), want delivered", m.ID, m.State, m.Reason)
@@ -173,7 +174,7 @@ func TestC14_AMessageBiggerThanATurnIsCutAndKeptInAFile(t *testing.T) {
 				want := []string{"before", got, "after"}
 				checkInOrder(t, h, turns, want)
 				// The store keeps the message whole.
-				conv, _ := h.store.Conversation(t.Context(), p1, "researcher", 0, 0)
+				conv, _ := h.store.Conversation(t.Context(), p1, inbox.Page{Agent: "researcher"})
 				if !containsText(conv, big) {
 					t.Errorf("the store no longer holds the message whole")
 				}

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -43,7 +44,7 @@ func TestC13_DirectCycleRefusedAtOnce(t *testing.T) {
 			}
 		}
 		// The refused ask was recorded nowhere: the lead got no ask.
-		if conv, _ := h.store.Conversation(t.Context(), p1, "lead", 0, 0); slices.ContainsFunc(conv, func(m troupe.Message) bool { return m.To == "lead" && m.Kind == troupe.KindAsk }) {
+		if conv, _ := h.store.Conversation(t.Context(), p1, inbox.Page{Agent: "lead"}); slices.ContainsFunc(conv, func(m troupe.Message) bool { return m.To == "lead" && m.Kind == troupe.KindAsk }) {
 			t.Fatalf("the refused ask reached the lead's inbox: %+v", conv)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -72,13 +73,13 @@ func TestVanishedFolderBlocksThenRetries(t *testing.T) {
 		if n := f.calls(); n > 20 {
 			t.Fatalf("%d looks at the folder in 10 min: a tight loop", n)
 		}
-		if conv, _ := h.store.Conversation(t.Context(), p1, "researcher", 0, 0); conv[0].State != troupe.MsgQueued {
+		if conv, _ := h.store.Conversation(t.Context(), p1, inbox.Page{Agent: "researcher"}); conv[0].State != troupe.MsgQueued {
 			t.Fatalf("message while the folder is gone = %s (%s), want queued", conv[0].State, conv[0].Reason)
 		}
 		f.set(false)
 		time.Sleep(maxRetry)
 		synctest.Wait()
-		conv, _ := h.store.Conversation(t.Context(), p1, "researcher", 0, 0)
+		conv, _ := h.store.Conversation(t.Context(), p1, inbox.Page{Agent: "researcher"})
 		if conv[0].ID != m.ID || conv[0].State != troupe.MsgDelivered {
 			t.Fatalf("message after the folder came back = %+v, want delivered", conv[0])
 		}
@@ -114,7 +115,7 @@ func TestVanishedFolderMailExpiresWhenTheProjectIsRemoved(t *testing.T) {
 		h, _, _, _ := goneFolder(t, "hello")
 		h.rt.ProjectRemoved(p1)
 		synctest.Wait()
-		conv, _ := h.store.Conversation(t.Context(), p1, "researcher", 0, 0)
+		conv, _ := h.store.Conversation(t.Context(), p1, inbox.Page{Agent: "researcher"})
 		if conv[0].State != troupe.MsgExpired {
 			t.Fatalf("message of a removed project = %s, want expired", conv[0].State)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -36,7 +37,7 @@ func TestC5_MessagesToABusyAgentAreBatchedIntoItsNextTurn(t *testing.T) {
 		if len(ins) != 2 || len(ins[1].Messages) != 3 {
 			t.Fatalf("turns = %+v; want a second turn with the 3 notes batched", ins)
 		}
-		conv, _ := h.store.Conversation(ctx, p1, "researcher", 0, 0)
+		conv, _ := h.store.Conversation(ctx, p1, inbox.Page{Agent: "researcher"})
 		for _, m := range conv {
 			if m.State != troupe.MsgDelivered {
 				t.Errorf("message %d %q is %s, want delivered", m.ID, m.Text, m.State)
@@ -193,7 +194,7 @@ func TestC1_TwoProjectsWithTheSameAgentIDsNeverCrossTalk(t *testing.T) {
 			}
 		}
 		for _, p := range []troupe.ProjectID{pa, pb} {
-			conv, _ := h.store.Conversation(t.Context(), p, "", 0, 0)
+			conv, _ := h.store.Conversation(t.Context(), p, inbox.Page{})
 			for _, m := range conv {
 				if m.Project != p || !m.State.Final() {
 					t.Errorf("project %s conversation holds %+v", p, m)
@@ -230,7 +231,7 @@ func TestTeamChangeRestartsOnlyChangedAgents(t *testing.T) {
 		teams[p1] = teams[p1][:1] // the registry drops the agent, then tells the runtime
 		h.rt.TeamChanged(troupe.TeamChange{Project: p1, Removed: []troupe.AgentID{"researcher"}})
 		synctest.Wait()
-		conv, _ := h.store.Conversation(ctx, p1, "researcher", 0, 0)
+		conv, _ := h.store.Conversation(ctx, p1, inbox.Page{Agent: "researcher"})
 		for _, m := range conv {
 			if !m.State.Final() {
 				t.Errorf("message %q of a removed agent is %s, want an end state", m.Text, m.State)
@@ -265,7 +266,7 @@ func TestTurnWithoutOutputForAWindowIsCut(t *testing.T) {
 		if st != troupe.StateFailed || !strings.Contains(reason, "no output for 10m0s") {
 			t.Fatalf("at 30m state = %s (%s), want failed: turn cut", st, reason)
 		}
-		conv, _ := h.store.Conversation(ctx, p1, "researcher", 0, 0)
+		conv, _ := h.store.Conversation(ctx, p1, inbox.Page{Agent: "researcher"})
 		if conv[0].ID != m.ID || conv[0].State != troupe.MsgFailed || !strings.Contains(conv[0].Reason, "turn_timeout") {
 			t.Fatalf("message = %+v, want failed with the reason", conv[0])
 		}
@@ -279,7 +280,7 @@ func TestTurnWithoutOutputForAWindowIsCut(t *testing.T) {
 		h.rt.Send(ctx, r, troupe.Person, troupe.KindMessage, "work 3h every 9m chunk then done")
 		<-time.After(4 * time.Hour)
 		synctest.Wait()
-		conv, _ = h.store.Conversation(ctx, p1, "researcher", 0, 0)
+		conv, _ = h.store.Conversation(ctx, p1, inbox.Page{Agent: "researcher"})
 		if last := conv[len(conv)-1]; last.State != troupe.MsgDelivered {
 			t.Fatalf("a turn with output every 9m for 3h ended %s (%s), want delivered", last.State, last.Reason)
 		}

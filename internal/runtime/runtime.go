@@ -357,9 +357,10 @@ func (r *Runtime) publish(k troupe.RuntimeKey, p events.Payload) {
 	r.hub.Publish(k, p)
 }
 
-// Conversation lists a project's messages (see inbox.Store.Conversation).
-func (r *Runtime) Conversation(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error) {
-	return r.o.Store.Conversation(ctx, p, agent, after, limit)
+// Conversation returns a page of a project's messages (see
+// inbox.Store.Conversation).
+func (r *Runtime) Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page) ([]troupe.Message, error) {
+	return r.o.Store.Conversation(ctx, p, q)
 }
 
 func newID(prefix string) string {

@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 // completions lists project p's messages in the harness's inbox.
 func (h *harness) completions(tb testing.TB, p troupe.ProjectID) []troupe.Message {
 	tb.Helper()
-	ms, err := h.inbox.Conversation(context.Background(), p, "", 0, 0)
+	ms, err := h.inbox.Conversation(context.Background(), p, inbox.Page{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -40,7 +41,7 @@ func TestTaskRunsToCompletion(t *testing.T) {
 	if got.State != Exited || got.ExitCode != 0 || !got.Notified || got.EndedAt.Before(got.StartedAt) || got.Signal != "" {
 		t.Errorf("ended task %+v", got)
 	}
-	if ms, _ := h.inbox.Conversation(t.Context(), "p1", "", 0, 0); len(ms) != 1 {
+	if ms, _ := h.inbox.Conversation(t.Context(), "p1", inbox.Page{}); len(ms) != 1 {
 		t.Errorf("%d messages in the store, want 1", len(ms))
 	}
 	h.noLeftovers(t, tk)
@@ -323,7 +324,7 @@ func TestC6_TaskThatEndedWhileTheDaemonWasDownIsReportedOnce(t *testing.T) {
 	_, stop3 := h.run(t) // and once more: nothing left to report
 	stop3()
 	h.noMore(t)
-	if ms, _ := h.inbox.Conversation(t.Context(), "p1", "", 0, 0); len(ms) != 1 {
+	if ms, _ := h.inbox.Conversation(t.Context(), "p1", inbox.Page{}); len(ms) != 1 {
 		t.Errorf("%d messages in the store, want 1", len(ms))
 	}
 	h.noLeftovers(t, tk)

@@ -120,7 +120,7 @@ func testProjectIsolation(t *testing.T, s inbox.Store) {
 	checkMsgs(t, "Conversation(p-one)", mustConversation(t, s, p1), one)
 	checkMsgs(t, "Conversation(p-two)", mustConversation(t, s, p2), two)
 	for _, agent := range []troupe.AgentID{"dev", "lead"} {
-		c, err := s.Conversation(ctx, p1, agent, 0, 0)
+		c, err := s.Conversation(ctx, p1, inbox.Page{Agent: agent})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -59,6 +59,7 @@ func RunStore(t *testing.T, open func(t *testing.T) inbox.Store) {
 		{"Recover", testRecover},
 		{"RecoverEmpty", testRecoverEmpty},
 		{"Conversation", testConversation},
+		{"ConversationPages", testConversationPages},
 		{"Ask", testAsk},
 		{"AskDuplicate", testAskDuplicate},
 		{"FinishAttachedAsk", testFinishAttachedAsk},
@@ -141,7 +142,7 @@ func mustFinishTurn(t *testing.T, s inbox.Store, k troupe.RuntimeKey, turn troup
 
 func mustConversation(t *testing.T, s inbox.Store, p troupe.ProjectID) []troupe.Message {
 	t.Helper()
-	ms, err := s.Conversation(t.Context(), p, "", 0, 0)
+	ms, err := s.Conversation(t.Context(), p, inbox.Page{})
 	if err != nil {
 		t.Fatalf("Conversation(%s): %v", p, err)
 	}

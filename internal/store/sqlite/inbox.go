@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/inbox"
@@ -306,19 +308,49 @@ func (db *DB) Recover(ctx context.Context) ([]troupe.RuntimeKey, error) {
 	return keys, nil
 }
 
-// Conversation implements inbox.Store.
-func (db *DB) Conversation(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, after int64, limit int) ([]troupe.Message, error) {
-	if limit <= 0 {
-		limit = -1 // SQLite: no limit
-	}
-	ms, err := queryMessages(ctx, db.r, `SELECT `+messageCols+` FROM messages
-		WHERE project = ? AND id > ? AND (?3 = '' OR to_agent = ?3 OR from_agent = ?3)
-		ORDER BY id LIMIT ?4`,
-		string(p), after, string(agent), limit)
+// Conversation implements inbox.Store with index range reads only: the
+// whole project through messages_project (project, id); one agent's
+// through messages_to and messages_from, each read from the page's end
+// for at most a page and the two merged (a UNION, which also keeps a
+// message to oneself once), so a page costs the same at any history size.
+// TestConversationQueryPlans holds them to it.
+func (db *DB) Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page) ([]troupe.Message, error) {
+	query, args := conversationQuery(p, q)
+	ms, err := queryMessages(ctx, db.r, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read conversation %s: %w", p, err)
 	}
+	if q.Newest {
+		slices.Reverse(ms)
+	}
 	return ms, nil
+}
+
+// conversationQuery is the statement Conversation runs for q, and its
+// arguments; a Newest page comes newest first.
+func conversationQuery(p troupe.ProjectID, q inbox.Page) (string, []any) {
+	order := "ASC"
+	if q.Newest {
+		order = "DESC"
+	}
+	before := q.Before
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	args := []any{string(p), q.After, before, q.Size(), string(q.Agent)}
+	if q.Agent == "" {
+		return `SELECT ` + messageCols + ` FROM messages INDEXED BY messages_project
+			WHERE project = ?1 AND id > ?2 AND id < ?3
+			ORDER BY id ` + order + ` LIMIT ?4`, args[:4]
+	}
+	side := func(index, where string) string {
+		return `SELECT * FROM (SELECT ` + messageCols + ` FROM messages INDEXED BY ` + index + `
+			WHERE project = ?1 AND ` + where + ` AND id > ?2 AND id < ?3
+			ORDER BY id ` + order + ` LIMIT ?4)`
+	}
+	return side("messages_to", "to_agent = ?5") + ` UNION ALL ` +
+		side("messages_from", "from_agent = ?5 AND to_agent <> ?5") +
+		` ORDER BY id ` + order + ` LIMIT ?4`, args
 }
 
 // Ask implements inbox.Store. The request is stored as given but for

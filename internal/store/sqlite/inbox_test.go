@@ -135,7 +135,7 @@ func TestInboxReadsSeeCommittedWrites(t *testing.T) {
 		if s.err != nil {
 			t.Fatal(s.err)
 		}
-		conv, err := db.Conversation(ctx, k.Project, "", s.m.ID-1, 1)
+		conv, err := db.Conversation(ctx, k.Project, inbox.Page{After: s.m.ID - 1, Limit: 1})
 		if err != nil || len(conv) != 1 || conv[0].State != troupe.MsgInTurn {
 			t.Fatalf("round %d: the read after Append and StartTurn returned = %+v, %v; want message %d in_turn", i, conv, err, s.m.ID)
 		}
@@ -174,7 +174,7 @@ func TestInboxRefusesTimesOutOfRange(t *testing.T) {
 	if _, err := db.Ask(ctx, r, m); !errors.Is(err, troupe.ErrInvalid) {
 		t.Errorf("Ask with CreatedAt in 2300: err = %v, want troupe.ErrInvalid", err)
 	}
-	if conv, err := db.Conversation(ctx, "p1", "", 0, 0); err != nil || len(conv) != 0 {
+	if conv, err := db.Conversation(ctx, "p1", inbox.Page{}); err != nil || len(conv) != 0 {
 		t.Errorf("Conversation after the refusals = %v, %v; want none", conv, err)
 	}
 }

@@ -220,6 +220,19 @@ var migrations = []migration{
 			) WITHOUT ROWID`,
 		},
 	},
+	// version 8
+	{
+		name: "conversation paging per agent",
+		stmts: []string{
+			// Conversation with an agent: the messages to it and those from
+			// it, each an index range read from either end and merged, so
+			// a page costs what it holds, never a scan of the project's
+			// history (messages_inbox has state before id; messages_open
+			// holds open mail only).
+			`CREATE INDEX messages_to ON messages (project, to_agent, id)`,
+			`CREATE INDEX messages_from ON messages (project, from_agent, id)`,
+		},
+	},
 }
 
 // latestVersion is the schema version this binary writes.
