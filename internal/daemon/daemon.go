@@ -221,6 +221,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}, func(id troupe.ProjectID) {
 		hub.Publish(troupe.RuntimeKey{Project: id}, events.ProjectRemoved{Project: id})
 		rt.ProjectRemoved(id)
+		notes.Forget(id)
 		killTasks(ctx, log, tasks, id) // nobody is left to hear of them
 	})
 
