@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -133,11 +134,21 @@ func indexLine(n Note) string {
 // most recently changed notes (ModTime, newest first) that fit, then a
 // line "N more notes: search them with memory_search". It sorts notes.
 func briefing(notes []Note) string {
-	slices.SortFunc(notes, func(a, b Note) int { return strings.Compare(a.Name, b.Name) })
-	if text := IndexText(notes); len(text) <= MaxBriefing {
-		return text
+	// Lines only shrink through oneLine: when even their raw sizes fit, so
+	// does the whole index, built only then.
+	size := len(indexHeader)
+	for _, n := range notes {
+		size += len("- : \n") + len(n.Name) + len(n.Description)
 	}
-	slices.SortStableFunc(notes, func(a, b Note) int { return b.ModTime.Compare(a.ModTime) })
+	if size <= 2*MaxBriefing {
+		slices.SortFunc(notes, func(a, b Note) int { return strings.Compare(a.Name, b.Name) })
+		if text := IndexText(notes); len(text) <= MaxBriefing {
+			return text
+		}
+	}
+	slices.SortFunc(notes, func(a, b Note) int {
+		return cmp.Or(b.ModTime.Compare(a.ModTime), strings.Compare(a.Name, b.Name))
+	})
 	more := func(n int) string { return fmt.Sprintf("%d more notes: search them with memory_search\n", n) }
 	room := MaxBriefing - len(more(len(notes))) // the longest "more" line
 	var b strings.Builder

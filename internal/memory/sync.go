@@ -119,6 +119,7 @@ type projectSync struct {
 	root   string                // the project folder they are of
 	dir    dirStamp              // the memory directory before the last scan
 	files  map[string]*fileState // by file name: every note file seen, good or bad
+	brief  *string               // the briefing of files, once made; nil when they changed
 
 	// dmu guards the fields below. It is never held across I/O, so that
 	// whoever reports changes never waits on a sync.
@@ -272,7 +273,7 @@ func (s *Store) update(ctx context.Context, id troupe.ProjectID, abs string, ps 
 		if err != nil {
 			return fmt.Errorf("read index: %w", err)
 		}
-		ps.files = make(map[string]*fileState, len(es))
+		ps.files, ps.brief = make(map[string]*fileState, len(es)), nil
 		for _, e := range es {
 			ps.files[e.Name+".md"] = &fileState{stamp: parseStamp(e.Stamp), indexed: true, desc: e.Description}
 		}
@@ -375,6 +376,9 @@ func (s *Store) update(ctx context.Context, id troupe.ProjectID, abs string, ps 
 		if err := s.idx.Update(ctx, id, put, drop); err != nil {
 			return fmt.Errorf("index notes: %w", err)
 		}
+	}
+	if len(next) > 0 {
+		ps.brief = nil
 	}
 	for name, f := range next {
 		if f == nil {

@@ -250,6 +250,13 @@ func TestBriefing(t *testing.T) {
 	if got := s.Briefing(t.Context(), p); got != want {
 		t.Errorf("Briefing of two notes =\n%s\nwant\n%s", got, want)
 	}
+	if _, err := s.Write(t.Context(), dir, Note{Name: "mike", Description: "Written since"}); err != nil {
+		t.Fatal(err)
+	}
+	want = indexHeader + "- alpha: First by name\n- mike: Written since\n- zulu: Last by name\n"
+	if got := s.Briefing(t.Context(), p); got != want {
+		t.Errorf("Briefing after a write =\n%s\nwant\n%s", got, want)
+	}
 	if got := s.Briefing(t.Context(), troupe.Project{ID: "empty", Path: project(t)}); got != "" {
 		t.Errorf("Briefing without notes = %q, want empty", got)
 	}

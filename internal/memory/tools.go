@@ -81,8 +81,8 @@ func (s *Store) writeTool(ctx context.Context, c tool.Caller, args json.RawMessa
 // Briefing is what every session of project p starts with besides its
 // prompt: the index of the project's memory notes (IndexText), at most
 // MaxBriefing bytes (see briefing). It comes from what the last sync saw,
-// so it reads only the notes that changed since; bad notes are left out
-// (List says which).
+// so it reads only the notes that changed since, and is made again only
+// when some did; bad notes are left out (List says which).
 func (s *Store) Briefing(ctx context.Context, p troupe.Project) string {
 	ps, err := s.sync(ctx, p)
 	if err != nil {
@@ -91,12 +91,16 @@ func (s *Store) Briefing(ctx context.Context, p troupe.Project) string {
 		return briefing(notes)
 	}
 	ps.mu.Lock()
-	notes := make([]Note, 0, len(ps.files))
-	for file, f := range ps.files {
-		if f.indexed {
-			notes = append(notes, Note{Name: strings.TrimSuffix(file, ".md"), Description: f.desc, ModTime: time.Unix(0, f.stamp.mtime)})
+	defer ps.mu.Unlock()
+	if ps.brief == nil {
+		notes := make([]Note, 0, len(ps.files))
+		for file, f := range ps.files {
+			if f.indexed {
+				notes = append(notes, Note{Name: strings.TrimSuffix(file, ".md"), Description: f.desc, ModTime: time.Unix(0, f.stamp.mtime)})
+			}
 		}
+		text := briefing(notes)
+		ps.brief = &text
 	}
-	ps.mu.Unlock()
-	return briefing(notes)
+	return *ps.brief
 }
