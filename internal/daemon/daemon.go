@@ -41,6 +41,9 @@ import (
 // the runtime to say so itself).
 var _ runtime.Sessions = (*sqlite.DB)(nil)
 
+// The registry's watcher reports memory-folder events to the notes' store.
+var _ project.MemoryWatcher = (*memory.Store)(nil)
+
 // DefaultAddr is where the daemon listens unless told otherwise.
 const DefaultAddr = "127.0.0.1:7433"
 
@@ -188,7 +191,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	reg, err := project.Open(ctx, project.Options{Store: db, Logger: log, Check: checkAgent(engines)})
+	// The notes' index follows the memory folders through the registry's
+	// file watcher (one watcher for the team and memory folders).
+	notes := memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})
+	reg, err := project.Open(ctx, project.Options{Store: db, Logger: log, Check: checkAgent(engines), Memory: notes})
 	if err != nil {
 		return err
 	}
@@ -210,7 +216,6 @@ func Run(ctx context.Context, cfg Config) error {
 	tokens := mcp.NewTokens()
 	tasks := task.New(task.Options{Store: db, Inbox: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
 		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject, MaxOutput: cfg.TaskMaxOutput})
-	notes := memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})
 	rt := runtime.New(runtime.Options{Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling,
 		Grants: tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db,
@@ -222,6 +227,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}, func(id troupe.ProjectID) {
 		hub.Publish(troupe.RuntimeKey{Project: id}, events.ProjectRemoved{Project: id})
 		rt.ProjectRemoved(id)
+		notes.Forget(id)
 		killTasks(ctx, log, tasks, id) // nobody is left to hear of them
 	})
 

@@ -3,6 +3,7 @@ package memory
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -22,27 +23,50 @@ type MemIndex struct {
 	mu sync.Mutex
 	// mu guards notes: by project, by name; the maps are replaced, never
 	// changed, so a search may use one after unlocking.
-	notes map[troupe.ProjectID]map[string]Note
+	notes map[troupe.ProjectID]map[string]Entry
 }
 
 // NewMemIndex returns an empty MemIndex.
 func NewMemIndex() *MemIndex {
-	return &MemIndex{notes: map[troupe.ProjectID]map[string]Note{}}
+	return &MemIndex{notes: map[troupe.ProjectID]map[string]Entry{}}
 }
 
-// Sync implements Index.
-func (x *MemIndex) Sync(ctx context.Context, project troupe.ProjectID, notes []Note) error {
+// Update implements Index.
+func (x *MemIndex) Update(ctx context.Context, project troupe.ProjectID, put []Entry, drop []string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	m := make(map[string]Note, len(notes))
-	for _, n := range notes {
-		m[n.Name] = n
-	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	m := maps.Clone(x.notes[project])
+	if m == nil {
+		m = make(map[string]Entry, len(put))
+	}
+	for _, name := range drop {
+		delete(m, name)
+	}
+	for _, e := range put {
+		m[e.Name] = e
+	}
 	x.notes[project] = m
 	return nil
+}
+
+// Entries implements Index.
+func (x *MemIndex) Entries(ctx context.Context, project troupe.ProjectID) ([]Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	x.mu.Lock()
+	notes := x.notes[project]
+	x.mu.Unlock()
+	es := make([]Entry, 0, len(notes))
+	for _, e := range notes {
+		e.Body = ""
+		es = append(es, e)
+	}
+	slices.SortFunc(es, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	return es, nil
 }
 
 // Weights of a match in each field of a note.
@@ -69,7 +93,8 @@ func (x *MemIndex) Search(ctx context.Context, project troupe.ProjectID, query s
 	x.mu.Unlock()
 
 	hits := []Hit{}
-	for _, n := range notes {
+	for _, e := range notes {
+		n := e.Note
 		fields := []string{n.Name, n.Description, n.Body}
 		weights := []float64{weightName, weightDescription, weightBody}
 		var rank float64

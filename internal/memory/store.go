@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/projfile"
@@ -36,29 +35,22 @@ type Options struct {
 
 // Store reads, writes and searches the memory notes of project folders. It
 // keeps no notes itself: the files are the truth, the Index a cache of
-// them. A Store is safe for concurrent use.
+// them, brought up to date per project (see sync.go). A Store is safe for
+// concurrent use.
 type Store struct {
 	idx Index
 	log *slog.Logger
-	gen atomic.Uint64 // bumped after every Write, so the next Search resyncs
 
 	mu sync.Mutex
-	// mu guards projects (the map, not its values).
+	// mu guards projects (the map, not its values) and each value's dir.
 	projects map[troupe.ProjectID]*projectSync
 
 	// hook, set by tests, runs at the named steps of a write and fails it
 	// with its error.
 	hook func(step string) error
-}
-
-// projectSync is what the index last got for one project.
-type projectSync struct {
-	mu sync.Mutex // held during a sync of the project; guards the fields below
-	// stamp lists the note files (name, size, mtime, inode, mode) as they
-	// were when the index was last synced, gen the Store's write count then.
-	stamp  string
-	gen    uint64
-	synced bool
+	// observe, set by tests, is told of each directory scan ("scan", the
+	// memory directory) and each note file read ("read", its path).
+	observe func(what, path string)
 }
 
 // New returns a Store.
@@ -205,7 +197,7 @@ func (s *Store) Write(ctx context.Context, dir string, n Note) (Note, error) {
 	// own name replaces it.
 	replace := raw == name
 	err = s.writeFile(root, file, data, replace)
-	s.gen.Add(1) // even after a failure: the rename may have happened
+	s.changed(abs, file) // even after a failure: the rename may have happened
 	if errors.Is(err, fs.ErrExist) && !replace {
 		return Note{}, fmt.Errorf("write memory note %q: it becomes %s, the name of an existing note (%s), which it would replace: to replace that note, write it with the name %q; otherwise choose another name: %w",
 			raw, name, rel, name, troupe.ErrAlreadyExists)
@@ -308,9 +300,9 @@ func (s *Store) step(name string) error {
 // Search returns at most limit notes of project p (limit <= 0 means
 // DefaultSearchLimit, and at most MaxSearchLimit) matching query, most
 // relevant first; see Index.Search for what matches. Before searching it
-// brings the index up to date with the files, when they changed since the
-// last search. Bad note files are left out of the index (and logged), not
-// reported: List reports them.
+// brings the index up to date with the files that changed since the last
+// search (see Watched for what that costs). Bad note files are left out of
+// the index (and logged once), not reported: List reports them.
 func (s *Store) Search(ctx context.Context, p troupe.Project, query string, limit int) ([]Hit, error) {
 	if p.ID == "" || p.Path == "" {
 		return nil, fmt.Errorf("search memory notes: project without id or path: %w", troupe.ErrInvalid)
@@ -322,7 +314,7 @@ func (s *Store) Search(ctx context.Context, p troupe.Project, query string, limi
 		limit = DefaultSearchLimit
 	}
 	limit = min(limit, MaxSearchLimit)
-	if err := s.sync(ctx, p); err != nil {
+	if _, err := s.sync(ctx, p); err != nil {
 		return nil, fmt.Errorf("search memory notes: %w", err)
 	}
 	hits, err := s.idx.Search(ctx, p.ID, query, limit)
@@ -335,53 +327,6 @@ func (s *Store) Search(ctx context.Context, p troupe.Project, query string, limi
 	return hits, nil
 }
 
-// sync gives the index the project's notes, unless the files and the
-// Store's writes are as they were at the last sync.
-func (s *Store) sync(ctx context.Context, p troupe.Project) error {
-	s.mu.Lock()
-	ps := s.projects[p.ID]
-	if ps == nil {
-		ps = &projectSync{}
-		s.projects[p.ID] = ps
-	}
-	s.mu.Unlock()
-
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	gen := s.gen.Load() // before the scan: a write after it makes the next search sync again
-	abs, root, err := openDir(p.Path, false)
-	if err != nil {
-		return err
-	}
-	var files []fs.FileInfo
-	stamp := abs + "\n"
-	if root != nil {
-		defer root.Close()
-		var st string
-		files, st, err = scan(root)
-		if err != nil {
-			return err
-		}
-		stamp += st
-	}
-	if ps.synced && ps.stamp == stamp && ps.gen == gen {
-		return nil
-	}
-	ps.synced = false
-	notes, bad, err := readAll(ctx, root, abs, files)
-	if err != nil {
-		return err
-	}
-	if len(bad) > 0 {
-		s.log.Warn("memory notes left out of the search index", "project", p.ID, "err", &NotesError{Errs: bad})
-	}
-	if err := s.idx.Sync(ctx, p.ID, notes); err != nil {
-		return fmt.Errorf("index notes: %w", err)
-	}
-	ps.stamp, ps.gen, ps.synced = stamp, gen, true
-	return nil
-}
-
 // load reads every note of the project in dir.
 func (s *Store) load(ctx context.Context, dir string) ([]Note, []error, error) {
 	abs, root, err := openDir(dir, false)
@@ -389,33 +334,29 @@ func (s *Store) load(ctx context.Context, dir string) ([]Note, []error, error) {
 		return []Note{}, nil, err
 	}
 	defer root.Close()
-	files, _, err := scan(root)
+	files, err := scan(root)
 	if err != nil {
 		return nil, nil, err
 	}
 	return readAll(ctx, root, abs, files)
 }
 
-// scan lists the *.md files of the memory directory, in name order, and
-// returns with them a stamp that changes when any of them changes.
-func scan(root *os.Root) ([]fs.FileInfo, string, error) {
+// scan lists the note files (*.md, not hidden) of the memory directory, in
+// name order.
+func scan(root *os.Root) ([]fs.FileInfo, error) {
 	d, err := root.Open(".")
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	defer d.Close()
 	entries, err := d.ReadDir(-1)
 	if err != nil {
-		return nil, "", fmt.Errorf("list %s: %w", Dir, err)
+		return nil, fmt.Errorf("list %s: %w", Dir, err)
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
-	var (
-		files []fs.FileInfo
-		stamp strings.Builder
-	)
+	var files []fs.FileInfo
 	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".md") {
+		if !isNoteFile(e.Name()) {
 			continue
 		}
 		fi, err := e.Info()
@@ -423,12 +364,18 @@ func scan(root *os.Root) ([]fs.FileInfo, string, error) {
 			continue // removed since ReadDir
 		}
 		if err != nil {
-			return nil, "", fmt.Errorf("list %s: %w", Dir, err)
+			return nil, fmt.Errorf("list %s: %w", Dir, err)
 		}
 		files = append(files, fi)
-		fmt.Fprintf(&stamp, "%s\x00%d\x00%d\x00%d\x00%d\n", name, fi.Size(), fi.ModTime().UnixNano(), inode(fi), fi.Mode())
 	}
-	return files, stamp.String(), nil
+	return files, nil
+}
+
+// isNoteFile reports whether a file of the memory directory may be a note:
+// its name ends in ".md" and does not start with a dot (a write's
+// temporary file does).
+func isNoteFile(name string) bool {
+	return !strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".md")
 }
 
 // readAll reads the notes of files, setting the bad ones aside.

@@ -498,15 +498,15 @@ func TestIndexTextKeepsOneLinePerNote(t *testing.T) {
 	}
 }
 
-// countingIndex counts Syncs.
+// countingIndex counts Updates.
 type countingIndex struct {
 	Index
 	syncs atomic.Int64
 }
 
-func (c *countingIndex) Sync(ctx context.Context, p troupe.ProjectID, notes []Note) error {
+func (c *countingIndex) Update(ctx context.Context, p troupe.ProjectID, put []Entry, drop []string) error {
 	c.syncs.Add(1)
-	return c.Index.Sync(ctx, p, notes)
+	return c.Index.Update(ctx, p, put, drop)
 }
 
 func TestSearchSyncsLazily(t *testing.T) {
@@ -535,17 +535,17 @@ func TestSearchSyncsLazily(t *testing.T) {
 	if got := search("probe"); len(got) != 0 {
 		t.Errorf("Search in a project without notes = %v", got)
 	}
-	syncs(1)
+	syncs(0) // nothing to index
 	if _, err := s.Write(ctx, dir, Note{Name: "liveness", Description: "The liveness probe", Body: "activity token\n"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := search("probe"); !slices.Equal(got, []string{"liveness"}) {
 		t.Errorf("Search(probe) after Write = %v", got)
 	}
-	syncs(2)
+	syncs(1)
 	search("token")
 	search("activity")
-	syncs(2) // nothing changed: no sync
+	syncs(1) // nothing changed: no update
 
 	// Edits by other hands (an agent's shell, the person's editor) are seen.
 	put(t, dir, ".troupe/memory/liveness.md", noteText("liveness", "The liveness probe", "edited by hand: watchdog\n"))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -77,10 +78,29 @@ func (s *Store) writeTool(ctx context.Context, c tool.Caller, args json.RawMessa
 	return fmt.Sprintf("saved note %s", n.Name), nil
 }
 
-// Briefing is what every session of the project in dir starts with besides
-// its prompt: the index of the project's memory notes. Bad notes are left
-// out (List says which).
-func (s *Store) Briefing(ctx context.Context, dir string) string {
-	notes, _ := s.List(ctx, dir)
-	return IndexText(notes)
+// Briefing is what every session of project p starts with besides its
+// prompt: the index of the project's memory notes (IndexText), at most
+// MaxBriefing bytes (see briefing). It comes from what the last sync saw,
+// so it reads only the notes that changed since, and is made again only
+// when some did; bad notes are left out (List says which).
+func (s *Store) Briefing(ctx context.Context, p troupe.Project) string {
+	ps, err := s.sync(ctx, p)
+	if err != nil {
+		s.log.Warn("memory notes for the briefing: reading them all", "project", p.ID, "err", err)
+		notes, _ := s.List(ctx, p.Path)
+		return briefing(notes)
+	}
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.brief == nil {
+		notes := make([]Note, 0, len(ps.files))
+		for file, f := range ps.files {
+			if f.indexed {
+				notes = append(notes, Note{Name: strings.TrimSuffix(file, ".md"), Description: f.desc, ModTime: time.Unix(0, f.stamp.mtime)})
+			}
+		}
+		text := briefing(notes)
+		ps.brief = &text
+	}
+	return *ps.brief
 }

@@ -9,7 +9,11 @@
 // Registry is safe for concurrent use: one mutex guards its project table.
 // Open loads the projects and holds no resource; Run owns the file watcher
 // (created when Run starts, closed when it returns) and is the registry's
-// only goroutine. It may import internal/troupe and the TOML and fsnotify libraries; it
+// only goroutine. The same watcher watches each project's memory-note
+// folder (MemoryDir) when it exists, and reports its events to
+// Options.Memory (a MemoryWatcher): one owner of fsnotify and of the
+// inotify watches, at most three per project (the folder, .troupe and the
+// memory folder). It may import internal/troupe and the TOML and fsnotify libraries; it
 // must not import the store driver or any runtime package.
 package project
 

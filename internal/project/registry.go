@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -50,6 +51,25 @@ type Options struct {
 	// Debounce is how long the watcher waits for a burst of file events to
 	// settle before reloading; default 50ms.
 	Debounce time.Duration
+	// Memory, if set, is told of the memory-note folders Run watches and of
+	// every change in them (see MemoryWatcher).
+	Memory MemoryWatcher
+}
+
+// MemoryDir is the folder of a project's memory notes (memory.Dir), whose
+// changes Run reports to Options.Memory.
+const MemoryDir = ".troupe/memory"
+
+// MemoryWatcher is told by Run about each project's memory-note folder
+// (MemoryDir): Watched(p, true) once a watch on it is in place, then
+// Changed for each file event in it (name is the file's base name; "" when
+// events were lost), and Watched(p, false) when the watch ends (the folder
+// removed or moved, the project removed, Run returning). A project whose
+// folder does not exist, or whose watch failed, is never Watched. Both
+// methods run on Run's goroutine and must not block.
+type MemoryWatcher interface {
+	Watched(p troupe.ProjectID, on bool)
+	Changed(p troupe.ProjectID, name string)
 }
 
 type entry struct {
@@ -64,6 +84,7 @@ type Registry struct {
 	log      *slog.Logger
 	check    func(troupe.AgentSpec) error
 	debounce time.Duration
+	memory   MemoryWatcher // nil: memory folders are not watched
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -71,6 +92,10 @@ type Registry struct {
 	onChange func(troupe.TeamChange)
 	onRemove func(troupe.ProjectID)
 	watcher  *fsnotify.Watcher // Run's, while it runs; nil otherwise
+	// memWatched holds the projects whose memory folder the watcher
+	// watches; memWarned is set once a watch on one failed (logged once).
+	memWatched map[troupe.ProjectID]string
+	memWarned  bool
 }
 
 // Open loads the registered projects from the store and their teams from
@@ -85,7 +110,8 @@ func Open(ctx context.Context, o Options) (*Registry, error) {
 		o.Debounce = 50 * time.Millisecond
 	}
 	r := &Registry{store: o.Store, log: o.Logger, onChange: o.OnTeamChange, onRemove: o.OnRemove,
-		check: o.Check, debounce: o.Debounce, projects: map[troupe.ProjectID]*entry{}}
+		check: o.Check, debounce: o.Debounce, memory: o.Memory, projects: map[troupe.ProjectID]*entry{},
+		memWatched: map[troupe.ProjectID]string{}}
 	ps, err := o.Store.Projects(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("load projects: %w", err)
@@ -130,10 +156,10 @@ func (r *Registry) Run(ctx context.Context) error {
 		return errors.New("watch team files: already watching")
 	}
 	r.watcher = w
-	var roots []string
+	roots := map[troupe.ProjectID]string{}
 	var ids []troupe.ProjectID
 	for id, e := range r.projects {
-		roots = append(roots, e.info.Path)
+		roots[id] = e.info.Path
 		if e.loaded { // Add loads the others, once watched
 			ids = append(ids, id)
 		}
@@ -142,11 +168,19 @@ func (r *Registry) Run(ctx context.Context) error {
 	defer func() {
 		r.mu.Lock()
 		r.watcher = nil
+		var unwatched []troupe.ProjectID
+		for id := range r.memWatched {
+			unwatched = append(unwatched, id)
+		}
+		clear(r.memWatched)
 		r.mu.Unlock()
 		w.Close()
+		for _, id := range unwatched {
+			r.memory.Watched(id, false)
+		}
 	}()
-	for _, root := range roots {
-		r.watch(root)
+	for id, root := range roots {
+		r.watch(id, root)
 	}
 	for _, id := range ids {
 		r.reload(ctx, id, false)
@@ -163,9 +197,17 @@ func (r *Registry) Run(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
+			if r.memoryEvent(ev) {
+				continue
+			}
 			if id, ok := r.projectOfEvent(ev.Name); ok {
-				if filepath.Base(ev.Name) == ".troupe" && ev.Has(fsnotify.Create) {
-					r.watch(filepath.Dir(ev.Name))
+				if filepath.Base(ev.Name) == ".troupe" {
+					switch {
+					case ev.Has(fsnotify.Create):
+						r.watch(id, filepath.Dir(ev.Name))
+					case ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename):
+						r.unwatchMemory(id) // its watch would follow the moved folder
+					}
 				}
 				pending[id] = true
 				timer.Reset(r.debounce)
@@ -175,6 +217,9 @@ func (r *Registry) Run(ctx context.Context) error {
 				return nil
 			}
 			r.log.Warn("file watcher", "err", err)
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				r.memoryLost()
+			}
 		case <-timer.C:
 			for id := range pending {
 				r.reload(ctx, id, false)
@@ -184,13 +229,13 @@ func (r *Registry) Run(ctx context.Context) error {
 	}
 }
 
-// watch adds watches on a project's root (to see .troupe appear) and on its
-// .troupe folder when it exists, if Run is watching. Missing folders are not
-// an error.
-func (r *Registry) watch(root string) {
+// watch adds watches on a project's root (to see .troupe appear), on its
+// .troupe folder and on its memory folder when they exist, if Run is
+// watching. Missing folders are not an error.
+func (r *Registry) watch(id troupe.ProjectID, root string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.watcher == nil {
+		r.mu.Unlock()
 		return // Run watches every project when it starts
 	}
 	for _, dir := range []string{root, filepath.Join(root, ".troupe")} {
@@ -198,9 +243,12 @@ func (r *Registry) watch(root string) {
 			r.log.Warn("watch folder", "path", dir, "err", err)
 		}
 	}
+	r.mu.Unlock()
+	r.watchMemory(id, root)
 }
 
-func (r *Registry) unwatch(root string) {
+func (r *Registry) unwatch(id troupe.ProjectID, root string) {
+	r.unwatchMemory(id)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.watcher == nil {
@@ -208,6 +256,109 @@ func (r *Registry) unwatch(root string) {
 	}
 	_ = r.watcher.Remove(filepath.Join(root, ".troupe"))
 	_ = r.watcher.Remove(root)
+}
+
+// watchMemory adds a watch on the memory folder of project id when it
+// exists and is not watched yet, and tells Options.Memory. A project
+// without the folder costs no watch. A failed watch (the inotify limit
+// reached...) is logged once for the registry: the memory store then scans
+// that folder at each search.
+func (r *Registry) watchMemory(id troupe.ProjectID, root string) {
+	if r.memory == nil {
+		return
+	}
+	dir := filepath.Join(root, filepath.FromSlash(MemoryDir))
+	r.mu.Lock()
+	if r.watcher == nil || r.memWatched[id] != "" {
+		r.mu.Unlock()
+		return
+	}
+	err := r.watcher.Add(dir)
+	switch {
+	case err == nil:
+		r.memWatched[id] = dir
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+	case !r.memWarned:
+		r.memWarned = true
+		r.log.Warn("watch memory notes folder: its searches will scan it (this is said once)", "project", id, "path", dir, "err", err)
+	}
+	watched := err == nil
+	r.mu.Unlock()
+	if watched {
+		r.memory.Watched(id, true)
+	}
+}
+
+// unwatchMemory ends the watch on project id's memory folder, if any, and
+// tells Options.Memory.
+func (r *Registry) unwatchMemory(id troupe.ProjectID) {
+	r.mu.Lock()
+	dir := r.memWatched[id]
+	delete(r.memWatched, id)
+	if dir != "" && r.watcher != nil {
+		_ = r.watcher.Remove(dir) // gone already when the folder was removed
+	}
+	r.mu.Unlock()
+	if dir != "" {
+		r.memory.Watched(id, false)
+	}
+}
+
+// memoryEvent handles an event of a memory folder, or of a file in one,
+// and reports whether it was one.
+func (r *Registry) memoryEvent(ev fsnotify.Event) bool {
+	if r.memory == nil {
+		return false
+	}
+	var root, file string
+	parent := filepath.Dir(ev.Name)
+	switch {
+	case filepath.Base(ev.Name) == "memory" && filepath.Base(parent) == ".troupe":
+		root = filepath.Dir(parent) // the folder itself
+	case filepath.Base(parent) == "memory" && filepath.Base(filepath.Dir(parent)) == ".troupe":
+		root, file = filepath.Dir(filepath.Dir(parent)), filepath.Base(ev.Name)
+	default:
+		return false
+	}
+	id, ok := r.projectAt(root)
+	if !ok {
+		return false
+	}
+	switch {
+	case file != "":
+		r.memory.Changed(id, file)
+	case ev.Has(fsnotify.Create):
+		r.watchMemory(id, root)
+	case ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename):
+		r.unwatchMemory(id)
+	}
+	return true
+}
+
+// memoryLost tells Options.Memory that events of every watched memory
+// folder may have been lost.
+func (r *Registry) memoryLost() {
+	r.mu.Lock()
+	var ids []troupe.ProjectID
+	for id := range r.memWatched {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		r.memory.Changed(id, "")
+	}
+}
+
+// projectAt returns the project whose folder is root.
+func (r *Registry) projectAt(root string) (troupe.ProjectID, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, e := range r.projects {
+		if e.info.Path == root {
+			return id, true
+		}
+	}
+	return "", false
 }
 
 // projectOfEvent maps a file event to the project whose team it may touch.
@@ -221,14 +372,7 @@ func (r *Registry) projectOfEvent(name string) (troupe.ProjectID, bool) {
 	default:
 		return "", false
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for id, e := range r.projects {
-		if e.info.Path == dir {
-			return id, true
-		}
-	}
-	return "", false
+	return r.projectAt(dir)
 }
 
 // reload loads the team file of project id and notifies what changed.
@@ -389,7 +533,7 @@ func (r *Registry) Add(ctx context.Context, path string) (Info, error) {
 	r.mu.Lock()
 	r.projects[p.ID] = &entry{info: Info{Project: p}}
 	r.mu.Unlock()
-	r.watch(canon)
+	r.watch(p.ID, canon)
 	r.reload(ctx, p.ID, true)
 	info, _ := r.Get(p.ID)
 	r.log.Info("project added", "project", p.ID, "path", canon)
@@ -406,7 +550,7 @@ func (r *Registry) Remove(ctx context.Context, id troupe.ProjectID) error {
 	delete(r.projects, id)
 	r.mu.Unlock()
 	if ok {
-		r.unwatch(e.info.Path)
+		r.unwatch(id, e.info.Path)
 	}
 	r.mu.Lock()
 	f := r.onRemove

@@ -666,7 +666,7 @@ func (a *actor) instructions(ctx context.Context, spec troupe.AgentSpec, dir str
 	fmt.Fprintf(&b, "\n\nYou are %q, one agent of a team run by troupe. Your teammates: %s.\n", spec.Name, strings.Join(team, ", "))
 	b.WriteString("Use troupe's tools to work with them: ask_agent (ask and wait for the answer), send_message, delegate (the result comes back to you), reply (answer the question you were asked), list_agents; run_in_background for long commands (their end wakes you); memory_search, memory_read and memory_write for the project's notes.\n")
 	if a.rt.o.Briefing != nil {
-		if brief := a.rt.o.Briefing(ctx, dir); brief != "" {
+		if brief := a.rt.o.Briefing(ctx, troupe.Project{ID: a.key.Project, Path: dir}); brief != "" {
 			b.WriteString("\n" + brief)
 		}
 	}

@@ -79,9 +79,9 @@ type Options struct {
 	// agents' tools go through engine.Tools only.
 	Grants Grants
 	MCPURL string
-	// Briefing, if set, returns text every session of the project in dir
-	// starts with after its prompt (the index of its memory notes).
-	Briefing func(ctx context.Context, dir string) string
+	// Briefing, if set, returns text every session of project p starts
+	// with after its prompt (a bounded index of its memory notes).
+	Briefing func(ctx context.Context, p troupe.Project) string
 	// Journal, if set, keeps what each agent did, turn by turn; nil: not kept.
 	Journal Journal
 	Logger  *slog.Logger

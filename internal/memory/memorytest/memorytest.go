@@ -1,7 +1,8 @@
 // Package memorytest is the contract suite every memory.Index must pass:
 // matching by words of the name, description and body, ranking, limits,
-// replacement by Sync, queries that are not valid FTS syntax, and project
-// isolation (contract C1). memory's tests run it against MemIndex, the
+// Update (drop, add, replace) and Entries (stamps kept, no bodies),
+// queries that are not valid FTS syntax, and project isolation (contract
+// C1). memory's tests run it against MemIndex, the
 // SQLite store's tests against the FTS5 index.
 //
 // It is imported by tests only. RunIndex runs its cases in parallel
@@ -68,6 +69,7 @@ func RunIndex(t *testing.T, newIndex NewIndex) {
 		{"Ranks", testRanks},
 		{"Limit", testLimit},
 		{"SyncReplaces", testSyncReplaces},
+		{"UpdateAndEntries", testUpdateAndEntries},
 		{"AnyQueryIsValid", testAnyQuery},
 		{"C1ProjectIsolation", testIsolation},
 		{"Concurrent", testConcurrent},
@@ -79,10 +81,30 @@ func RunIndex(t *testing.T, newIndex NewIndex) {
 	}
 }
 
+// Replace makes idx hold exactly notes for project, through Entries and
+// Update: each note gets the stamp "s-<name>".
+func Replace(ctx context.Context, idx memory.Index, project troupe.ProjectID, notes []memory.Note) error {
+	have, err := idx.Entries(ctx, project)
+	if err != nil {
+		return err
+	}
+	var drop []string
+	for _, e := range have {
+		if !slices.ContainsFunc(notes, func(n memory.Note) bool { return n.Name == e.Name }) {
+			drop = append(drop, e.Name)
+		}
+	}
+	put := make([]memory.Entry, 0, len(notes))
+	for _, n := range notes {
+		put = append(put, memory.Entry{Note: n, Stamp: "s-" + n.Name})
+	}
+	return idx.Update(ctx, project, put, drop)
+}
+
 func doSync(t *testing.T, idx memory.Index, project troupe.ProjectID, notes []memory.Note) {
 	t.Helper()
-	if err := idx.Sync(t.Context(), project, notes); err != nil {
-		t.Fatalf("Sync(%s): %v", project, err)
+	if err := Replace(t.Context(), idx, project, notes); err != nil {
+		t.Fatalf("Replace(%s): %v", project, err)
 	}
 }
 
@@ -214,6 +236,76 @@ func testSyncReplaces(t *testing.T, newIndex NewIndex) {
 	}
 }
 
+// testUpdateAndEntries: Update drops, then adds or replaces; Entries gives
+// back every field but the body, with the stamps, in name order, of its
+// project only.
+func testUpdateAndEntries(t *testing.T, newIndex NewIndex) {
+	idx := newIndex(t, P1, P2, P3)
+	ctx := t.Context()
+	ns := Notes(P1)
+	put := func(p troupe.ProjectID, es []memory.Entry, drop ...string) {
+		t.Helper()
+		if err := idx.Update(ctx, p, es, drop); err != nil {
+			t.Fatalf("Update(%s): %v", p, err)
+		}
+	}
+	entries := func(p troupe.ProjectID) []memory.Entry {
+		t.Helper()
+		es, err := idx.Entries(ctx, p)
+		if err != nil {
+			t.Fatalf("Entries(%s): %v", p, err)
+		}
+		return es
+	}
+	put(P1, []memory.Entry{{Note: ns[0], Stamp: "10:1:2:644"}, {Note: ns[1], Stamp: "20:1:3:644"}})
+	put(P2, []memory.Entry{{Note: Notes(P2)[2], Stamp: "other"}})
+	put(P1, []memory.Entry{{Note: ns[2], Stamp: "30:1:4:644"}}, "no-such-note")
+
+	es := entries(P1)
+	var got []string
+	for _, e := range es {
+		got = append(got, e.Name+"="+e.Stamp)
+		if e.Body != "" {
+			t.Errorf("Entries gave %s with its body", e.Name)
+		}
+	}
+	want := []string{"cross-talk=20:1:3:644", "liveness-probe=10:1:2:644", "resume-policy=30:1:4:644"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Entries(p1) = %v, want %v in name order", got, want)
+	}
+	w := ns[1]
+	if e := es[0]; e.Description != w.Description || e.Type != w.Type || e.Path != w.Path || !e.ModTime.Equal(w.ModTime) {
+		t.Errorf("entry = %+v, want the fields of %+v", e.Note, w)
+	}
+	if len(entries(P3)) != 0 {
+		t.Errorf("Entries of a project never updated = %v, want none", entries(P3))
+	}
+
+	// Drop one, replace one (new body and stamp), in one Update.
+	changed := ns[0]
+	changed.Body = "rewritten with zanzibar\n"
+	put(P1, []memory.Entry{{Note: changed, Stamp: "11:2:2:644"}}, "cross-talk")
+	got = nil
+	for _, e := range entries(P1) {
+		got = append(got, e.Name+"="+e.Stamp)
+	}
+	if want := []string{"liveness-probe=11:2:2:644", "resume-policy=30:1:4:644"}; !slices.Equal(got, want) {
+		t.Errorf("after the second Update, Entries = %v, want %v", got, want)
+	}
+	if got := names(search(t, idx, P1, "zanzibar", 10)); !slices.Equal(got, []string{"liveness-probe"}) {
+		t.Errorf("Search(zanzibar) = %v, want the new body found", got)
+	}
+	if got := names(search(t, idx, P1, "opencode", 10)); len(got) != 0 {
+		t.Errorf("Search(opencode) = %v, want the old body forgotten", got)
+	}
+	if got := names(search(t, idx, P1, "registries", 10)); len(got) != 0 {
+		t.Errorf("Search(registries) = %v, want the dropped note gone", got)
+	}
+	if es := entries(P2); len(es) != 1 || es[0].Stamp != "other" {
+		t.Errorf("Entries(p2) = %v, want its one note untouched", es)
+	}
+}
+
 // testAnyQuery feeds FTS5 syntax, broken and not, as plain text.
 func testAnyQuery(t *testing.T, newIndex NewIndex) {
 	idx := newIndex(t, P1)
@@ -316,8 +408,8 @@ func testConcurrent(t *testing.T, newIndex NewIndex) {
 			for i := range 20 {
 				notes := Notes(p)
 				notes[0].Body += fmt.Sprintf("round%d\n", i)
-				if err := idx.Sync(ctx, p, notes); err != nil {
-					t.Errorf("Sync(%s): %v", p, err)
+				if err := Replace(ctx, idx, p, notes); err != nil {
+					t.Errorf("Replace(%s): %v", p, err)
 					return
 				}
 			}

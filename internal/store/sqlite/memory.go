@@ -20,10 +20,12 @@ var _ memory.Index = (*MemoryIndex)(nil)
 // finds "vivacité"), kept in step by triggers. Rows belong to a registered
 // project and go when it is removed.
 //
-// The notes' files stay the truth; this is a cache that memory.Store syncs
-// before searching. Sync is one IMMEDIATE transaction that rewrites only the
-// notes that changed; Search reads from the read pool. A MemoryIndex is safe
-// for concurrent use.
+// The notes' files stay the truth; this is a cache that memory.Store keeps
+// up to date before searching, with each note's file stamp (column stamp),
+// so that a daemon started later reconciles it with the files instead of
+// rebuilding it. Update is one IMMEDIATE transaction holding only the notes
+// that changed; Search and Entries read from the read pool. A MemoryIndex
+// is safe for concurrent use.
 type MemoryIndex struct {
 	db *DB
 }
@@ -31,27 +33,19 @@ type MemoryIndex struct {
 // MemoryIndex returns the database's index of memory notes.
 func (db *DB) MemoryIndex() *MemoryIndex { return &MemoryIndex{db: db} }
 
-// memoryRow is a note as stored.
-type memoryRow struct {
-	id                           int64
-	description, typ, body, path string
-	modTime                      sql.NullInt64
-}
-
-// Sync implements memory.Index. It fails with troupe.ErrNotFound when
-// project is not registered, and with troupe.ErrInvalid for a note with an
-// empty name or a ModTime outside the years 1677-2262. When notes repeat a
-// name, the last one counts.
-func (x *MemoryIndex) Sync(ctx context.Context, project troupe.ProjectID, notes []memory.Note) error {
-	want := make(map[string]memory.Note, len(notes))
-	for _, n := range notes {
-		if n.Name == "" {
+// Update implements memory.Index, in one IMMEDIATE transaction: the rows
+// of drop go, then each note of put is inserted or its row updated in place
+// (its id kept). It fails with troupe.ErrNotFound when project is not
+// registered, and with troupe.ErrInvalid for a note with an empty name or
+// a ModTime outside the years 1677-2262; then nothing changes.
+func (x *MemoryIndex) Update(ctx context.Context, project troupe.ProjectID, put []memory.Entry, drop []string) error {
+	for _, e := range put {
+		if e.Name == "" {
 			return fmt.Errorf("index memory notes of %s: a note without a name: %w", project, troupe.ErrInvalid)
 		}
-		if _, ok := memoryNanos(n.ModTime); !ok {
-			return fmt.Errorf("index memory note %s of %s: mod time %s outside years 1677-2262: %w", n.Name, project, n.ModTime, troupe.ErrInvalid)
+		if _, ok := memoryNanos(e.ModTime); !ok {
+			return fmt.Errorf("index memory note %s of %s: mod time %s outside years 1677-2262: %w", e.Name, project, e.ModTime, troupe.ErrInvalid)
 		}
-		want[n.Name] = n
 	}
 	err := x.db.write(ctx, func(tx *sql.Tx) error {
 		var one int
@@ -62,32 +56,34 @@ func (x *MemoryIndex) Sync(ctx context.Context, project troupe.ProjectID, notes 
 		if err != nil {
 			return err
 		}
-		have, err := memoryRows(ctx, tx, project)
-		if err != nil {
-			return err
-		}
-		for name, n := range want {
-			mt, _ := memoryNanos(n.ModTime)
-			old, ok := have[name]
-			delete(have, name)
-			switch {
-			case ok && old.description == n.Description && old.typ == n.Type && old.body == n.Body &&
-				old.path == n.Path && old.modTime == mt:
-				continue // unchanged: leave its row and its index entry alone
-			case ok:
-				_, err = tx.ExecContext(ctx, `UPDATE memory_notes SET description = ?, type = ?, body = ?, path = ?, mod_time = ?
-					WHERE id = ?`, n.Description, n.Type, n.Body, n.Path, mt, old.id)
-			default:
-				_, err = tx.ExecContext(ctx, `INSERT INTO memory_notes (project_id, name, description, type, body, path, mod_time)
-					VALUES (?, ?, ?, ?, ?, ?, ?)`, string(project), name, n.Description, n.Type, n.Body, n.Path, mt)
-			}
+		if len(drop) > 0 {
+			del, err := tx.PrepareContext(ctx, `DELETE FROM memory_notes WHERE project_id = ? AND name = ?`)
 			if err != nil {
 				return err
 			}
+			defer del.Close()
+			for _, name := range drop {
+				if _, err := del.ExecContext(ctx, string(project), name); err != nil {
+					return err
+				}
+			}
 		}
-		for _, gone := range have {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM memory_notes WHERE id = ?`, gone.id); err != nil {
+		if len(put) > 0 {
+			// ON CONFLICT ... DO UPDATE keeps the row's id (the FTS rowid);
+			// the update trigger re-indexes it.
+			ins, err := tx.PrepareContext(ctx, `INSERT INTO memory_notes (project_id, name, description, type, body, path, mod_time, stamp)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (project_id, name) DO UPDATE SET description = excluded.description, type = excluded.type,
+					body = excluded.body, path = excluded.path, mod_time = excluded.mod_time, stamp = excluded.stamp`)
+			if err != nil {
 				return err
+			}
+			defer ins.Close()
+			for _, e := range put {
+				mt, _ := memoryNanos(e.ModTime)
+				if _, err := ins.ExecContext(ctx, string(project), e.Name, e.Description, e.Type, e.Body, e.Path, mt, e.Stamp); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -98,26 +94,32 @@ func (x *MemoryIndex) Sync(ctx context.Context, project troupe.ProjectID, notes 
 	return nil
 }
 
-// memoryRows reads the project's stored notes by name.
-func memoryRows(ctx context.Context, tx *sql.Tx, project troupe.ProjectID) (map[string]memoryRow, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT id, name, description, type, body, path, mod_time
-		FROM memory_notes WHERE project_id = ?`, string(project))
+// Entries implements memory.Index.
+func (x *MemoryIndex) Entries(ctx context.Context, project troupe.ProjectID) ([]memory.Entry, error) {
+	rows, err := x.db.r.QueryContext(ctx, `SELECT name, description, type, path, mod_time, stamp
+		FROM memory_notes WHERE project_id = ? ORDER BY name`, string(project))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list memory notes of %s: %w", project, err)
 	}
 	defer rows.Close()
-	have := map[string]memoryRow{}
+	es := []memory.Entry{}
 	for rows.Next() {
 		var (
-			r    memoryRow
-			name string
+			e  memory.Entry
+			mt sql.NullInt64
 		)
-		if err := rows.Scan(&r.id, &name, &r.description, &r.typ, &r.body, &r.path, &r.modTime); err != nil {
-			return nil, err
+		if err := rows.Scan(&e.Name, &e.Description, &e.Type, &e.Path, &mt, &e.Stamp); err != nil {
+			return nil, fmt.Errorf("list memory notes of %s: %w", project, err)
 		}
-		have[name] = r
+		if mt.Valid {
+			e.ModTime = fromNanos(mt.Int64)
+		}
+		es = append(es, e)
 	}
-	return have, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list memory notes of %s: %w", project, err)
+	}
+	return es, nil
 }
 
 // memoryNanos stores a note's ModTime: NULL when zero.

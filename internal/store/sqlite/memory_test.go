@@ -49,7 +49,7 @@ func TestMemoryIndexFoldsAccents(t *testing.T) {
 	db := openTest(t, newPath(t))
 	addProjects(t, db, "p")
 	idx := db.MemoryIndex()
-	if err := idx.Sync(t.Context(), "p", memorytest.Notes("p")); err != nil {
+	if err := memorytest.Replace(t.Context(), idx, "p", memorytest.Notes("p")); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{"vivacite", "VIVACITE", "activite", "jeton d'activité"} {
@@ -61,9 +61,9 @@ func TestMemoryIndexFoldsAccents(t *testing.T) {
 
 func TestMemoryIndexNeedsARegisteredProject(t *testing.T) {
 	db := openTest(t, newPath(t))
-	err := db.MemoryIndex().Sync(t.Context(), "nope", memorytest.Notes("nope"))
+	err := memorytest.Replace(t.Context(), db.MemoryIndex(), "nope", memorytest.Notes("nope"))
 	if !errors.Is(err, troupe.ErrNotFound) {
-		t.Errorf("Sync of an unregistered project = %v, want not found", err)
+		t.Errorf("Update of an unregistered project = %v, want not found", err)
 	}
 	if got := memorySearch(t, db.MemoryIndex(), "nope", "watchdog"); len(got) != 0 {
 		t.Errorf("Search of an unregistered project = %v, want nothing", got)
@@ -71,8 +71,8 @@ func TestMemoryIndexNeedsARegisteredProject(t *testing.T) {
 	addProjects(t, db, "p")
 	bad := memorytest.Notes("p")
 	bad[1].ModTime = time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err := db.MemoryIndex().Sync(t.Context(), "p", bad); !errors.Is(err, troupe.ErrInvalid) {
-		t.Errorf("Sync with a ModTime in 3000 = %v, want invalid", err)
+	if err := memorytest.Replace(t.Context(), db.MemoryIndex(), "p", bad); !errors.Is(err, troupe.ErrInvalid) {
+		t.Errorf("Update with a ModTime in 3000 = %v, want invalid", err)
 	}
 }
 
@@ -85,7 +85,9 @@ func memoryFTSCheck(t *testing.T, db *DB) {
 	}
 }
 
-func TestMemoryIndexSyncRewritesOnlyChanges(t *testing.T) {
+// TestMemoryIndexUpdateInPlace: Update touches only the notes it is given,
+// updates rows in place (ids kept) and keeps the FTS index consistent.
+func TestMemoryIndexUpdateInPlace(t *testing.T) {
 	db := openTest(t, newPath(t))
 	addProjects(t, db, "p")
 	ctx, idx := t.Context(), db.MemoryIndex()
@@ -109,7 +111,7 @@ func TestMemoryIndexSyncRewritesOnlyChanges(t *testing.T) {
 		return m
 	}
 	notes := memorytest.Notes("p")
-	if err := idx.Sync(ctx, "p", notes); err != nil {
+	if err := memorytest.Replace(ctx, idx, "p", notes); err != nil {
 		t.Fatal(err)
 	}
 	before := ids()
@@ -117,7 +119,7 @@ func TestMemoryIndexSyncRewritesOnlyChanges(t *testing.T) {
 	if err := db.w.QueryRowContext(ctx, `SELECT total_changes()`).Scan(&changes); err != nil {
 		t.Fatal(err)
 	}
-	if err := idx.Sync(ctx, "p", notes); err != nil {
+	if err := idx.Update(ctx, "p", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	var after int64
@@ -125,11 +127,11 @@ func TestMemoryIndexSyncRewritesOnlyChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	if after != changes {
-		t.Errorf("a Sync of unchanged notes made %d changes, want none", after-changes)
+		t.Errorf("an empty Update made %d changes, want none", after-changes)
 	}
 	notes[0].Body = "rewritten\n"
 	notes[0].ModTime = notes[0].ModTime.Add(time.Second)
-	if err := idx.Sync(ctx, "p", notes[:3]); err != nil {
+	if err := idx.Update(ctx, "p", []memory.Entry{{Note: notes[0], Stamp: "new"}}, []string{notes[3].Name}); err != nil {
 		t.Fatal(err)
 	}
 	now := ids()
@@ -149,7 +151,7 @@ func TestMemoryIndexKeepsZeroModTime(t *testing.T) {
 	db := openTest(t, newPath(t))
 	addProjects(t, db, "p")
 	n := memory.Note{Name: "n", Description: "d", Type: "project", Body: "word"}
-	if err := db.MemoryIndex().Sync(t.Context(), "p", []memory.Note{n}); err != nil {
+	if err := db.MemoryIndex().Update(t.Context(), "p", []memory.Entry{{Note: n}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	hits, err := db.MemoryIndex().Search(t.Context(), "p", "word", 1)
@@ -165,7 +167,7 @@ func TestMemoryIndexGoesWithItsProject(t *testing.T) {
 	addProjects(t, db, "p1", "p2")
 	ctx, idx := t.Context(), db.MemoryIndex()
 	for _, p := range []troupe.ProjectID{"p1", "p2"} {
-		if err := idx.Sync(ctx, p, memorytest.Notes(p)); err != nil {
+		if err := memorytest.Replace(ctx, idx, p, memorytest.Notes(p)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -194,7 +196,7 @@ func TestMemoryIndexSurvivesReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	addProjects(t, db, "p")
-	if err := db.MemoryIndex().Sync(t.Context(), "p", memorytest.Notes("p")); err != nil {
+	if err := memorytest.Replace(t.Context(), db.MemoryIndex(), "p", memorytest.Notes("p")); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {

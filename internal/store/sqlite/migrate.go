@@ -233,6 +233,17 @@ var migrations = []migration{
 			`CREATE INDEX messages_from ON messages (project, from_agent, id)`,
 		},
 	},
+	// version 9
+	{
+		name: "memory notes' file stamps",
+		stmts: []string{
+			// memory.Entry.Stamp: the note file's size, modification time,
+			// inode and mode when it was read, so that a daemon started
+			// later re-reads only the files that changed. '' for the rows
+			// before this step: those are read once again.
+			`ALTER TABLE memory_notes ADD COLUMN stamp TEXT NOT NULL DEFAULT ''`,
+		},
+	},
 }
 
 // latestVersion is the schema version this binary writes.
