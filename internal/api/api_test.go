@@ -35,13 +35,13 @@ type fixture struct {
 	addr string
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	return newFixtureWith(t, api.Options{})
 }
 
 // newFixtureWith serves o, its registry, hub, token and version filled in.
-func newFixtureWith(t *testing.T, o api.Options) *fixture {
+func newFixtureWith(t testing.TB, o api.Options) *fixture {
 	t.Helper()
 	hub := events.New(events.Options{})
 	reg, err := project.Open(context.Background(), project.Options{Store: project.NewMemStore(),
