@@ -52,7 +52,7 @@ bench: build tools
 	$(BENCH) -benchtime 500x -bench '^BenchmarkMCPAskRoundTrip$$' ./internal/mcp | tee -a bench.out
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkMCPListAgents$$' ./internal/mcp | tee -a bench.out
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkInbox' ./internal/store/sqlite | tee -a bench.out
-	$(BENCH) -benchtime 200x -bench '^Benchmark(Open|OpenChecked|OpenNew|AddProject|FsyncWrite4K)$$' ./internal/store/sqlite | tee -a bench.out
+	$(BENCH) -benchtime 200x -bench '^Benchmark(Open|OpenChecked|OpenNew|AddProject|FsyncWrite)$$' ./internal/store/sqlite | tee -a bench.out
 	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToNotify$$' ./internal/task | tee -a bench.out
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkEchoTurn$$' ./internal/engine/fake | tee -a bench.out
 	$(BENCH) -benchtime 40x -bench '^BenchmarkFanout$$' ./internal/api | tee -a bench.out
