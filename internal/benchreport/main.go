@@ -61,6 +61,8 @@ var ratios = []ratio{
 		metric: "cpu-us/ev/sub", value: 1.5, note: "per subscriber"},
 	{big: "internal/runtime BenchmarkSessionStart/agents=100", small: "internal/runtime BenchmarkSessionStart/agents=10",
 		metric: "ms/start-all", value: 10, note: "linear: 10× the agents"},
+	{big: "internal/runtime BenchmarkSessionStart/agents=100", small: "internal/runtime BenchmarkSessionStart/agents=10",
+		metric: "cpu-ms/agent", value: 1.2, note: "CPU per session start, flat"},
 }
 
 func main() {
@@ -163,10 +165,12 @@ func report(w io.Writer, res *results) {
 	found := map[int]bool{}
 	for _, bench := range res.order {
 		units := res.units[bench]
-		custom := slices.ContainsFunc(units, func(u string) bool { return u != "ns/op" && u != "B/op" && u != "allocs/op" })
+		timed := slices.ContainsFunc(units, func(u string) bool {
+			return u != "ns/op" && (strings.Contains(u, "ms") || strings.Contains(u, "/s") || strings.Contains(u, "us"))
+		})
 		for _, unit := range units {
-			if custom && (unit == "ns/op" || unit == "B/op" || unit == "allocs/op") {
-				continue // the benchmark's own metrics say it better
+			if unit == "B/op" || unit == "allocs/op" || (timed && unit == "ns/op") {
+				continue // memory is not a target here; a benchmark's own times say it better
 			}
 			vs := res.values[bench][unit]
 			tgt, verdict := "", ""

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,14 +22,17 @@ import (
 // starts its session (a child process) and its first turn. Timed: from the
 // asks until every agent has answered and is idle. Run at two sizes (10 and
 // 100 agents); the work grows with N, so the ratio big/small should stay
-// near 10× (linear), and ms/agent flat.
+// near 10× (linear), and ms/agent flat. cpu-ms/agent is the CPU of this
+// process and of the agents' processes from the asks until they were
+// stopped: what starting a session costs the machine.
 func BenchmarkSessionStart(b *testing.B) {
 	for _, n := range []int{10, 100} {
 		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
-			var total time.Duration
+			var total, cpu time.Duration
 			for b.Loop() {
 				b.StopTimer()
 				rt, stop := startRuntime(b, n)
+				cpu0 := cpuTime()
 				b.StartTimer()
 				start := time.Now()
 				var wg sync.WaitGroup
@@ -50,12 +54,23 @@ func BenchmarkSessionStart(b *testing.B) {
 				total += time.Since(start)
 				b.StopTimer()
 				stop()
+				cpu += cpuTime() - cpu0
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms/start-all")
 			b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N*n), "ms/agent")
+			b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N*n), "cpu-ms/agent")
 		})
 	}
+}
+
+// cpuTime is the CPU (user+system) used by this process and its children
+// that have been waited for.
+func cpuTime() time.Duration {
+	var self, kids syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	return time.Duration(self.Utime.Nano() + self.Stime.Nano() + kids.Utime.Nano() + kids.Stime.Nano())
 }
 
 // startRuntime runs a runtime with n fake agents a000… on a fresh SQLite
