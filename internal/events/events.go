@@ -62,22 +62,15 @@ func (e Event) SSE() []byte {
 	return e.frame
 }
 
-// envelope is Event without its data: the fields of the JSON encoding up to
-// "data", in the same order.
-type envelope struct {
-	Seq     uint64           `json:"seq"`
-	Time    time.Time        `json:"time"`
-	Type    Type             `json:"type"`
-	Project troupe.ProjectID `json:"project,omitempty"`
-	Agent   troupe.AgentID   `json:"agent,omitempty"`
-}
-
 // encode sets e.frame to e's SSE frame, and e.Data to the slice of the
-// frame that holds it. The JSON is what json.Marshal(e) gives: the
-// envelope's fields, then the data as it is (the hub's data comes from
-// json.Marshal, so it is already compact and escaped).
+// frame that holds it. The JSON is what json.Marshal(e) gives: the fields
+// before the data (Data is last, and omitted when empty), then the data as
+// it is (the hub's data comes from json.Marshal, so it is already compact
+// and escaped).
 func encode(e *Event) {
-	env, err := json.Marshal(envelope{Seq: e.Seq, Time: e.Time, Type: e.Type, Project: e.Project, Agent: e.Agent})
+	head := *e
+	head.Data, head.frame = nil, nil
+	env, err := json.Marshal(head)
 	if err != nil { // a time out of JSON's range; the clock never gives one
 		env = []byte(`{"seq":` + strconv.FormatUint(e.Seq, 10) + `}`)
 	}
