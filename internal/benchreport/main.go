@@ -161,16 +161,16 @@ func num(v float64) string {
 // report prints every figure, then the targets missed or not found, then
 // the ratios.
 func report(w io.Writer, res *results) {
-	fmt.Fprintf(w, "%-58s %-14s %10s %-21s %-3s %-10s %s\n", "benchmark", "metric", "median", "range", "n", "target", "verdict")
+	fmt.Fprintf(w, "%-58s %-14s %10s %-25s %-3s %-10s %s\n", "benchmark", "metric", "median", "range", "n", "target", "verdict")
 	found := map[int]bool{}
 	for _, bench := range res.order {
 		units := res.units[bench]
-		timed := slices.ContainsFunc(units, func(u string) bool {
-			return u != "ns/op" && (strings.Contains(u, "ms") || strings.Contains(u, "/s") || strings.Contains(u, "us"))
+		own := slices.ContainsFunc(units, func(u string) bool {
+			return u != "ns/op" && u != "B/op" && u != "allocs/op" && u != "MB"
 		})
 		for _, unit := range units {
-			if unit == "B/op" || unit == "allocs/op" || (timed && unit == "ns/op") {
-				continue // memory is not a target here; a benchmark's own times say it better
+			if unit == "B/op" || unit == "allocs/op" || (own && unit == "ns/op") {
+				continue // memory is not a target here; a benchmark's own figures say it better
 			}
 			vs := res.values[bench][unit]
 			tgt, verdict := "", ""
@@ -181,13 +181,13 @@ func report(w io.Writer, res *results) {
 				found[i] = true
 				tgt, verdict = bound(t), judge(t, vs)
 			}
-			fmt.Fprintf(w, "%-58s %-14s %10s %-21s %-3d %-10s %s\n", bench, unit, num(median(vs)),
+			fmt.Fprintf(w, "%-58s %-14s %10s %-25s %-3d %-10s %s\n", bench, unit, num(median(vs)),
 				num(slices.Min(vs))+"–"+num(slices.Max(vs)), len(vs), tgt, verdict)
 		}
 	}
 	for i, t := range targets {
 		if !found[i] {
-			fmt.Fprintf(w, "%-58s %-14s %10s %-21s %-3d %-10s %s\n", t.bench, t.metric, "-", "", 0, bound(t), "MISSING")
+			fmt.Fprintf(w, "%-58s %-14s %10s %-25s %-3d %-10s %s\n", t.bench, t.metric, "-", "", 0, bound(t), "MISSING")
 		}
 	}
 	fmt.Fprintf(w, "\n%-58s %-14s %10s %-10s %s\n", "ratio big/small", "metric", "ratio", "goal", "verdict")

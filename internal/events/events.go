@@ -125,7 +125,7 @@ type Hub struct {
 	mu      sync.Mutex
 	next    uint64  // seq of the next event; starts at 1
 	backlog []Event // the last size to 2*size events, oldest first
-	bytes   int     // of the backlog: data plus eventOverhead each
+	bytes   int     // of the backlog: frames plus eventOverhead each
 	size    int
 	subs    map[*Subscription]struct{}
 
