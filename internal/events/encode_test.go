@@ -59,6 +59,7 @@ func TestSSEFrameIsTheEventAsJSON(t *testing.T) {
 		{troupe.RuntimeKey{}, DaemonStarted{Addr: "127.0.0.1:1"}},
 		{troupe.RuntimeKey{Project: "p<1>"}, ProjectRemoved{Project: "p<1>"}},
 		{troupe.RuntimeKey{Project: "p", Agent: "a&b"}, AgentOutput{Turn: "t3", Text: "<b>\"é\"\n\u2028"}},
+		{troupe.RuntimeKey{Project: "p\"q\\", Agent: "é\u2028\x7f\x01"}, InboxExpired{Messages: 2}},
 		{troupe.RuntimeKey{Project: "p", Agent: "a"}, bigPayload{Text: strings.Repeat("x", 9000)}},
 	} {
 		h.Publish(c.key, c.p)

@@ -63,24 +63,35 @@ func (e Event) SSE() []byte {
 }
 
 // encode sets e.frame to e's SSE frame, and e.Data to the slice of the
-// frame that holds it. The JSON is what json.Marshal(e) gives: the fields
-// before the data (Data is last, and omitted when empty), then the data as
+// frame that holds it. The JSON is what json.Marshal(e) gives — the fields
+// in order, Project, Agent and Data omitted when empty — with the data as
 // it is (the hub's data comes from json.Marshal, so it is already compact
-// and escaped).
+// and escaped). The fields are appended by hand: this runs on every
+// Publish.
 func encode(e *Event) {
-	head := *e
-	head.Data, head.frame = nil, nil
-	env, err := json.Marshal(head)
-	if err != nil { // a time out of JSON's range; the clock never gives one
-		env = []byte(`{"seq":` + strconv.FormatUint(e.Seq, 10) + `}`)
-	}
-	b := make([]byte, 0, len(env)+len(e.Data)+len(e.Type)+48)
+	b := make([]byte, 0, len(e.Data)+2*len(e.Type)+len(e.Project)+len(e.Agent)+128)
 	b = append(b, "id: "...)
 	b = strconv.AppendUint(b, e.Seq, 10)
 	b = append(b, "\nevent: "...)
 	b = append(b, e.Type...)
-	b = append(b, "\ndata: "...)
-	b = append(b, env[:len(env)-1]...)
+	b = append(b, "\ndata: {\"seq\":"...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	b = append(b, `,"time":`...)
+	if t, err := e.Time.AppendText(append(b, '"')); err == nil { // RFC 3339, as MarshalJSON
+		b = append(t, '"')
+	} else { // a year out of JSON's range; the hub's clock never gives one
+		b = append(b, `null`...)
+	}
+	b = append(b, `,"type":`...)
+	b = appendString(b, string(e.Type))
+	if e.Project != "" {
+		b = append(b, `,"project":`...)
+		b = appendString(b, string(e.Project))
+	}
+	if e.Agent != "" {
+		b = append(b, `,"agent":`...)
+		b = appendString(b, string(e.Agent))
+	}
 	if len(e.Data) > 0 {
 		b = append(b, `,"data":`...)
 		off := len(b)
@@ -89,6 +100,21 @@ func encode(e *Event) {
 	}
 	b = append(b, "}\n\n"...)
 	e.frame = b
+}
+
+// appendString appends s as encoding/json writes a string: as it is between
+// quotes when it has nothing to escape (the ids and type names of the
+// feed), else by json.Marshal.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // Options configures a Hub. Zero values mean defaults.
