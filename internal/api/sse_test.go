@@ -59,26 +59,28 @@ func (w *gatedWriter) counts() (writes, flushes int, body string) {
 	return w.writes, w.flushes, w.body.String()
 }
 
-// Events that queue while a stream is writing go out together: one write
-// and one flush for the batch, not one per event, in order, with the
-// frames the hub encoded.
-func TestSSEWritesQueuedEventsInOneBatch(t *testing.T) {
-	f := newFixture(t)
-	key := troupe.RuntimeKey{Project: "p", Agent: "a"}
-	f.hub.Publish(key, events.InboxExpired{}) // before the stream: not sent
-	ctx, cancel := context.WithCancel(context.Background())
-	req := httptest.NewRequestWithContext(ctx, "GET", "http://"+f.addr+"/api/events?since=1", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	w := &gatedWriter{hdr: http.Header{}, entered: make(chan struct{})}
-	done := make(chan struct{})
-	_, sub, _ := f.hub.Subscribe(1) // to know the frames
-	defer sub.Close()
-	go func() { f.srv.ServeHTTP(w, req); close(done) }()
+// hold makes the next write wait, once it began (w.entered), until the
+// returned channel is closed.
+func (w *gatedWriter) hold() chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gate = make(chan struct{})
+	return w.gate
+}
 
-	// Wait for the stream's subscription: its first flush.
+// stream serves GET /api/events?since= on f with a gatedWriter and waits
+// for its first flush (it has subscribed by then); done is closed when the
+// handler returns.
+func stream(ctx context.Context, t *testing.T, f *fixture, since uint64) (w *gatedWriter, done chan struct{}) {
+	t.Helper()
+	req := httptest.NewRequestWithContext(ctx, "GET", "http://"+f.addr+"/api/events?since="+strconv.FormatUint(since, 10), nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	w = &gatedWriter{hdr: http.Header{}, entered: make(chan struct{})}
+	done = make(chan struct{})
+	go func() { f.srv.ServeHTTP(w, req); close(done) }()
 	for {
 		if _, fl, _ := w.counts(); fl > 0 {
-			break
+			return w, done
 		}
 		select {
 		case <-done:
@@ -86,10 +88,20 @@ func TestSSEWritesQueuedEventsInOneBatch(t *testing.T) {
 		case <-time.After(time.Millisecond):
 		}
 	}
-	w.mu.Lock()
-	w.gate = make(chan struct{})
-	gate := w.gate
-	w.mu.Unlock()
+}
+
+// Events that queue while a stream is writing go out together: one write
+// and one flush for the batch, not one per event, in order, with the
+// frames the hub encoded.
+func TestSSEWritesQueuedEventsInOneBatch(t *testing.T) {
+	f := newFixture(t)
+	key := troupe.RuntimeKey{Project: "p", Agent: "a"}
+	f.hub.Publish(key, events.InboxExpired{}) // before the stream: not sent
+	_, sub, _ := f.hub.Subscribe(1)           // to know the frames
+	defer sub.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, done := stream(ctx, t, f, 1)
+	gate := w.hold()
 	f.hub.Publish(key, events.InboxExpired{Messages: 1})
 	<-w.entered // the stream is writing event 2; 99 more queue meanwhile
 	for i := range 99 {
@@ -123,21 +135,8 @@ func TestSSEWritesQueuedEventsInOneBatch(t *testing.T) {
 func TestSSESlowStreamIsCutOffAndResumes(t *testing.T) {
 	f := newFixtureHub(t, api.Options{}, events.Options{Buffer: 2})
 	key := troupe.RuntimeKey{Project: "p"}
-	req := httptest.NewRequest("GET", "http://"+f.addr+"/api/events?since=0", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	w := &gatedWriter{hdr: http.Header{}, entered: make(chan struct{})}
-	done := make(chan struct{})
-	go func() { f.srv.ServeHTTP(w, req); close(done) }()
-	for {
-		if _, fl, _ := w.counts(); fl > 0 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	w.mu.Lock()
-	w.gate = make(chan struct{})
-	gate := w.gate
-	w.mu.Unlock()
+	w, done := stream(context.Background(), t, f, 0)
+	gate := w.hold()
 	f.hub.Publish(key, events.InboxExpired{})
 	<-w.entered // the stream writes event 1; 2 and 3 fill its buffer, 4 cuts it off
 	for range 9 {
