@@ -257,7 +257,6 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	fl.Flush()
 	hb := time.NewTicker(s.o.Heartbeat)
 	defer hb.Stop()
-	var batch []byte
 	for {
 		select {
 		case <-r.Context().Done():
@@ -269,15 +268,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return // fell behind: the client resumes with its last id
 			}
-			var more bool
-			batch, more = drain(append(batch[:0], ev.SSE()...), sub.C())
+			bp := batches.Get().(*[]byte)
+			batch, more := drain(append((*bp)[:0], ev.SSE()...), sub.C())
 			w.Write(batch)
 			fl.Flush()
+			if cap(batch) <= 2*maxBatch {
+				*bp = batch
+				batches.Put(bp)
+			}
 			if !more {
 				return // fell behind, after the events it had
-			}
-			if cap(batch) > 4*maxBatch {
-				batch = nil // one big event: don't keep its buffer
 			}
 		}
 	}
@@ -286,6 +286,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // maxBatch is about how many bytes of events the SSE writer sends in one
 // write and one flush.
 const maxBatch = 64 << 10
+
+// batches holds the SSE writers' batch buffers (*[]byte) between writes:
+// shared, so idle streams keep none, and reused, so a busy stream does not
+// allocate one per write.
+var batches = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
 // drain appends to batch the frames of the events waiting in c, up to about
 // maxBatch bytes, without blocking. more is false when c was closed (the
