@@ -38,7 +38,7 @@ test: tools
 # iterations (-benchtime Nx) and three runs (-count 3) unless its line says
 # otherwise, into bench.out; then internal/benchreport prints each figure
 # (median and range of the runs) with its target, PASS or OVER, and the
-# big/small ratios. About 5 minutes on 2 shared cores.
+# big/small ratios. About 2 minutes on 2 quiet cores, 5 when they are shared.
 BENCH = TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -run '^$$' -benchmem -count 3
 
 bench: build tools
