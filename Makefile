@@ -34,8 +34,31 @@ test: tools
 	$(GO) vet ./...
 	TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -race -timeout 12m ./...
 
+# The method of BENCHMARKS.md: each benchmark with a fixed number of
+# iterations (-benchtime Nx) and three runs (-count 3) unless its line says
+# otherwise, into bench.out; then internal/benchreport prints each figure
+# (median and range of the runs) with its target, PASS or OVER, and the
+# big/small ratios. About 2 minutes on 2 quiet cores, 5 when they are shared.
+BENCH = TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -run '^$$' -benchmem -count 3
+
 bench: build tools
-	TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -run '^$$' -bench . -benchmem ./... | tee bench.out
+	@rm -f bench.out
+	$(BENCH) -benchtime 10x -bench '^BenchmarkStartup$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToOwnerTurn$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -benchtime 5x -bench '^BenchmarkClaude' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkIdleAgents$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -benchtime 500x -bench '^Benchmark(AskRoundTrip|WakeLatency)$$' ./internal/runtime | tee -a bench.out
+	$(BENCH) -benchtime 2x -bench '^BenchmarkSessionStart$$' ./internal/runtime | tee -a bench.out
+	$(BENCH) -benchtime 500x -bench '^BenchmarkMCPAskRoundTrip$$' ./internal/mcp | tee -a bench.out
+	$(BENCH) -benchtime 2000x -bench '^BenchmarkMCPListAgents$$' ./internal/mcp | tee -a bench.out
+	$(BENCH) -benchtime 2000x -bench '^BenchmarkInbox' ./internal/store/sqlite | tee -a bench.out
+	$(BENCH) -benchtime 200x -bench '^Benchmark(Open|OpenNew|AddProject|FsyncWrite)$$' ./internal/store/sqlite | tee -a bench.out
+	$(BENCH) -count 1 -benchtime 5x -bench '^BenchmarkOpenChecked$$' ./internal/store/sqlite | tee -a bench.out
+	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToNotify$$' ./internal/task | tee -a bench.out
+	$(BENCH) -benchtime 2000x -bench '^BenchmarkEchoTurn$$' ./internal/engine/fake | tee -a bench.out
+	$(BENCH) -benchtime 200000x -bench '^BenchmarkPublish$$' ./internal/events | tee -a bench.out
+	$(BENCH) -benchtime 40x -bench '^BenchmarkFanout$$' ./internal/api | tee -a bench.out
+	$(GO) run ./internal/benchreport bench.out
 
 fuzz:
 	$(GO) test ./internal/project -run '^$$' -fuzz FuzzParseTeam -fuzztime 60s

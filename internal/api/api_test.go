@@ -35,15 +35,21 @@ type fixture struct {
 	addr string
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	return newFixtureWith(t, api.Options{})
 }
 
 // newFixtureWith serves o, its registry, hub, token and version filled in.
-func newFixtureWith(t *testing.T, o api.Options) *fixture {
+func newFixtureWith(t testing.TB, o api.Options) *fixture {
 	t.Helper()
-	hub := events.New(events.Options{})
+	return newFixtureHub(t, o, events.Options{})
+}
+
+// newFixtureHub is newFixtureWith with a hub made with ho.
+func newFixtureHub(t testing.TB, o api.Options, ho events.Options) *fixture {
+	t.Helper()
+	hub := events.New(ho)
 	reg, err := project.Open(context.Background(), project.Options{Store: project.NewMemStore(),
 		OnTeamChange: func(c troupe.TeamChange) {
 			hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})

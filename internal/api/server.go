@@ -228,7 +228,9 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// events streams the feed as Server-Sent Events. A client resumes with
+// events streams the feed as Server-Sent Events: each event's frame is
+// encoded once by the hub and shared by every stream; a stream sends what
+// has queued for it in one write and one flush. A client resumes with
 // ?since=N or the Last-Event-ID header; when the daemon no longer has the
 // events after N it first sends an event of type "reset".
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
@@ -253,7 +255,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "event: reset\ndata: {\"last\":%d}\n\n", s.o.Hub.Last())
 	}
 	for _, ev := range backlog {
-		writeEvent(w, ev)
+		w.Write(ev.SSE())
 	}
 	fl.Flush()
 	hb := time.NewTicker(s.o.Heartbeat)
@@ -269,10 +271,46 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return // fell behind: the client resumes with its last id
 			}
-			writeEvent(w, ev)
+			bp := batches.Get().(*[]byte)
+			batch, more := drain(append((*bp)[:0], ev.SSE()...), sub.C())
+			w.Write(batch)
 			fl.Flush()
+			if cap(batch) <= 2*maxBatch {
+				*bp = batch
+				batches.Put(bp)
+			}
+			if !more {
+				return // fell behind, after the events it had
+			}
 		}
 	}
+}
+
+// maxBatch is about how many bytes of events the SSE writer sends in one
+// write and one flush.
+const maxBatch = 64 << 10
+
+// batches holds the SSE writers' batch buffers (*[]byte) between writes:
+// shared, so idle streams keep none, and reused, so a busy stream does not
+// allocate one per write.
+var batches = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// drain appends to batch the frames of the events waiting in c, up to about
+// maxBatch bytes, without blocking. more is false when c was closed (the
+// subscriber fell behind).
+func drain(batch []byte, c <-chan events.Event) (_ []byte, more bool) {
+	for len(batch) < maxBatch {
+		select {
+		case ev, ok := <-c:
+			if !ok {
+				return batch, false
+			}
+			batch = append(batch, ev.SSE()...)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
 }
 
 func parseSince(r *http.Request) (uint64, error) {
@@ -288,11 +326,6 @@ func parseSince(r *http.Request) (uint64, error) {
 		return 0, fmt.Errorf("since: %q is not an event number: give the last id you received, or 0", v)
 	}
 	return n, nil
-}
-
-func writeEvent(w http.ResponseWriter, ev events.Event) {
-	b, _ := json.Marshal(ev)
-	fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Type, b)
 }
 
 // fail maps an error to its status code. Messages are ours and carry no
