@@ -46,7 +46,8 @@ bench: build tools
 	$(BENCH) -benchtime 10x -bench '^BenchmarkStartup$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToOwnerTurn$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 5x -bench '^BenchmarkClaude' ./cmd/troupe | tee -a bench.out
-	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkIdleAgents$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkIdleAgentsThreadsAndMemory$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkQueueDrain$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 500x -bench '^Benchmark(AskRoundTrip|WakeLatency)$$' ./internal/runtime | tee -a bench.out
 	$(BENCH) -benchtime 2x -bench '^BenchmarkSessionStart$$' ./internal/runtime | tee -a bench.out
 	$(BENCH) -benchtime 500x -bench '^BenchmarkMCPAskRoundTrip$$' ./internal/mcp | tee -a bench.out
@@ -54,6 +55,10 @@ bench: build tools
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkInbox' ./internal/store/sqlite | tee -a bench.out
 	$(BENCH) -benchtime 200x -bench '^Benchmark(Open|OpenNew|AddProject|FsyncWrite)$$' ./internal/store/sqlite | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 5x -bench '^BenchmarkOpenChecked$$' ./internal/store/sqlite | tee -a bench.out
+	$(BENCH) -count 1 -benchtime 200x -bench '^BenchmarkConversationNewest$$' ./internal/store/sqlite | tee -a bench.out
+	$(BENCH) -benchtime 1000x -bench '^BenchmarkMemorySearch$$' ./internal/store/sqlite | tee -a bench.out
+	$(BENCH) -count 1 -benchtime 10x -bench '^BenchmarkMemoryFirstSearch$$' ./internal/store/sqlite | tee -a bench.out
+	$(BENCH) -count 1 -benchtime 200x -bench '^BenchmarkMemoryBriefing$$' ./internal/store/sqlite | tee -a bench.out
 	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToNotify$$' ./internal/task | tee -a bench.out
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkEchoTurn$$' ./internal/engine/fake | tee -a bench.out
 	$(BENCH) -benchtime 200000x -bench '^BenchmarkPublish$$' ./internal/events | tee -a bench.out

@@ -34,10 +34,11 @@ type target struct {
 // targets are BENCHMARKS.md's table (design.md §8).
 var targets = []target{
 	{bench: "cmd/troupe BenchmarkStartup", metric: "p50-ms", value: 200},
-	{bench: "cmd/troupe BenchmarkIdleAgents", metric: "cpu-%", value: 1, note: "~0 %"},
-	{bench: "cmd/troupe BenchmarkIdleAgents", metric: "rss-MB", value: 150},
-	{bench: "cmd/troupe BenchmarkTaskExitToOwnerTurn", metric: "p99-ms", value: 50},
+	{bench: "cmd/troupe BenchmarkIdleAgentsThreadsAndMemory/agents=200", metric: "cpu-%", value: 1, note: "~0 %"},
+	{bench: "cmd/troupe BenchmarkIdleAgentsThreadsAndMemory/agents=200", metric: "daemon-rss-MB", value: 150},
 	{bench: "cmd/troupe BenchmarkClaudeWarmTurn", metric: "p50-ms", value: 200},
+	{bench: "internal/store/sqlite BenchmarkMemoryBriefing/notes=10000", metric: "bytes", value: 8192},
+	{bench: "cmd/troupe BenchmarkTaskExitToOwnerTurn", metric: "p99-ms", value: 50},
 	{bench: "internal/runtime BenchmarkAskRoundTrip", metric: "p50-ms", value: 2},
 	{bench: "internal/runtime BenchmarkAskRoundTrip", metric: "p99-ms", value: 10},
 	{bench: "internal/mcp BenchmarkMCPAskRoundTrip", metric: "p50-ms", value: 2},
@@ -52,11 +53,34 @@ var targets = []target{
 type ratio struct {
 	big, small string
 	metric     string
-	value      float64
+	value      float64 // the most the ratio may be
+	min        float64 // when set, the least it must be instead
 	note       string
 }
 
+// goal is how r's bound reads.
+func (r ratio) goal() string {
+	if r.min > 0 {
+		return "≥ " + num(r.min) + "×"
+	}
+	return "≤ " + num(r.value) + "×"
+}
+
 var ratios = []ratio{
+	{big: "cmd/troupe BenchmarkClaudeProcessPerTurn", small: "cmd/troupe BenchmarkClaudeWarmTurn",
+		metric: "p50-ms", min: 3, note: "a process per turn ÷ a warm turn"},
+	{big: "cmd/troupe BenchmarkIdleAgentsThreadsAndMemory/agents=200", small: "cmd/troupe BenchmarkIdleAgentsThreadsAndMemory/agents=50",
+		metric: "daemon-threads", value: 1.5, note: "no thread per child"},
+	{big: "cmd/troupe BenchmarkQueueDrain/100000", small: "cmd/troupe BenchmarkQueueDrain/10000",
+		metric: "drain-s", value: 15, note: "linear: 10× the messages"},
+	{big: "cmd/troupe BenchmarkQueueDrain/100000", small: "cmd/troupe BenchmarkQueueDrain/10000",
+		metric: "queued-rss-MB", value: 1.5, note: "flat"},
+	{big: "internal/store/sqlite BenchmarkConversationNewest/messages=1000000/store/project", small: "internal/store/sqlite BenchmarkConversationNewest/messages=10000/store/project",
+		metric: "ns/op", value: 1.5, note: "paging"},
+	{big: "internal/store/sqlite BenchmarkConversationNewest/messages=1000000/store/agent", small: "internal/store/sqlite BenchmarkConversationNewest/messages=10000/store/agent",
+		metric: "ns/op", value: 1.5, note: "paging, one agent"},
+	{big: "internal/store/sqlite BenchmarkMemorySearch/notes=10000/watched", small: "internal/store/sqlite BenchmarkMemorySearch/notes=100/watched",
+		metric: "p50-ms", value: 1.5, note: "memory search"},
 	{big: "internal/api BenchmarkFanout/subs=200", small: "internal/api BenchmarkFanout/subs=10",
 		metric: "cpu-us/ev/sub", value: 1.5, note: "per subscriber"},
 	{big: "internal/runtime BenchmarkSessionStart/agents=100", small: "internal/runtime BenchmarkSessionStart/agents=10",
@@ -195,15 +219,18 @@ func report(w io.Writer, res *results) {
 		b, s := res.values[r.big][r.metric], res.values[r.small][r.metric]
 		name := r.big + " ÷ " + r.small[strings.LastIndexByte(r.small, '/')+1:]
 		if len(b) == 0 || len(s) == 0 {
-			fmt.Fprintf(w, "%-58s %-14s %10s %-10s %s\n", name, r.metric, "-", "≤ "+num(r.value), "MISSING")
+			fmt.Fprintf(w, "%-58s %-14s %10s %-10s %s\n", name, r.metric, "-", r.goal(), "MISSING")
 			continue
 		}
 		q := median(b) / median(s)
 		verdict := "PASS"
-		if q > r.value {
+		switch {
+		case r.min > 0 && q < r.min:
+			verdict = "UNDER"
+		case r.min == 0 && q > r.value:
 			verdict = "OVER"
 		}
-		fmt.Fprintf(w, "%-58s %-14s %10s %-10s %s (%s)\n", name, r.metric, num(q)+"×", "≤ "+num(r.value)+"×", verdict, r.note)
+		fmt.Fprintf(w, "%-58s %-14s %10s %-10s %s (%s)\n", name, r.metric, num(q)+"×", r.goal(), verdict, r.note)
 	}
 }
 
