@@ -11,6 +11,14 @@ TOOLS          ?= $(HOME)/.cache/troupe-tools
 CLAUDE_VERSION := 2.1.328
 CLAUDE_DIR     := $(TOOLS)/claude-code-$(CLAUDE_VERSION)
 CLAUDE_BIN     := $(CLAUDE_DIR)/node_modules/.bin/claude
+CODEX_VERSION  := 0.171.0
+CODEX_DIR      := $(TOOLS)/codex-$(CODEX_VERSION)
+CODEX_BIN      := $(CODEX_DIR)/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex
+OPENCODE_VERSION := 1.18.33
+OPENCODE_DIR   := $(TOOLS)/opencode-$(OPENCODE_VERSION)
+OPENCODE_BIN   := $(OPENCODE_DIR)/node_modules/opencode-linux-x64/bin/opencode
+# The tests find the pinned CLIs here.
+TOOL_ENV       := TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_OPENCODE_BIN=$(OPENCODE_BIN)
 
 .PHONY: build run test bench fuzz clean tools
 
@@ -23,23 +31,33 @@ build:
 run: build
 	./$(BIN) serve --project examples/demo
 
-tools: $(CLAUDE_BIN)
+tools: $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN)
 
 $(CLAUDE_BIN):
 	mkdir -p $(CLAUDE_DIR)
 	npm install --no-audit --no-fund --prefix $(CLAUDE_DIR) @anthropic-ai/claude-code@$(CLAUDE_VERSION)
 	$(CLAUDE_BIN) --version
 
+$(CODEX_BIN):
+	mkdir -p $(CODEX_DIR)
+	npm install --no-audit --no-fund --prefix $(CODEX_DIR) @openai/codex@$(CODEX_VERSION)
+	$(CODEX_BIN) --version
+
+$(OPENCODE_BIN):
+	mkdir -p $(OPENCODE_DIR)
+	npm install --no-audit --no-fund --prefix $(OPENCODE_DIR) opencode-ai@$(OPENCODE_VERSION)
+	$(OPENCODE_BIN) --version
+
 test: tools
 	$(GO) vet ./...
-	TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -race -timeout 12m ./...
+	$(TOOL_ENV) $(GO) test -race -timeout 12m ./...
 
 # The method of BENCHMARKS.md: each benchmark with a fixed number of
 # iterations (-benchtime Nx) and three runs (-count 3) unless its line says
 # otherwise, into bench.out; then internal/benchreport prints each figure
 # (median and range of the runs) with its target, PASS or OVER, and the
 # big/small ratios. About 2 minutes on 2 quiet cores, 5 when they are shared.
-BENCH = TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) $(GO) test -run '^$$' -benchmem -count 3
+BENCH = $(TOOL_ENV) $(GO) test -run '^$$' -benchmem -count 3
 
 bench: build tools
 	@rm -f bench.out
