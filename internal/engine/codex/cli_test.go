@@ -1,0 +1,189 @@
+package codex
+
+// Tests with the real, pinned Codex CLI against the fake model on
+// 127.0.0.1, in an isolated CODEX_HOME with the offline config
+// (codextest). They skip without $TROUPE_CODEX_BIN (fail under CI=true).
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/engine/codex/codextest"
+	"github.com/troupe-dev/troupe/internal/fakemodel"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// patience bounds every wait on the real CLI (well under 1 s a turn).
+const patience = 60 * time.Second
+
+// rig is one test's fake model, project folder, CODEX_HOME and engine.
+type rig struct {
+	bin   string
+	model *fakemodel.Server
+	dir   string
+	env   []string
+	eng   *Engine
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	bin := codextest.Bin(t)
+	model := fakemodel.New(fakemodel.Options{})
+	if err := model.Start(""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Close() })
+	dir := filepath.Join(t.TempDir(), "project")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home, codexHome := codextest.Home(t, model.URL())
+	env := codextest.Env(t, home, codexHome)
+	return &rig{bin: bin, model: model, dir: dir, env: env,
+		eng: New(Options{Environ: func() []string { return env }, StopTimeout: 3 * time.Second})}
+}
+
+// start starts a session of agent a (its command set to the pinned CLI)
+// and closes it at the end of the test.
+func (r *rig) start(t *testing.T, a troupe.AgentSpec, spec engine.StartSpec) *Session {
+	t.Helper()
+	if a.Name == "" {
+		a.Name = "agent"
+	}
+	a.Engine, a.Command = troupe.EngineCodex, r.bin
+	spec.Agent, spec.Dir = a, r.dir
+	spec.Key = troupe.RuntimeKey{Project: "p1", Agent: a.Name}
+	s, err := r.eng.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { closeSession(t, s) })
+	return s.(*Session)
+}
+
+func closeSession(t *testing.T, s engine.Session) {
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Errorf("close: %v", err)
+	}
+}
+
+func input(id troupe.TurnID, text string) engine.Input {
+	return engine.Input{Turn: id, Messages: []troupe.Message{{Project: "p1", To: "agent", From: troupe.Person, Kind: troupe.KindMessage, Text: text}}}
+}
+
+// next returns the session's next event, failing after patience.
+func next(t *testing.T, s engine.Session) (engine.Event, bool) {
+	t.Helper()
+	select {
+	case ev, ok := <-s.Events():
+		return ev, ok
+	case <-time.After(patience):
+		t.Fatalf("no event after %v", patience)
+		return engine.Event{}, false
+	}
+}
+
+// sessionEvent reads the EventSession the session reports first.
+func sessionEvent(t *testing.T, s engine.Session) string {
+	t.Helper()
+	ev, ok := next(t, s)
+	if !ok || ev.Kind != engine.EventSession || ev.SessionID == "" {
+		t.Fatalf("first event %+v (open %v), want the thread id", ev, ok)
+	}
+	return ev.SessionID
+}
+
+// runTurn sends a turn and returns its events up to and with its end.
+func runTurn(t *testing.T, s engine.Session, id troupe.TurnID, text string) ([]engine.Event, engine.Event) {
+	t.Helper()
+	if err := s.Send(context.Background(), input(id, text)); err != nil {
+		t.Fatalf("send %s: %v", id, err)
+	}
+	return untilEnd(t, s, id)
+}
+
+func untilEnd(t *testing.T, s engine.Session, id troupe.TurnID) ([]engine.Event, engine.Event) {
+	t.Helper()
+	var evs []engine.Event
+	for {
+		ev, ok := next(t, s)
+		if !ok {
+			t.Fatalf("events closed before turn %s ended: %v", id, s.Err())
+		}
+		if ev.Kind == engine.EventSession {
+			evs = append(evs, ev)
+			continue
+		}
+		if ev.Turn != id {
+			t.Fatalf("event %+v of turn %q during turn %s", ev, ev.Turn, id)
+		}
+		if ev.Kind == engine.EventTurnEnd {
+			return evs, ev
+		}
+		evs = append(evs, ev)
+	}
+}
+
+func outputs(evs []engine.Event) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		if ev.Kind == engine.EventOutput {
+			b.WriteString(ev.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestOneTurn(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{Instructions: "You are agent A of troupe."})
+	id := sessionEvent(t, s)
+	if id != s.ID() {
+		t.Fatalf("session event %q, ID %q", id, s.ID())
+	}
+	a0 := s.Activity()
+	evs, end := runTurn(t, s, "t1", "[[text:hello from codex]]")
+	if end.Error != "" || end.Text != "hello from codex" {
+		t.Fatalf("turn end %+v", end)
+	}
+	if got := outputs(evs); got != "hello from codex" {
+		t.Fatalf("outputs %q", got)
+	}
+	var usage *engine.Usage
+	for _, ev := range evs {
+		if ev.Kind == engine.EventUsage {
+			usage = ev.Usage
+		}
+	}
+	if usage == nil || usage.InputTokens == 0 || usage.OutputTokens == 0 {
+		t.Fatalf("usage %+v", usage)
+	}
+	if a := s.Activity(); a.Count <= a0.Count {
+		t.Fatalf("activity %+v did not advance from %+v", a, a0)
+	}
+	reqs := r.model.Requests()
+	if len(reqs) == 0 || !strings.Contains(mustJSON(t, reqs[len(reqs)-1].Body), "You are agent A of troupe.") {
+		t.Fatalf("the instructions did not reach the model")
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+var _ = sync.Mutex{}
