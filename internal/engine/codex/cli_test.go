@@ -186,4 +186,159 @@ func mustJSON(t *testing.T, v any) string {
 	return string(b)
 }
 
-var _ = sync.Mutex{}
+func TestSeveralTurnsOneProcess(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
+	id := sessionEvent(t, s)
+	pid := s.PID()
+	for i, word := range []string{"alpha", "beta", "gamma"} {
+		_, end := runTurn(t, s, troupe.TurnID("t"+word), "say [[text:"+word+"]]")
+		if end.Error != "" || end.Text != word {
+			t.Fatalf("turn %d end %+v", i, end)
+		}
+	}
+	if s.PID() != pid || s.ID() != id {
+		t.Fatalf("pid %d→%d, thread %s→%s", pid, s.PID(), id, s.ID())
+	}
+	reqs := r.model.Requests()
+	if body := mustJSON(t, reqs[len(reqs)-1].Body); !strings.Contains(body, "alpha") || !strings.Contains(body, "beta") {
+		t.Fatalf("the last request does not carry the earlier turns: %.500s", body)
+	}
+}
+
+func TestInterrupt(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
+	sessionEvent(t, s)
+	if err := s.Send(context.Background(), input("t1", "[[text:first.second]] [[slow:1h every 1h]]")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, ok := next(t, s)
+		if !ok {
+			t.Fatalf("events closed: %v", s.Err())
+		}
+		if ev.Kind == engine.EventOutput {
+			break
+		}
+	}
+	if err := s.Interrupt(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, end := untilEnd(t, s, "t1")
+	if end.Error != "interrupted" {
+		t.Fatalf("turn end %+v, want interrupted", end)
+	}
+	_, end = runTurn(t, s, "t2", "[[text:after]]")
+	if end.Error != "" || end.Text != "after" {
+		t.Fatalf("turn after the interrupt %+v", end)
+	}
+}
+
+func TestResume(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
+	id := sessionEvent(t, s)
+	_, end := runTurn(t, s, "t1", "the word is XYZZY [[text:noted]]")
+	if end.Error != "" {
+		t.Fatal(end.Error)
+	}
+	closeSession(t, s)
+
+	s2 := r.start(t, troupe.AgentSpec{}, engine.StartSpec{Resume: id})
+	if got := sessionEvent(t, s2); got != id {
+		t.Fatalf("resumed thread %q, want %q", got, id)
+	}
+	_, end = runTurn(t, s2, "t2", "[[text:again]]")
+	if end.Error != "" || end.Text != "again" {
+		t.Fatalf("turn end %+v", end)
+	}
+	reqs := r.model.Requests()
+	if body := mustJSON(t, reqs[len(reqs)-1].Body); !strings.Contains(body, "XYZZY") || !strings.Contains(body, "noted") {
+		t.Fatalf("the resumed thread's request lacks the earlier exchange: %.500s", body)
+	}
+}
+
+func TestResumeUnknownStartsNewThread(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	const lost = "01a22887-72e5-70c0-86bf-17203134efaa"
+	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{Resume: lost})
+	if id := sessionEvent(t, s); id == lost || id == "" {
+		t.Fatalf("thread %q after a refused resume", id)
+	}
+	if _, end := runTurn(t, s, "t1", "[[text:fresh]]"); end.Error != "" || end.Text != "fresh" {
+		t.Fatalf("turn end %+v", end)
+	}
+}
+
+func TestModelErrorFailsTurn(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
+	sessionEvent(t, s)
+	t0 := time.Now()
+	_, end := runTurn(t, s, "t1", "[[error:500]]")
+	if end.Error == "" || end.Error == "interrupted" {
+		t.Fatalf("turn end %+v, want Codex's error", end)
+	}
+	if d := time.Since(t0); d > 20*time.Second {
+		t.Fatalf("the failed turn took %v", d)
+	}
+	t.Logf("error after %v: %s", time.Since(t0), end.Error)
+	if _, end := runTurn(t, s, "t2", "[[text:ok]]"); end.Error != "" {
+		t.Fatalf("turn after the failure %+v", end)
+	}
+}
+
+// approver decides every request as allow says and records them.
+type approver struct {
+	allow bool
+	mu    sync.Mutex
+	got   []engine.Permission
+}
+
+func (a *approver) Approve(_ context.Context, p engine.Permission) (engine.Decision, error) {
+	a.mu.Lock()
+	a.got = append(a.got, p)
+	a.mu.Unlock()
+	if a.allow {
+		return engine.Decision{Allow: true}, nil
+	}
+	return engine.Decision{Reason: "no"}, nil
+}
+
+func TestApproval(t *testing.T) {
+	t.Parallel()
+	for _, allow := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Allowed", false: "Denied"}[allow], func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t)
+			ap := &approver{allow: allow}
+			agent := troupe.AgentSpec{Options: map[string]any{"config": map[string]any{
+				"approval_policy": "on-request", "sandbox_mode": "read-only"}}}
+			s := r.start(t, agent, engine.StartSpec{Approver: ap})
+			sessionEvent(t, s)
+			evs, end := runTurn(t, s, "t1", `[[tool:exec_command {"cmd":"touch made","sandbox_permissions":"require_escalated","justification":"a test"}]]`)
+			if end.Error != "" {
+				t.Fatalf("turn end %+v", end)
+			}
+			var perm *engine.Event
+			for i, ev := range evs {
+				if ev.Kind == engine.EventPermission {
+					perm = &evs[i]
+				}
+			}
+			if perm == nil || perm.Permission.Tool != toolShell || perm.Decision.Allow != allow || !strings.Contains(perm.Permission.Title, "touch made") {
+				t.Fatalf("permission event %+v in %+v", perm, evs)
+			}
+			_, err := os.Stat(filepath.Join(r.dir, "made"))
+			if allow != (err == nil) {
+				t.Fatalf("allow %v: the file: %v", allow, err)
+			}
+		})
+	}
+}
