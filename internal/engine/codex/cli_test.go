@@ -7,6 +7,7 @@ package codex
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/codex/codextest"
+	"github.com/troupe-dev/troupe/internal/engine/enginetest"
 	"github.com/troupe-dev/troupe/internal/fakemodel"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -340,5 +342,43 @@ func TestApproval(t *testing.T) {
 				t.Fatalf("allow %v: the file: %v", allow, err)
 			}
 		})
+	}
+}
+
+// TestMCP: troupe's MCP server is reached with the session's token, which
+// travels in the child's environment, never on its command line (C2); its
+// tools are mcp__troupe__<tool>.
+func TestMCP(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	mcp := enginetest.NewFakeMCP(t)
+	const tok = "tok-4c1d9e"
+	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{MCP: engine.MCPAccess{URL: mcp.URL, Token: tok}})
+	sessionEvent(t, s)
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", s.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(cmdline), tok) {
+		t.Fatalf("the token is on the command line: %q", cmdline)
+	}
+	evs, end := runTurn(t, s, "t1", `[[tool:mcp__troupe__list_agents {}]]`)
+	if end.Error != "" {
+		t.Fatalf("turn end %+v", end)
+	}
+	var call, result *engine.ToolUse
+	for _, ev := range evs {
+		switch ev.Kind {
+		case engine.EventToolCall:
+			call = ev.Tool
+		case engine.EventToolResult:
+			result = ev.Tool
+		}
+	}
+	if call == nil || call.Name != "mcp__troupe__list_agents" || result == nil || result.Output != "agents: alice, bob" || result.IsError {
+		t.Fatalf("call %+v, result %+v", call, result)
+	}
+	if got := mcp.Auth(); got != "Bearer "+tok {
+		t.Fatalf("Authorization %q", got)
 	}
 }

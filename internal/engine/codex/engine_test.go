@@ -29,7 +29,7 @@ func TestCheck(t *testing.T) {
 		{"config", troupe.AgentSpec{Options: map[string]any{"config": map[string]any{
 			"model_reasoning_effort": "high", "sandbox_workspace_write.network_access": true,
 			"model_providers.x": map[string]any{"base_url": "http://h/v1", "request_max_retries": int64(1)},
-			"notify": []any{"a", "b"}, "x.y": 1.5}}}, ""},
+			"notify":            []any{"a", "b"}, "x.y": 1.5}}}, ""},
 		{"config not a table", troupe.AgentSpec{Options: map[string]any{"config": "model=o3"}}, "codex.config"},
 		{"config bad key", troupe.AgentSpec{Options: map[string]any{"config": map[string]any{"a b": 1}}}, "codex.config.a b"},
 		{"config troupe's server", troupe.AgentSpec{Options: map[string]any{"config": map[string]any{"mcp_servers.troupe.url": "x"}}}, "codex.config.mcp_servers.troupe.url"},
