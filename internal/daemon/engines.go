@@ -8,6 +8,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/claude"
+	"github.com/troupe-dev/troupe/internal/engine/codex"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -26,6 +27,7 @@ func newEngines(cfg Config, log *slog.Logger) (map[troupe.Engine]engine.Engine, 
 	return map[troupe.Engine]engine.Engine{
 		troupe.EngineFake:   fake.New(fake.Options{Command: fakeCmd, Logger: log}),
 		troupe.EngineClaude: claude.New(claude.Options{Logger: log}),
+		troupe.EngineCodex:  codex.New(codex.Options{Logger: log}),
 	}, nil
 }
 

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/troupe-dev/troupe/internal/project"
@@ -16,18 +17,32 @@ func TestEngineNotBuiltIsATeamError(t *testing.T) {
 		t.Fatal(err)
 	}
 	check := checkAgent(engines)
-	for _, eng := range []string{"codex", "opencode", "acp", "openai"} {
+	for _, eng := range []string{"opencode", "acp", "openai"} {
 		src := "[[agent]]\nname = \"lead\"\nengine = \"fake\"\n\n[[agent]]\nname = \"b\"\nengine = \"" + eng + "\"\n"
 		_, err := project.ParseTeamChecked(".troupe/team.toml", []byte(src), check)
-		want := `.troupe/team.toml:7: agent "b": engine: "` + eng + `" is not built into this troupe (this build has: claude, fake): use one of these`
+		want := `.troupe/team.toml:7: agent "b": engine: "` + eng + `" is not built into this troupe (this build has: claude, codex, fake): use one of these`
 		if err == nil || err.Error() != want {
 			t.Errorf("engine %s: err = %v\nwant %s", eng, err, want)
 		}
 	}
-	for _, eng := range []string{"fake", "claude"} {
+	for _, eng := range []string{"fake", "claude", "codex"} {
 		src := "[[agent]]\nname = \"lead\"\nengine = \"" + eng + "\"\n"
 		if _, err := project.ParseTeamChecked(".troupe/team.toml", []byte(src), check); err != nil {
 			t.Errorf("engine %s: %v", eng, err)
 		}
+	}
+}
+
+// TestCodexOptionIsATeamError: a bad [agent.codex] key fails the team load
+// with the key's path.
+func TestCodexOptionIsATeamError(t *testing.T) {
+	engines, err := newEngines(Config{FakeAgent: []string{"/bin/false"}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := "[[agent]]\nname = \"lead\"\nengine = \"codex\"\n[agent.codex]\nconfig = \"model=o3\"\n"
+	_, err = project.ParseTeamChecked(".troupe/team.toml", []byte(src), checkAgent(engines))
+	if err == nil || !strings.Contains(err.Error(), "codex.config") {
+		t.Fatalf("err = %v, want one naming codex.config", err)
 	}
 }

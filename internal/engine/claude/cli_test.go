@@ -320,7 +320,7 @@ func TestCLITroupeToolsNeverAsked(t *testing.T) {
 	// Claude Code defers MCP tools behind ToolSearch; the fake model can
 	// only call tools the request offers.
 	a := troupe.AgentSpec{Env: map[string]string{"ENABLE_TOOL_SEARCH": "false"}}
-	s := r.start(t, a, engine.StartSpec{Approver: ap, MCP: engine.MCPAccess{URL: mcp.url, Token: "tok-123"}})
+	s := r.start(t, a, engine.StartSpec{Approver: ap, MCP: engine.MCPAccess{URL: mcp.URL, Token: "tok-123"}})
 	sessionEvent(t, s)
 	evs, end := runTurn(t, s, "t1", `[[tool:mcp__troupe__list_agents {}]]`)
 	if asks := ap.asked(); len(asks) != 0 {
@@ -342,7 +342,7 @@ func TestCLITroupeToolsNeverAsked(t *testing.T) {
 			return nil
 		})
 	}
-	if got := mcp.auth(); got != "Bearer tok-123" {
+	if got := mcp.Auth(); got != "Bearer tok-123" {
 		t.Errorf("MCP Authorization %q, want the session's token", got)
 	}
 }
@@ -438,7 +438,7 @@ func TestCLIToolCallLimit(t *testing.T) {
 	if got := r.eng.ToolCallLimit(a); got != 2*time.Second {
 		t.Fatalf("ToolCallLimit = %v, want 2s", got)
 	}
-	s := r.start(t, a, engine.StartSpec{MCP: engine.MCPAccess{URL: mcp.url, Token: "tok"}})
+	s := r.start(t, a, engine.StartSpec{MCP: engine.MCPAccess{URL: mcp.URL, Token: "tok"}})
 	sessionEvent(t, s)
 	began := time.Now()
 	evs, end := runTurn(t, s, "t1", `[[tool:mcp__troupe__slow_tool {}]]`)

@@ -18,7 +18,7 @@ func TestCLIMCPTokenNotInEnvironOrCmdline(t *testing.T) {
 	r := newRig(t)
 	m := newFakeMCP(t)
 	const tok = "trp_fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
-	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{MCP: engine.MCPAccess{URL: m.url, Token: tok}})
+	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{MCP: engine.MCPAccess{URL: m.URL, Token: tok}})
 	if _, end := runTurn(t, s, "t1", "hello"); end.Error != "" {
 		t.Fatalf("turn: %+v", end)
 	}
@@ -34,7 +34,7 @@ func TestCLIMCPTokenNotInEnvironOrCmdline(t *testing.T) {
 			}
 		}
 	}
-	if got := m.auth(); got != "Bearer "+tok {
+	if got := m.Auth(); got != "Bearer "+tok {
 		t.Errorf("the CLI reached the MCP endpoint with %q, want the session's token", got)
 	}
 	t.Logf("checked %d processes", len(pids))
