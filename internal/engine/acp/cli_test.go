@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,4 +212,99 @@ func TestCLITurnsOneProcessAndResume(t *testing.T) {
 func body(q fakemodel.Request) string {
 	b, _ := json.Marshal(q.Body)
 	return string(b)
+}
+
+// TestCLIInterruptAndModelError: in one session, a slow answer is
+// interrupted (session/cancel → "interrupted"); then a model that fails
+// with HTTP 500: OpenCode retries silently for ever, so no turn end comes
+// (the runtime's inactivity limit cuts such a turn) until the interrupt;
+// the session then still answers.
+func TestCLIInterruptAndModelError(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, nil)
+	s := r.start(t, engine.StartSpec{})
+	sessionEvent(t, s)
+
+	if err := s.Send(context.Background(), input("t1", "[[text:first words and then a lot more]] [[slow:1h every 1h]]")); err != nil {
+		t.Fatal(err)
+	}
+	ev, _ := next(t, s)
+	if ev.Kind != engine.EventOutput {
+		t.Fatalf("first event %+v, want output", ev)
+	}
+	if err := s.Interrupt(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, end := untilEnd(t, s, "t1")
+	if end.Error != "interrupted" {
+		t.Fatalf("interrupted turn end %+v", end)
+	}
+
+	if err := s.Send(context.Background(), input("t2", "[[error:500]]")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-s.Events():
+		if ev.Kind == engine.EventTurnEnd {
+			t.Fatalf("a turn end %+v for a model that answers 500: OpenCode was expected to retry", ev)
+		}
+	case <-time.After(4 * time.Second):
+	}
+	if err := s.Interrupt(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, end = untilEnd(t, s, "t2")
+	if end.Error != "interrupted" {
+		t.Fatalf("turn end after 500 %+v", end)
+	}
+	_, end = runTurn(t, s, "t3", "[[text:still here]]")
+	if end.Error != "" || end.Text != "still here" {
+		t.Fatalf("turn 3 end %+v", end)
+	}
+}
+
+// approver allows commands that contain "allowed" and denies the others.
+type approver struct {
+	mu   sync.Mutex
+	seen []engine.Permission
+}
+
+func (a *approver) Approve(ctx context.Context, p engine.Permission) (engine.Decision, error) {
+	a.mu.Lock()
+	a.seen = append(a.seen, p)
+	a.mu.Unlock()
+	if strings.Contains(string(p.Input), "allowed") {
+		return engine.Decision{Allow: true}, nil
+	}
+	return engine.Decision{Reason: "no"}, nil
+}
+
+// TestCLIPermission: with OpenCode's permission {"bash":"ask"}, a bash
+// call asks (session/request_permission); the Approver allows one command
+// and denies another, and each answer reaches OpenCode.
+func TestCLIPermission(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, map[string]any{"bash": "ask"})
+	a := &approver{}
+	s := r.start(t, engine.StartSpec{Approver: a})
+	sessionEvent(t, s)
+
+	evs, end := runTurn(t, s, "t1", `[[tool:bash {"command":"echo allowed-run","description":"allowed"}]]`)
+	perms, results := kinds(evs, engine.EventPermission), kinds(evs, engine.EventToolResult)
+	if end.Error != "" || len(perms) != 1 || !perms[0].Decision.Allow || perms[0].Permission.Tool != "bash" || perms[0].Permission.Turn != "t1" {
+		t.Fatalf("allowed: end %+v perms %+v", end, perms)
+	}
+	if len(results) != 1 || results[0].Tool.IsError || !strings.Contains(results[0].Tool.Output, "allowed-run") {
+		t.Fatalf("allowed: results %+v", results)
+	}
+
+	evs, end = runTurn(t, s, "t2", `[[tool:bash {"command":"echo forbidden-run","description":"forbidden"}]]`)
+	perms, results = kinds(evs, engine.EventPermission), kinds(evs, engine.EventToolResult)
+	if end.Error != "" || len(perms) != 1 || perms[0].Decision.Allow {
+		t.Fatalf("denied: end %+v perms %+v", end, perms)
+	}
+	if len(results) != 1 || !results[0].Tool.IsError || strings.Contains(results[0].Tool.Output, "forbidden-run\n") {
+		t.Fatalf("denied: results %+v", results)
+	}
+	t.Logf("denied result: %q; permission %+v", results[0].Tool.Output, perms[0].Permission)
 }
