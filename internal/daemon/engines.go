@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/engine/acp"
 	"github.com/troupe-dev/troupe/internal/engine/claude"
 	"github.com/troupe-dev/troupe/internal/engine/codex"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
@@ -25,9 +26,11 @@ func newEngines(cfg Config, log *slog.Logger) (map[troupe.Engine]engine.Engine, 
 		fakeCmd = []string{self, "fake-agent"}
 	}
 	return map[troupe.Engine]engine.Engine{
-		troupe.EngineFake:   fake.New(fake.Options{Command: fakeCmd, Logger: log}),
-		troupe.EngineClaude: claude.New(claude.Options{Logger: log}),
-		troupe.EngineCodex:  codex.New(codex.Options{Logger: log}),
+		troupe.EngineFake:     fake.New(fake.Options{Command: fakeCmd, Logger: log}),
+		troupe.EngineClaude:   claude.New(claude.Options{Logger: log}),
+		troupe.EngineCodex:    codex.New(codex.Options{Logger: log}),
+		troupe.EngineACP:      acp.New(acp.Options{Logger: log}),
+		troupe.EngineOpenCode: acp.NewOpenCode(acp.Options{Logger: log}),
 	}, nil
 }
 

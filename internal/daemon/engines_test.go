@@ -17,15 +17,20 @@ func TestEngineNotBuiltIsATeamError(t *testing.T) {
 		t.Fatal(err)
 	}
 	check := checkAgent(engines)
-	for _, eng := range []string{"opencode", "acp", "openai"} {
+	for _, eng := range []string{"openai"} {
 		src := "[[agent]]\nname = \"lead\"\nengine = \"fake\"\n\n[[agent]]\nname = \"b\"\nengine = \"" + eng + "\"\n"
 		_, err := project.ParseTeamChecked(".troupe/team.toml", []byte(src), check)
-		want := `.troupe/team.toml:7: agent "b": engine: "` + eng + `" is not built into this troupe (this build has: claude, codex, fake): use one of these`
+		want := `.troupe/team.toml:7: agent "b": engine: "` + eng + `" is not built into this troupe (this build has: claude, codex, opencode, acp, fake): use one of these`
 		if err == nil || err.Error() != want {
 			t.Errorf("engine %s: err = %v\nwant %s", eng, err, want)
 		}
 	}
-	for _, eng := range []string{"fake", "claude", "codex"} {
+	// An acp agent must name its program: the engine's Check says so.
+	src := "[[agent]]\nname = \"lead\"\nengine = \"acp\"\n"
+	if _, err := project.ParseTeamChecked(".troupe/team.toml", []byte(src), check); err == nil || !strings.Contains(err.Error(), "command: an acp agent needs") {
+		t.Errorf("acp without command: %v", err)
+	}
+	for _, eng := range []string{"fake", "claude", "codex", "opencode"} {
 		src := "[[agent]]\nname = \"lead\"\nengine = \"" + eng + "\"\n"
 		if _, err := project.ParseTeamChecked(".troupe/team.toml", []byte(src), check); err != nil {
 			t.Errorf("engine %s: %v", eng, err)

@@ -68,6 +68,7 @@ var never = map[string][]string{
 	"internal/engine/fake":   {mod + "internal/project", mod + "internal/runtime"},
 	"internal/engine/claude": {mod + "internal/project", mod + "internal/runtime"},
 	"internal/engine/codex":  {mod + "internal/project", mod + "internal/runtime"},
+	"internal/engine/acp":    {mod + "internal/project", mod + "internal/runtime"},
 	// The runtime drives engines through their seam and reads teams
 	// through its own interface: no project registry, store or transport.
 	"internal/runtime": {mod + "internal/project", mod + "internal/store/sqlite", mod + "internal/mcp", mod + "internal/api"},
