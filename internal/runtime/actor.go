@@ -55,6 +55,7 @@ type actor struct {
 	actAt      time.Time     // last activity seen by the actor itself (turn starts, tool results)
 	toolCalls  int           // troupe tool calls of this agent in flight
 	waiting    int           // permission requests of this agent waiting on the person
+	starting   bool          // its engine's session is starting (a CLI's start takes seconds)
 	restart    bool          // the definition changed: new session at the next boundary
 	engine     troupe.Engine // the session's engine, recorded with its conversation id
 
@@ -128,7 +129,7 @@ func (a *actor) status() (troupe.AgentState, string) {
 func (a *actor) activity() engine.Activity {
 	a.mu.Lock()
 	act := engine.Activity{At: a.actAt}
-	if a.toolCalls > 0 || a.waiting > 0 {
+	if a.toolCalls > 0 || a.waiting > 0 || a.starting {
 		act.At = time.Now()
 	}
 	s := a.sess
@@ -614,6 +615,19 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 		access = engine.MCPAccess{URL: a.rt.o.MCPURL, Token: g.Mint(a.key, callLimit(eng, spec))}
 	}
 	ap := &approver{a: a}
+	// A session that is starting is not silent (some CLIs take seconds to
+	// start, longer than a short turn_timeout); the start is bounded on
+	// its own instead, so one that hangs does not hold the actor.
+	a.mu.Lock()
+	a.starting = true
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.starting, a.actAt = false, time.Now()
+		a.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeoutCause(ctx, StartTimeout, fmt.Errorf("its %s session did not start within %v", spec.Engine, StartTimeout))
+	defer cancel()
 	s, err := eng.Start(ctx, engine.StartSpec{Key: a.key, Agent: spec, Dir: dir, Instructions: instr,
 		Resume: resume, Tools: a.rt.Tools(a.key), Approver: ap, MCP: access, Logger: a.log})
 	if err != nil {
@@ -629,6 +643,9 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 	a.log.Info("session started", "engine", spec.Engine, "resume", resume)
 	return s, nil
 }
+
+// StartTimeout bounds an engine session's start.
+const StartTimeout = 2 * time.Minute
 
 // callLimit is how long troupe lets one tool call of this agent run before
 // answering with a request id: a margin under its client's own limit.

@@ -158,3 +158,27 @@ func TestFailedTurnLeavesTheAgentFailedUntilItsNextTurn(t *testing.T) {
 		}
 	})
 }
+
+// TestC4_AStartingSessionIsNotSilent: a CLI that takes longer to start
+// than the target's window is not given no reply for it; a start that
+// never ends is cut at StartTimeout and the ask fails saying so.
+func TestC4_AStartingSessionIsNotSilent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		teams := twoAgents(30 * time.Second)
+		teams[p1][1].Options = map[string]any{"start_delay": 90 * time.Second} // three windows
+		h := newHarness(t, teams, 0)
+		req, err := h.rt.Ask(t.Context(), key(p1, "researcher"), "lead", "answer ready", 0)
+		if err != nil || req.State != troupe.ReqAnswered || req.Answer != "ready" {
+			t.Fatalf("ask of a slow starter = %+v, %v; want answered", req, err)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		teams := twoAgents(2 * time.Minute)
+		teams[p1][1].Options = map[string]any{"start_delay": 100 * time.Hour}
+		h := newHarness(t, teams, 0)
+		req, err := h.rt.Ask(t.Context(), key(p1, "researcher"), "lead", "answer ready", 0)
+		if err != nil || req.State != troupe.ReqFailed || !strings.Contains(req.Error, "did not start within 2m0s") {
+			t.Fatalf("ask of a start that hangs = %+v, %v; want failed at StartTimeout", req, err)
+		}
+	})
+}

@@ -79,6 +79,17 @@ func (e *memEngine) Start(ctx context.Context, spec engine.StartSpec) (engine.Se
 	e.starts++
 	e.specs = append(e.specs, spec)
 	e.mu.Unlock()
+	// Options["start_delay"]: the session takes that long to start (a slow
+	// CLI), or until ctx ends.
+	if d, ok := spec.Agent.Options["start_delay"].(time.Duration); ok {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
 	return &memSession{e: e, spec: spec, events: make(chan engine.Event, 64), closed: make(chan struct{})}, nil
 }
 

@@ -239,7 +239,7 @@ func permissionOutcome(opts []permissionOption, d engine.Decision, cancelled boo
 
 // mapper turns one turn's session updates into events. The reader owns it.
 type mapper struct {
-	text  strings.Builder   // the turn's agent message chunks
+	text  strings.Builder   // the agent's message since its last tool call: the turn's final text (C4)
 	tools map[string]string // tool call id → name
 	done  map[string]bool   // tool calls whose result was reported
 	cost  float64           // the last usage_update's cost, USD
@@ -264,6 +264,10 @@ func (m *mapper) events(u update) []engine.Event {
 			return []engine.Event{{Kind: engine.EventThinking, Text: t}}
 		}
 	case "tool_call", "tool_call_update":
+		// What the agent said before a tool call is not its answer: the
+		// final text is what it says after its last one, like Claude's
+		// result.
+		m.text.Reset()
 		return m.toolEvents(u)
 	case "usage_update":
 		if u.Cost != nil && (u.Cost.Currency == "" || u.Cost.Currency == "USD") {
