@@ -64,6 +64,8 @@ bench: build tools
 	$(BENCH) -benchtime 10x -bench '^BenchmarkStartup$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToOwnerTurn$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 5x -bench '^BenchmarkClaude' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -benchtime 10x -bench '^Benchmark(CodexWarmTurn|CodexExecPerTurn|OpenCodeWarmTurn)$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -count 1 -benchtime 5x -bench '^BenchmarkOpenCodeRunPerTurn$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkIdleAgentsThreadsAndMemory$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkQueueDrain$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 500x -bench '^Benchmark(AskRoundTrip|WakeLatency)$$' ./internal/runtime | tee -a bench.out

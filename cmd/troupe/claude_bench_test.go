@@ -1,13 +1,20 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/engine/acp/opencodetest"
 	"github.com/troupe-dev/troupe/internal/engine/claude/claudetest"
+	"github.com/troupe-dev/troupe/internal/engine/codex/codextest"
 	"github.com/troupe-dev/troupe/internal/fakemodel"
 )
 
@@ -108,4 +115,92 @@ func reportPercentiles(b *testing.B, ds []time.Duration) {
 	slices.Sort(ds)
 	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(ds[len(ds)*95/100].Microseconds())/1000, "p95-ms")
+}
+
+// The same comparison for Codex and OpenCode: a warm turn through troupe
+// (`troupe ask` of an agent whose session is up) against a CLI process per
+// turn (`codex exec`, `opencode run`), same fake model, side by side.
+
+func benchWarmTurn(b *testing.B, eng, bin string) {
+	r := newEngineRigTB(b, eng, bin, "2m")
+	r.answer("x", "[[text:warm up]]")
+	var ds []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if got := r.answer("x", "[[text:pong]]"); got != "pong" {
+			b.Fatalf("answer %q", got)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	reportPercentiles(b, ds)
+}
+
+func BenchmarkCodexWarmTurn(b *testing.B) { benchWarmTurn(b, "codex", codextest.Bin(b)) }
+
+func BenchmarkOpenCodeWarmTurn(b *testing.B) { benchWarmTurn(b, "opencode", opencodetest.Bin(b)) }
+
+// benchProcessPerTurn runs argv (its last element the prompt) to its end
+// per iteration, in a project folder, with the CLIs' offline environment.
+func benchProcessPerTurn(b *testing.B, argv []string) {
+	model := fakemodel.New(fakemodel.Options{})
+	if err := model.Start(""); err != nil {
+		b.Fatal(err)
+	}
+	defer model.Close()
+	dir := b.TempDir()
+	env := mixedEnv(b, model.URL(), dir)
+	var ds []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%s: %v: %.500s", argv[0], err, out)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	reportPercentiles(b, ds)
+}
+
+func BenchmarkCodexExecPerTurn(b *testing.B) {
+	benchProcessPerTurn(b, []string{codextest.Bin(b), "exec", "--json", "--skip-git-repo-check", "--ephemeral", "[[text:pong]]"})
+}
+
+func BenchmarkOpenCodeRunPerTurn(b *testing.B) {
+	benchProcessPerTurn(b, []string{opencodetest.Bin(b), "run", "--format", "json", "[[text:pong]]"})
+}
+
+// BenchmarkClaudeAsksCodex: the person asks a Claude agent, which asks a
+// Codex agent through troupe's MCP tool; the model answers at once.
+// Reported: the whole round trip as the person sees it (both CLIs' turns,
+// the MCP call, troupe's ask).
+func BenchmarkClaudeAsksCodex(b *testing.B) {
+	bins := []string{claudetest.Bin(b), codextest.Bin(b), opencodetest.Bin(b)}
+	model := fakemodel.New(fakemodel.Options{})
+	if err := model.Start(""); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { model.Close() })
+	r := &claudeRig{t: b, model: model, state: b.TempDir(), proj: filepath.Join(b.TempDir(), "app")}
+	writeTeam(b, r.proj, fmt.Sprintf(mixedTeam, bins[0], bins[1], bins[2]))
+	r.env = mixedEnv(b, model.URL(), r.proj)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	b.Cleanup(cancel)
+	r.ctx = ctx
+	r.start()
+	b.Cleanup(func() {
+		r.d.stop(syscall.SIGTERM)
+		waitNoProcessIn(b, r.proj)
+	})
+	const ask = `[[tool:mcp__troupe__ask_agent {"to":"codex","question":"[[text:pong]]"}]]`
+	r.answer("claude", ask) // both sessions up
+	var ds []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if got := r.answer("claude", ask); !strings.HasSuffix(got, "pong") {
+			b.Fatalf("answer %q", got)
+		}
+		ds = append(ds, time.Since(start))
+	}
+	reportPercentiles(b, ds)
 }

@@ -79,7 +79,7 @@ func mixedScript(q fakemodel.Request) fakemodel.Reply {
 
 // mixedEnv is the daemon's environment for the three CLIs, all offline
 // against model: one isolated HOME for all of them.
-func mixedEnv(t *testing.T, model string, dirs ...string) []string {
+func mixedEnv(t testing.TB, model string, dirs ...string) []string {
 	env := opencodetest.Env(t, model, map[string]any{"bash": "allow"})
 	var home string
 	for _, kv := range env {

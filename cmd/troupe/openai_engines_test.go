@@ -36,6 +36,11 @@ respond = "!say helper knows: {text}"
 // newEngineRig is a claudeRig whose agent "x" runs on engine (codex or
 // opencode, the real pinned CLI) against the fake model.
 func newEngineRig(t *testing.T, eng, bin, window string) *claudeRig {
+	return newEngineRigTB(t, eng, bin, window)
+}
+
+// newEngineRigTB is newEngineRig for tests and benchmarks.
+func newEngineRigTB(t testing.TB, eng, bin, window string) *claudeRig {
 	t.Helper()
 	model := fakemodel.New(fakemodel.Options{})
 	if err := model.Start(""); err != nil {

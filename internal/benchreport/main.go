@@ -69,6 +69,10 @@ func (r ratio) goal() string {
 var ratios = []ratio{
 	{big: "cmd/troupe BenchmarkClaudeProcessPerTurn", small: "cmd/troupe BenchmarkClaudeWarmTurn",
 		metric: "p50-ms", min: 3, note: "a process per turn ÷ a warm turn"},
+	{big: "cmd/troupe BenchmarkCodexExecPerTurn", small: "cmd/troupe BenchmarkCodexWarmTurn",
+		metric: "p50-ms", min: 1, note: "codex exec per turn ÷ a warm Codex turn"},
+	{big: "cmd/troupe BenchmarkOpenCodeRunPerTurn", small: "cmd/troupe BenchmarkOpenCodeWarmTurn",
+		metric: "p50-ms", min: 1, note: "opencode run per turn ÷ a warm OpenCode turn"},
 	{big: "cmd/troupe BenchmarkIdleAgentsThreadsAndMemory/agents=200", small: "cmd/troupe BenchmarkIdleAgentsThreadsAndMemory/agents=50",
 		metric: "daemon-threads", value: 1.5, note: "no thread per child"},
 	{big: "cmd/troupe BenchmarkQueueDrain/100000", small: "cmd/troupe BenchmarkQueueDrain/10000",
