@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,5 +51,27 @@ func TestCodexOptionIsATeamError(t *testing.T) {
 	_, err = project.ParseTeamChecked(".troupe/team.toml", []byte(src), checkAgent(engines))
 	if err == nil || !strings.Contains(err.Error(), "codex.config") {
 		t.Fatalf("err = %v, want one naming codex.config", err)
+	}
+}
+
+// TestExampleTeamsLoad: every team under examples/ loads with the engines
+// of this build, their options checked by each engine.
+func TestExampleTeamsLoad(t *testing.T) {
+	engines, err := newEngines(Config{FakeAgent: []string{"/bin/false"}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("../../examples/*/.troupe/team.toml")
+	if len(files) < 3 {
+		t.Fatalf("found %d example teams, want demo, claude-demo and mixed-demo", len(files))
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := project.ParseTeamChecked(f, src, checkAgent(engines)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
 	}
 }
