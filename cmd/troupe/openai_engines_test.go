@@ -133,3 +133,44 @@ func TestCodexAndOpenCodeWorkWithTheTeamAndResume(t *testing.T) {
 		})
 	}
 }
+
+// TestCodexAndOpenCodeModelFailures: a model that answers 500, then one
+// that is gone. Codex (retries off in its provider config) ends the turn
+// with its own error; OpenCode retries for ever in silence, so troupe's
+// inactivity window cuts the turn. Either way the asker gets a clear
+// error within the window and, while the model is there, the next message
+// works.
+func TestCodexAndOpenCodeModelFailures(t *testing.T) {
+	for _, e := range openaiEngines(t) {
+		t.Run(e.name, func(t *testing.T) {
+			r := newEngineRig(t, e.name, e.bin, "4s")
+			r.answer("x", "[[text:warm]]")
+			start := time.Now()
+			req := r.ask("x", "[[error:500]]")
+			switch e.name {
+			case "codex":
+				// Codex words a 500 its own way ("We're currently
+				// experiencing high demand…"): the asker gets those words.
+				if req.State != troupe.ReqFailed || !strings.Contains(req.Error, "x could not answer: ") || strings.Contains(req.Error, "no reply") {
+					t.Fatalf("model 500: %s %q, want failed with Codex's error", req.State, req.Error)
+				}
+			default:
+				if req.State != troupe.ReqNoReply || !strings.Contains(req.Error, "4s") {
+					t.Fatalf("model 500: %s %q, want no reply after the 4s window", req.State, req.Error)
+				}
+			}
+			if took := time.Since(start); took > time.Minute {
+				t.Errorf("the failure came after %v, far past the 4s window", took)
+			}
+			r.waitState("x", troupe.StateFailed)
+			if got := r.answer("x", "[[text:back]]"); got != "back" {
+				t.Fatalf("after the failure: %q", got)
+			}
+			r.model.Close()
+			req = r.ask("x", "anyone there?")
+			if req.State == troupe.ReqAnswered || req.Error == "" {
+				t.Fatalf("model gone: %s %q, want an error", req.State, req.Error)
+			}
+		})
+	}
+}
