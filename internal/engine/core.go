@@ -152,6 +152,14 @@ func (c *SessionCore) EndTurnLocked() {
 	}
 }
 
+// CancelTurnLocked cancels the running turn's context; the turn goes on
+// until EndTurnLocked.
+func (c *SessionCore) CancelTurnLocked() {
+	if c.turnCancel != nil {
+		c.turnCancel()
+	}
+}
+
 // Shutdown is the body of Session.Close: the first call marks the session
 // closing, makes pending emits give up, cancels its context and runs stop
 // (the child's escalation); every call then waits for Finish or ctx, whose
