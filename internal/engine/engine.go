@@ -6,8 +6,10 @@
 //
 // Concurrency rules are stated on each method. Implementations own their
 // child processes (own process group, one reaper, stop by escalation, C11)
-// and their goroutines, all stopped by Close. This package holds types only;
-// the runtime and engine packages import it.
+// and their goroutines, all stopped by Close. This package holds types and
+// the pieces every engine shares: SessionCore (a session's lifecycle: its
+// Events, activity, Err, turn gate, Close once and end), ActivityMeter,
+// Render; the runtime and engine packages import it.
 package engine
 
 import (

@@ -14,7 +14,6 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/proc"
-	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 var _ engine.Session = (*Session)(nil)
@@ -50,48 +49,34 @@ type Session struct {
 	approver engine.Approver
 	proc     *proc.Process
 
-	events chan engine.Event
-	stop   chan struct{} // closed by Close: pending event sends give up
-	gone   chan struct{} // closed when stdout ended: calls waiting give up
-	done   chan struct{} // closed when every goroutine of the session stopped
+	// The events, activity, Err, turn gate and Close; approvals run under
+	// the running turn's context (else the session's). Its Mu guards the
+	// fields below.
+	*engine.SessionCore
 
-	ctx    context.Context // the session's lifetime, for approvals
-	cancel context.CancelFunc
+	gone chan struct{} // closed when stdout ended: calls waiting give up
 
 	approvals sync.WaitGroup
-	closeOnce sync.Once
 	wmu       sync.Mutex // serialises lines to the child's stdin
 
-	act engine.ActivityMeter
-
-	// mu guards the fields below.
-	mu          sync.Mutex
 	nextID      int64
 	pending     map[int64]chan message // calls waiting for their answer
 	id          string                 // the ACP session id
 	instr       string                 // instructions still to give (the first prompt of a new session)
-	turn        troupe.TurnID
-	promptID    int64 // the running turn's session/prompt request
+	promptID    int64                  // the running turn's session/prompt request
 	interrupted bool
-	turnCtx     context.Context
-	turnCancel  context.CancelFunc
-	closing     bool
-	ended       bool
-	err         error
 	lastError   string
 }
 
 // start starts the child, its reader, and the protocol's handshake.
 func start(ctx context.Context, spec sessionSpec) (*Session, error) {
 	s := &Session{
-		name:     spec.name,
-		log:      spec.log,
-		approver: spec.approver,
-		events:   make(chan engine.Event, eventBuffer),
-		stop:     make(chan struct{}),
-		gone:     make(chan struct{}),
-		done:     make(chan struct{}),
-		pending:  map[int64]chan message{},
+		name:        spec.name,
+		log:         spec.log,
+		approver:    spec.approver,
+		SessionCore: engine.NewSessionCore(eventBuffer),
+		gone:        make(chan struct{}),
+		pending:     map[int64]chan message{},
 	}
 	p, err := proc.Start(proc.Spec{
 		Argv:        spec.argv,
@@ -99,13 +84,12 @@ func start(ctx context.Context, spec sessionSpec) (*Session, error) {
 		Env:         spec.env,
 		Logger:      spec.log,
 		StopTimeout: spec.stopTimeout,
-		OnStderr:    func([]byte) { s.act.Bump() },
+		OnStderr:    func([]byte) { s.Bump() },
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.proc = p
-	s.ctx, s.cancel = context.WithCancel(context.Background())
 	go s.run()
 	if err := s.handshake(ctx, spec); err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 2*spec.stopTimeout+time.Second)
@@ -162,14 +146,14 @@ func (s *Session) handshake(ctx context.Context, spec sessionSpec) error {
 			return fmt.Errorf("new session: no session id in %s", clip(raw))
 		}
 		id = res.SessionID
-		s.mu.Lock()
+		s.Mu.Lock()
 		s.instr = spec.instr // a loaded session has had them
-		s.mu.Unlock()
+		s.Mu.Unlock()
 	}
-	s.mu.Lock()
+	s.Mu.Lock()
 	s.id = id
-	s.mu.Unlock()
-	s.emit(engine.Event{Kind: engine.EventSession, SessionID: id})
+	s.Mu.Unlock()
+	s.Emit(engine.Event{Kind: engine.EventSession, SessionID: id})
 	return nil
 }
 
@@ -185,19 +169,19 @@ func isGone(ch chan struct{}) bool {
 // call sends a request and waits for its answer.
 func (s *Session) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	ch := make(chan message, 1)
-	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
+	s.Mu.Lock()
+	if s.EndedLocked() {
+		s.Mu.Unlock()
 		return nil, errGone
 	}
 	s.nextID++
 	id := s.nextID
 	s.pending[id] = ch
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	defer func() {
-		s.mu.Lock()
+		s.Mu.Lock()
 		delete(s.pending, id)
-		s.mu.Unlock()
+		s.Mu.Unlock()
 	}()
 	b, err := encodeRequest(id, method, params)
 	if err != nil {
@@ -231,78 +215,50 @@ func (s *Session) write(b []byte) error {
 
 // ID is the ACP session id.
 func (s *Session) ID() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	return s.id
 }
 
 // PID is the child's process id (and process group id).
 func (s *Session) PID() int { return s.proc.PID() }
 
-// Events reports the session's id, output, thinking, tool calls,
-// permissions, usage and turn ends. It is closed when the child is gone
-// and every goroutine of the session has stopped.
-func (s *Session) Events() <-chan engine.Event { return s.events }
-
-// Activity advances on every line the child writes to stdout and every
-// chunk it writes to stderr (C3).
-func (s *Session) Activity() engine.Activity { return s.act.Load() }
-
-// Err says why the session ended on its own; nil while it runs and after
-// Close.
-func (s *Session) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
+// Events (the session's id, output, thinking, tool calls, permissions,
+// usage and turn ends; closed when the child is gone and every goroutine
+// of the session stopped), Activity (every stdout line and stderr chunk,
+// C3) and Err (why the session ended on its own; nil while it runs and
+// after Close) come from SessionCore.
 
 // Send starts a turn: one session/prompt request whose text is
 // engine.Render of the messages (after the agent's instructions, as a
 // block of their own, on the first turn of a new session). Its answer ends
 // the turn (C7).
 func (s *Session) Send(ctx context.Context, in engine.Input) error {
-	if err := in.Check(); err != nil {
+	var b []byte
+	if _, err := s.BeginTurn(ctx, in, func() error {
+		var prompt []contentBlock
+		if s.instr != "" {
+			prompt = append(prompt, contentBlock{Type: "text", Text: s.instr})
+		}
+		prompt = append(prompt, contentBlock{Type: "text", Text: engine.Render(in)})
+		s.nextID++
+		id := s.nextID
+		var err error
+		if b, err = encodeRequest(id, "session/prompt", promptParams{SessionID: s.id, Prompt: prompt}); err != nil {
+			return err
+		}
+		s.instr = ""
+		s.promptID, s.interrupted = id, false
+		return nil
+	}); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("send turn %s: %w", in.Turn, err)
-	}
-	s.mu.Lock()
-	switch {
-	case s.closing:
-		s.mu.Unlock()
-		return fmt.Errorf("send turn %s: session closed", in.Turn)
-	case s.ended:
-		err := s.err
-		s.mu.Unlock()
-		return fmt.Errorf("send turn %s: session ended: %w", in.Turn, err)
-	case s.turn != "":
-		running := s.turn
-		s.mu.Unlock()
-		return fmt.Errorf("send turn %s: turn %s still running", in.Turn, running)
-	}
-	var prompt []contentBlock
-	if s.instr != "" {
-		prompt = append(prompt, contentBlock{Type: "text", Text: s.instr})
-	}
-	prompt = append(prompt, contentBlock{Type: "text", Text: engine.Render(in)})
-	s.nextID++
-	id := s.nextID
-	b, err := encodeRequest(id, "session/prompt", promptParams{SessionID: s.id, Prompt: prompt})
-	if err != nil {
-		s.mu.Unlock()
-		return fmt.Errorf("send turn %s: %w", in.Turn, err)
-	}
-	s.instr = ""
-	s.turn, s.promptID, s.interrupted = in.Turn, id, false
-	s.turnCtx, s.turnCancel = context.WithCancel(s.ctx)
-	s.mu.Unlock()
 	if err := s.write(b); err != nil {
-		s.mu.Lock()
-		if s.turn == in.Turn {
+		s.Mu.Lock()
+		if turn, _ := s.TurnLocked(); turn == in.Turn {
 			s.endTurnLocked()
 		}
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		return fmt.Errorf("send turn %s: %w", in.Turn, err)
 	}
 	return nil
@@ -313,15 +269,14 @@ func (s *Session) Send(ctx context.Context, in engine.Input) error {
 // prompt with stopReason "cancelled", and the turn ends "interrupted". It
 // does not wait. Without a running turn it does nothing.
 func (s *Session) Interrupt(ctx context.Context) error {
-	s.mu.Lock()
-	turn, id := s.turn, s.id
+	s.Mu.Lock()
+	turn, _ := s.TurnLocked()
+	id := s.id
 	if turn != "" {
 		s.interrupted = true
-		if s.turnCancel != nil {
-			s.turnCancel()
-		}
+		s.CancelTurnLocked()
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if turn == "" {
 		return nil
 	}
@@ -340,20 +295,7 @@ func (s *Session) Interrupt(ctx context.Context) error {
 // Events is closed. When ctx ends it returns ctx's error if goroutines
 // (an Approver ignoring its context) have not stopped.
 func (s *Session) Close(ctx context.Context) error {
-	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closing = true
-		s.mu.Unlock()
-		close(s.stop)
-		s.cancel()
-		s.proc.Stop(ctx)
-	})
-	select {
-	case <-s.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("close %s session: %w", s.name, context.Cause(ctx))
-	}
+	return s.Shutdown(ctx, "close "+s.name+" session", s.proc.Stop)
 }
 
 // run is the session's lifecycle goroutine: it reads the child's stdout to
@@ -365,19 +307,7 @@ func (s *Session) run() {
 	close(s.gone)
 	<-p.Done()
 	p.Stdin().Close()
-	s.mu.Lock()
-	s.ended = true
-	if !s.closing && s.err == nil {
-		s.err = s.exitReason(p)
-	}
-	if s.turn != "" {
-		s.endTurnLocked() // no turn end is invented: Events just closes
-	}
-	s.mu.Unlock()
-	s.cancel()
-	s.approvals.Wait()
-	close(s.events)
-	close(s.done)
+	s.Finish(func() error { return s.exitReason(p) }, s.approvals.Wait)
 }
 
 // exitReason says why the child ended on its own.
@@ -405,7 +335,7 @@ func (s *Session) read(p *proc.Process) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
-		s.act.Bump()
+		s.Bump()
 		msg, err := parseMessage(sc.Bytes())
 		if err != nil {
 			s.log.Warn(s.name+" wrote a line that is not JSON-RPC", "err", err)
@@ -414,9 +344,7 @@ func (s *Session) read(p *proc.Process) {
 		s.handle(&m, msg)
 	}
 	if err := sc.Err(); err != nil {
-		s.mu.Lock()
-		s.err = fmt.Errorf("%s killed: read its output: %w", s.name, err)
-		s.mu.Unlock()
+		s.SetErr(fmt.Errorf("%s killed: read its output: %w", s.name, err))
 		if err := p.Signal(syscall.SIGKILL); err != nil {
 			s.log.Warn("kill "+s.name, "err", err)
 		}
@@ -438,15 +366,13 @@ func (s *Session) handle(m *mapper, msg message) {
 			s.log.Warn("decode session/update", "err", err)
 			return
 		}
-		s.mu.Lock()
-		turn := s.turn
-		s.mu.Unlock()
+		turn := s.CurrentTurn()
 		if turn == "" {
 			return // a loaded session's history, or work between turns
 		}
 		for _, ev := range m.events(u.Update) {
 			ev.Turn = turn
-			s.emit(ev)
+			s.Emit(ev)
 		}
 	case msg.isRequest():
 		s.request(m, msg)
@@ -459,17 +385,18 @@ func (s *Session) response(m *mapper, msg message) {
 	if !ok {
 		return
 	}
-	s.mu.Lock()
+	s.Mu.Lock()
 	if ch, ok := s.pending[id]; ok {
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		ch <- msg // buffered, one answer per id
 		return
 	}
-	if s.turn == "" || id != s.promptID {
-		s.mu.Unlock()
+	turn, _ := s.TurnLocked()
+	if turn == "" || id != s.promptID {
+		s.Mu.Unlock()
 		return
 	}
-	turn, interrupted := s.turn, s.interrupted
+	interrupted := s.interrupted
 	s.endTurnLocked()
 	var res *promptResult
 	var rerr error
@@ -486,13 +413,13 @@ func (s *Session) response(m *mapper, msg message) {
 	if end.Error != "" && end.Error != "interrupted" {
 		s.lastError = end.Error
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if usage != nil {
 		usage.Turn = turn
-		s.emit(*usage)
+		s.Emit(*usage)
 	}
 	end.Turn = turn
-	s.emit(end)
+	s.Emit(end)
 }
 
 // request answers a request of the agent: permissions go to the Approver
@@ -524,12 +451,9 @@ func (s *Session) request(m *mapper, msg message) {
 	if title == "" || title == tool {
 		title = s.name + " wants to use " + tool
 	}
-	s.mu.Lock()
-	turn, ctx := s.turn, s.turnCtx
-	s.mu.Unlock()
-	if ctx == nil {
-		ctx = s.ctx
-	}
+	s.Mu.Lock()
+	turn, ctx := s.TurnLocked()
+	s.Mu.Unlock()
 	perm := engine.Permission{ID: string(msg.ID), Turn: turn, Tool: tool, Input: p.ToolCall.RawInput, Title: title}
 	id, opts := msg.ID, p.Options
 	s.approvals.Go(func() { s.approve(ctx, id, opts, perm) })
@@ -548,7 +472,7 @@ func (s *Session) approve(ctx context.Context, id json.RawMessage, opts []permis
 			d = engine.Decision{Reason: "not approved: " + err.Error()}
 		}
 	}
-	s.emit(engine.Event{Kind: engine.EventPermission, Turn: perm.Turn, Permission: &perm, Decision: &d})
+	s.Emit(engine.Event{Kind: engine.EventPermission, Turn: perm.Turn, Permission: &perm, Decision: &d})
 	b, err := encodeResult(id, permissionOutcome(opts, d, ctx.Err() != nil))
 	if err == nil {
 		err = s.write(b)
@@ -559,21 +483,10 @@ func (s *Session) approve(ctx context.Context, id json.RawMessage, opts []permis
 }
 
 // endTurnLocked marks the session idle and cancels the turn's approvals.
-// s.mu must be held.
+// s.Mu must be held.
 func (s *Session) endTurnLocked() {
-	s.turn, s.promptID, s.interrupted = "", 0, false
-	if s.turnCancel != nil {
-		s.turnCancel()
-		s.turnCancel, s.turnCtx = nil, nil
-	}
-}
-
-// emit hands an event to the consumer, waiting for room unless closing.
-func (s *Session) emit(ev engine.Event) {
-	select {
-	case s.events <- ev:
-	case <-s.stop:
-	}
+	s.EndTurnLocked()
+	s.promptID, s.interrupted = 0, false
 }
 
 // clip shortens a raw message for an error.

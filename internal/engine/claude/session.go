@@ -16,7 +16,6 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/proc"
-	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 var _ engine.Session = (*Session)(nil)
@@ -44,35 +43,20 @@ type Session struct {
 	stopTimeout time.Duration
 	tmpDir      string
 
-	events chan engine.Event
-	stop   chan struct{} // closed by Close: pending event sends give up
-	done   chan struct{} // closed when every goroutine of the session stopped
-
-	// ctx is the session's lifetime: approvals run under it (or under
-	// their turn's); Close and the end of the session cancel it.
-	ctx    context.Context
-	cancel context.CancelFunc
+	// The events, activity, Err, turn gate and Close; approvals run under
+	// the running turn's context (else the session's). Its Mu guards the
+	// fields below.
+	*engine.SessionCore
 
 	approvals sync.WaitGroup // permission requests in flight
-	closeOnce sync.Once
-	seq       atomic.Uint64 // ids of troupe's control requests
+	seq       atomic.Uint64  // ids of troupe's control requests
 
-	// mu guards the fields below.
-	mu          sync.Mutex
 	proc        *proc.Process // the running child; replaced once if a resume is refused
 	id          string        // the Claude session id
 	resuming    bool          // the child was started with --resume and has not yet shown it took
-	turn        troupe.TurnID // the running turn, "" when idle
 	input       []byte        // the running turn's user line, sent again to a fresh child after a refused resume
 	interrupted bool          // Interrupt was called during the running turn
-	turnCtx     context.Context
-	turnCancel  context.CancelFunc // cancels the running turn's approvals
-	closing     bool               // Close was called
-	ended       bool               // the child is gone and Events closed (or closing)
-	err         error              // why the session ended on its own; nil after Close
-	lastError   string             // the last failed turn's error text, for the reason of a death
-
-	act engine.ActivityMeter
+	lastError   string        // the last failed turn's error text, for the reason of a death
 }
 
 // start starts the CLI and the session's lifecycle goroutine, and reports
@@ -88,17 +72,14 @@ func start(spec sessionSpec) (*Session, error) {
 		approver:    spec.approver,
 		stopTimeout: spec.stopTimeout,
 		tmpDir:      spec.tmpDir,
-		events:      make(chan engine.Event, eventBuffer),
-		stop:        make(chan struct{}),
-		done:        make(chan struct{}),
+		SessionCore: engine.NewSessionCore(eventBuffer),
 	}
 	p, err := s.startChild(id, resume)
 	if err != nil {
 		return nil, err
 	}
 	s.proc, s.id, s.resuming = p, id, resume
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.events <- engine.Event{Kind: engine.EventSession, SessionID: id} // the buffer is empty
+	s.Emit(engine.Event{Kind: engine.EventSession, SessionID: id}) // the buffer is empty
 	go s.run()
 	return s, nil
 }
@@ -112,42 +93,30 @@ func (s *Session) startChild(id string, resume bool) (*proc.Process, error) {
 		Env:         s.launch.env,
 		Logger:      s.log,
 		StopTimeout: s.stopTimeout,
-		OnStderr:    func([]byte) { s.act.Bump() },
+		OnStderr:    func([]byte) { s.Bump() },
 	})
 }
 
 // ID is the Claude session id of the conversation (after a refused resume,
 // the new one's).
 func (s *Session) ID() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	return s.id
 }
 
 // PID is the running CLI's process id, which is also its process group id.
 func (s *Session) PID() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	return s.proc.PID()
 }
 
-// Events reports the session's id, output, tool calls, permissions, usage
-// and turn ends. It is closed when the CLI is gone and every goroutine of
-// the session has stopped.
-func (s *Session) Events() <-chan engine.Event { return s.events }
-
-// Activity is the session's activity token (C3): it advances on every line
-// the CLI writes to stdout and every chunk it writes to stderr.
-func (s *Session) Activity() engine.Activity { return s.act.Load() }
-
-// Err says why the session ended on its own, e.g. "claude exited: exit
-// status 1: API Error: …". It is nil while the session runs and when it
-// ended because of Close.
-func (s *Session) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
+// Events (the session's id, output, tool calls, permissions, usage and
+// turn ends; closed when the CLI is gone and every goroutine of the session
+// stopped), Activity (every stdout line and stderr chunk, C3) and Err (e.g.
+// "claude exited: exit status 1: API Error: …"; nil while running and
+// after Close) come from SessionCore.
 
 // Send starts a turn: it writes the rendered messages as one user line. It
 // fails if a turn is running (troupe never types into a busy turn, C5; the
@@ -164,31 +133,20 @@ func (s *Session) Send(ctx context.Context, in engine.Input) error {
 	if err != nil {
 		return fmt.Errorf("send turn %s: %w", in.Turn, err)
 	}
-	s.mu.Lock()
-	switch {
-	case s.closing:
-		s.mu.Unlock()
-		return fmt.Errorf("send turn %s: session closed", in.Turn)
-	case s.ended:
-		err := s.err
-		s.mu.Unlock()
-		return fmt.Errorf("send turn %s: session ended: %w", in.Turn, err)
-	case s.turn != "":
-		running := s.turn
-		s.mu.Unlock()
-		return fmt.Errorf("send turn %s: turn %s still running", in.Turn, running)
+	var p *proc.Process
+	if _, err := s.BeginTurn(ctx, in, func() error {
+		s.input, s.interrupted, p = b, false, s.proc
+		return nil
+	}); err != nil {
+		return err
 	}
-	s.turn, s.input, s.interrupted = in.Turn, b, false
-	s.turnCtx, s.turnCancel = context.WithCancel(s.ctx)
-	p := s.proc
-	s.mu.Unlock()
 
 	if _, err := p.Stdin().Write(b); err != nil {
-		s.mu.Lock()
-		if s.turn == in.Turn {
+		s.Mu.Lock()
+		if turn, _ := s.TurnLocked(); turn == in.Turn {
 			s.endTurnLocked()
 		}
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		return fmt.Errorf("send turn %s: write to claude: %w", in.Turn, err)
 	}
 	return nil
@@ -198,12 +156,13 @@ func (s *Session) Send(ctx context.Context, in engine.Input) error {
 // then ends with an EventTurnEnd whose Error is "interrupted". It does not
 // wait for that. Without a running turn it does nothing.
 func (s *Session) Interrupt(ctx context.Context) error {
-	s.mu.Lock()
-	turn, p := s.turn, s.proc
+	s.Mu.Lock()
+	turn, _ := s.TurnLocked()
+	p := s.proc
 	if turn != "" {
 		s.interrupted = true
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if turn == "" {
 		return nil
 	}
@@ -226,21 +185,12 @@ func (s *Session) Interrupt(ctx context.Context) error {
 // the session's goroutines (an Approver that ignores its context) have
 // still not stopped. Close may be called more than once, concurrently.
 func (s *Session) Close(ctx context.Context) error {
-	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closing = true
-		p := s.proc
-		s.mu.Unlock()
-		close(s.stop)
-		s.cancel()
+	return s.Shutdown(ctx, "close claude session", func(ctx context.Context) {
+		s.Mu.Lock()
+		p := s.proc // Shutdown marked the session closing: startFresh replaces it no more
+		s.Mu.Unlock()
 		p.Stop(ctx)
 	})
-	select {
-	case <-s.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("close claude session: %w", context.Cause(ctx))
-	}
 }
 
 // run is the session's lifecycle goroutine: it reads the child's stdout to
@@ -250,39 +200,29 @@ func (s *Session) Close(ctx context.Context) error {
 func (s *Session) run() {
 	var p *proc.Process
 	for {
-		s.mu.Lock()
+		s.Mu.Lock()
 		p = s.proc
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		lost := s.readStdout(p)
 		<-p.Done()
 		if !lost {
-			s.mu.Lock()
+			s.Mu.Lock()
 			lost = s.resuming && strings.Contains(p.StderrTail(), lostSession)
-			s.mu.Unlock()
+			s.Mu.Unlock()
 		}
 		if !lost || !s.startFresh(p) {
 			break
 		}
 	}
 	p.Stdin().Close()
-	s.mu.Lock()
-	s.ended = true
-	if !s.closing && s.err == nil {
-		s.err = s.exitReason(p)
-	}
-	if s.turn != "" {
-		s.endTurnLocked() // no turn end is invented: Events just closes
-	}
-	s.mu.Unlock()
-	s.cancel()
-	s.approvals.Wait()
-	if s.tmpDir != "" {
-		if err := os.RemoveAll(s.tmpDir); err != nil {
-			s.log.Warn("remove the session's private folder", "err", err)
+	s.Finish(func() error { return s.exitReason(p) }, func() {
+		s.approvals.Wait()
+		if s.tmpDir != "" {
+			if err := os.RemoveAll(s.tmpDir); err != nil {
+				s.log.Warn("remove the session's private folder", "err", err)
+			}
 		}
-	}
-	close(s.events)
-	close(s.done)
+	})
 }
 
 // startFresh replaces a child that refused --resume (the CLI no longer has
@@ -290,27 +230,27 @@ func (s *Session) run() {
 // sends it the running turn's input. It reports whether the session goes
 // on.
 func (s *Session) startFresh(old *proc.Process) bool {
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
+	s.Mu.Lock()
+	if s.ClosingLocked() {
+		s.Mu.Unlock()
 		return false
 	}
 	lostID, id := s.id, newSessionID()
 	p, err := s.startChild(id, false)
 	if err != nil {
-		s.err = fmt.Errorf("start a new claude session after resume of %s failed: %w", lostID, err)
-		s.mu.Unlock()
+		s.SetErrLocked(fmt.Errorf("start a new claude session after resume of %s failed: %w", lostID, err))
+		s.Mu.Unlock()
 		return false
 	}
 	s.proc, s.id, s.resuming = p, id, false
 	input := s.input
-	if s.turn == "" {
+	if turn, _ := s.TurnLocked(); turn == "" {
 		input = nil
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	s.log.Warn("claude has no conversation to resume: started a new one", "lost_session", lostID, "new_session", id,
 		"reason", strings.TrimSpace(old.LastStderrLine()))
-	s.emit(engine.Event{Kind: engine.EventSession, SessionID: id})
+	s.Emit(engine.Event{Kind: engine.EventSession, SessionID: id})
 	if input != nil {
 		if _, err := p.Stdin().Write(input); err != nil {
 			s.log.Warn("send the turn to the new claude session", "err", err)
@@ -346,7 +286,7 @@ func (s *Session) readStdout(p *proc.Process) (lost bool) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
-		s.act.Bump()
+		s.Bump()
 		l, err := parseLine(sc.Bytes())
 		if err != nil {
 			s.log.Warn("claude wrote a line that is not stream-json", "err", err)
@@ -357,9 +297,7 @@ func (s *Session) readStdout(p *proc.Process) (lost bool) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		s.mu.Lock()
-		s.err = fmt.Errorf("claude killed: read its output: %w", err)
-		s.mu.Unlock()
+		s.SetErr(fmt.Errorf("claude killed: read its output: %w", err))
 		s.log.Warn("claude: read output", "err", err)
 		if err := p.Signal(syscall.SIGKILL); err != nil { // it would block on a pipe nobody reads
 			s.log.Warn("kill claude", "err", err)
@@ -380,25 +318,23 @@ func (s *Session) handle(p *proc.Process, m *mapper, l line) (lost bool) {
 		return s.result(m, l)
 	case "system":
 		if l.Subtype == "init" {
-			s.mu.Lock()
+			s.Mu.Lock()
 			s.resuming = false
-			s.mu.Unlock()
+			s.Mu.Unlock()
 		}
 	default:
 		evs := m.events(l)
 		if len(evs) == 0 {
 			return false
 		}
-		s.mu.Lock()
-		turn := s.turn
-		s.mu.Unlock()
+		turn := s.CurrentTurn()
 		if turn == "" {
 			s.log.Debug("claude reported work outside a turn", "type", l.Type)
 			return false
 		}
 		for _, ev := range evs {
 			ev.Turn = turn
-			s.emit(ev)
+			s.Emit(ev)
 		}
 	}
 	return false
@@ -406,13 +342,14 @@ func (s *Session) handle(p *proc.Process, m *mapper, l line) (lost bool) {
 
 // result ends the running turn with the protocol's own end (C7).
 func (s *Session) result(m *mapper, l line) (lost bool) {
-	s.mu.Lock()
+	s.Mu.Lock()
 	if s.resuming && l.lostResume() {
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		return true
 	}
 	s.resuming = false
-	turn, interrupted := s.turn, s.interrupted
+	turn, _ := s.TurnLocked()
+	interrupted := s.interrupted
 	if turn != "" {
 		s.endTurnLocked()
 	}
@@ -420,25 +357,22 @@ func (s *Session) result(m *mapper, l line) (lost bool) {
 	if end.Error != "" && end.Error != "interrupted" {
 		s.lastError = end.Error
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if turn == "" {
 		s.log.Warn("claude ended a turn that is not running", "error", end.Error)
 		return false
 	}
 	usage.Turn, end.Turn = turn, turn
-	s.emit(usage)
-	s.emit(end)
+	s.Emit(usage)
+	s.Emit(end)
 	return false
 }
 
 // endTurnLocked marks the session idle and cancels the turn's approvals.
-// s.mu must be held.
+// s.Mu must be held.
 func (s *Session) endTurnLocked() {
-	s.turn, s.input, s.interrupted = "", nil, false
-	if s.turnCancel != nil {
-		s.turnCancel()
-		s.turnCancel, s.turnCtx = nil, nil
-	}
+	s.EndTurnLocked()
+	s.input, s.interrupted = nil, false
 }
 
 // controlRequest answers a control request of the CLI: can_use_tool goes
@@ -455,12 +389,9 @@ func (s *Session) controlRequest(p *proc.Process, l line) {
 		s.write(p, b, err)
 		return
 	}
-	s.mu.Lock()
-	turn, ctx := s.turn, s.turnCtx
-	s.mu.Unlock()
-	if ctx == nil {
-		ctx = s.ctx
-	}
+	s.Mu.Lock()
+	turn, ctx := s.TurnLocked()
+	s.Mu.Unlock()
 	r := l.Request
 	title := r.Title
 	if title == "" {
@@ -487,7 +418,7 @@ func (s *Session) approve(ctx context.Context, p *proc.Process, perm engine.Perm
 			d = engine.Decision{Reason: "not approved: " + err.Error()}
 		}
 	}
-	s.emit(engine.Event{Kind: engine.EventPermission, Turn: perm.Turn, Permission: &perm, Decision: &d})
+	s.Emit(engine.Event{Kind: engine.EventPermission, Turn: perm.Turn, Permission: &perm, Decision: &d})
 	b, err := permissionResponse(perm.ID, perm.Input, d)
 	s.write(p, b, err)
 }
@@ -500,13 +431,5 @@ func (s *Session) write(p *proc.Process, b []byte, err error) {
 	}
 	if err != nil {
 		s.log.Debug("write to claude", "err", err)
-	}
-}
-
-// emit hands an event to the consumer, waiting for room unless closing.
-func (s *Session) emit(ev engine.Event) {
-	select {
-	case s.events <- ev:
-	case <-s.stop:
 	}
 }

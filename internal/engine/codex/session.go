@@ -42,36 +42,21 @@ type Session struct {
 	approver engine.Approver
 	proc     *proc.Process
 
-	events chan engine.Event
-	stop   chan struct{} // closed by Close: pending event sends give up
-	done   chan struct{} // closed when every goroutine of the session stopped
-
-	// ctx is the session's lifetime: approvals run under it (or under
-	// their turn's); Close and the end of the session cancel it.
-	ctx    context.Context
-	cancel context.CancelFunc
+	// The events, activity, Err, turn gate and Close; approvals run under
+	// the running turn's context (else the session's). Its Mu guards the
+	// fields below.
+	*engine.SessionCore
 
 	approvals sync.WaitGroup // approval requests in flight
-	closeOnce sync.Once
-	seq       atomic.Int64 // ids of troupe's requests
+	seq       atomic.Int64   // ids of troupe's requests
 
-	act engine.ActivityMeter
-
-	// mu guards the fields below.
-	mu            sync.Mutex
 	pending       map[int64]func(message) // answers awaited, by request id
 	thread        string                  // the Codex thread id
-	turn          troupe.TurnID           // the running turn, "" when idle
 	codexTurn     string                  // the running turn's Codex id, once known
 	interrupted   bool                    // Interrupt was called during the running turn
 	interruptSent bool                    // turn/interrupt was written for it
 	m             mapper                  // the running turn's mapping
-	turnCtx       context.Context
-	turnCancel    context.CancelFunc // cancels the running turn's approvals
-	closing       bool               // Close was called
-	ended         bool               // the child is gone
-	err           error              // why the session ended on its own; nil after Close
-	lastError     string             // the last failed turn's error, for the reason of a death
+	lastError     string                  // the last failed turn's error, for the reason of a death
 }
 
 // start starts the app-server and its reader, runs the handshake
@@ -79,25 +64,21 @@ type Session struct {
 // the thread id.
 func start(ctx context.Context, spec sessionSpec) (*Session, error) {
 	s := &Session{
-		log:      spec.log,
-		launch:   spec.launch,
-		approver: spec.approver,
-		events:   make(chan engine.Event, eventBuffer),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
-		pending:  make(map[int64]func(message)),
+		log:         spec.log,
+		launch:      spec.launch,
+		approver:    spec.approver,
+		SessionCore: engine.NewSessionCore(eventBuffer),
+		pending:     make(map[int64]func(message)),
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
 	p, err := proc.Start(proc.Spec{
 		Argv:        spec.launch.argv,
 		Dir:         spec.launch.dir,
 		Env:         spec.launch.env,
 		Logger:      spec.log,
 		StopTimeout: spec.stopTimeout,
-		OnStderr:    func([]byte) { s.act.Bump() },
+		OnStderr:    func([]byte) { s.Bump() },
 	})
 	if err != nil {
-		s.cancel()
 		return nil, err
 	}
 	s.proc = p
@@ -110,11 +91,11 @@ func start(ctx context.Context, spec sessionSpec) (*Session, error) {
 		}
 		return nil, err
 	}
-	s.mu.Lock()
+	s.Mu.Lock()
 	s.thread = id
 	s.log = s.log.With("thread", id)
-	s.mu.Unlock()
-	s.events <- engine.Event{Kind: engine.EventSession, SessionID: id} // the buffer is empty
+	s.Mu.Unlock()
+	s.Emit(engine.Event{Kind: engine.EventSession, SessionID: id}) // the buffer is empty
 	return s, nil
 }
 
@@ -179,7 +160,7 @@ func (s *Session) call(ctx context.Context, method string, params any) (json.Raw
 		return m.Result, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%s: %w", method, context.Cause(ctx))
-	case <-s.done:
+	case <-s.Done():
 		return nil, fmt.Errorf("%s: codex app-server exited", method)
 	}
 }
@@ -192,13 +173,13 @@ func (s *Session) request(method string, params any, then func(message)) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", method, err)
 	}
-	s.mu.Lock()
+	s.Mu.Lock()
 	s.pending[id] = then
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if err := s.write(message{ID: json.RawMessage(strconv.FormatInt(id, 10)), Method: method, Params: raw}); err != nil {
-		s.mu.Lock()
+		s.Mu.Lock()
 		delete(s.pending, id)
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		return err
 	}
 	return nil
@@ -231,68 +212,41 @@ func (s *Session) write(m message) error {
 
 // ID is the Codex thread id of the conversation.
 func (s *Session) ID() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.Mu.Lock()
+	defer s.Mu.Unlock()
 	return s.thread
 }
 
 // PID is the app-server's process id, which is also its process group id.
 func (s *Session) PID() int { return s.proc.PID() }
 
-// Events reports the thread id, output, tool calls, permissions, usage and
-// turn ends. It is closed when the child is gone and every goroutine of
-// the session has stopped.
-func (s *Session) Events() <-chan engine.Event { return s.events }
-
-// Activity is the session's activity token (C3): it advances on every line
-// the app-server writes to stdout and every chunk it writes to stderr.
-func (s *Session) Activity() engine.Activity { return s.act.Load() }
-
-// Err says why the session ended on its own, e.g. "codex exited: signal:
-// killed". It is nil while the session runs and when Close ended it.
-func (s *Session) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
+// Events (the thread id, output, tool calls, permissions, usage and turn
+// ends; closed when the child is gone and every goroutine of the session
+// stopped), Activity (every stdout line and stderr chunk, C3) and Err
+// (e.g. "codex exited: signal: killed"; nil while running and after
+// Close) come from SessionCore.
 
 // Send starts a turn: turn/start with the rendered messages as one text
 // input. It fails if a turn is running or the session ended. Its events
 // follow on Events, ending with one EventTurnEnd.
 func (s *Session) Send(ctx context.Context, in engine.Input) error {
-	if err := in.Check(); err != nil {
+	var thread string
+	if _, err := s.BeginTurn(ctx, in, func() error {
+		s.codexTurn, s.interrupted, s.interruptSent, s.m = "", false, false, mapper{}
+		thread = s.thread
+		return nil
+	}); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("send turn %s: %w", in.Turn, err)
-	}
-	s.mu.Lock()
-	switch {
-	case s.closing:
-		s.mu.Unlock()
-		return fmt.Errorf("send turn %s: session closed", in.Turn)
-	case s.ended:
-		err := s.err
-		s.mu.Unlock()
-		return fmt.Errorf("send turn %s: session ended: %w", in.Turn, err)
-	case s.turn != "":
-		running := s.turn
-		s.mu.Unlock()
-		return fmt.Errorf("send turn %s: turn %s still running", in.Turn, running)
-	}
-	s.turn, s.codexTurn, s.interrupted, s.interruptSent, s.m = in.Turn, "", false, false, mapper{}
-	s.turnCtx, s.turnCancel = context.WithCancel(s.ctx)
-	thread := s.thread
-	s.mu.Unlock()
 
 	params := map[string]any{"threadId": thread, "input": []map[string]string{{"type": "text", "text": engine.Render(in)}}}
 	err := s.request("turn/start", params, func(m message) { s.turnStarted(in.Turn, m) })
 	if err != nil {
-		s.mu.Lock()
-		if s.turn == in.Turn {
+		s.Mu.Lock()
+		if turn, _ := s.TurnLocked(); turn == in.Turn {
 			s.endTurnLocked()
 		}
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		return fmt.Errorf("send turn %s: %w", in.Turn, err)
 	}
 	return nil
@@ -302,14 +256,14 @@ func (s *Session) Send(ctx context.Context, in engine.Input) error {
 // interrupt goes out), or the server's refusal, which ends the turn.
 func (s *Session) turnStarted(id troupe.TurnID, m message) {
 	if m.Error != nil {
-		s.mu.Lock()
-		if s.turn != id {
-			s.mu.Unlock()
+		s.Mu.Lock()
+		if turn, _ := s.TurnLocked(); turn != id {
+			s.Mu.Unlock()
 			return
 		}
 		s.endTurnLocked()
-		s.mu.Unlock()
-		s.emit(engine.Event{Kind: engine.EventTurnEnd, Turn: id, Error: "codex refused the turn: " + m.Error.Message})
+		s.Mu.Unlock()
+		s.Emit(engine.Event{Kind: engine.EventTurnEnd, Turn: id, Error: "codex refused the turn: " + m.Error.Message})
 		return
 	}
 	var r turnResult
@@ -321,9 +275,9 @@ func (s *Session) turnStarted(id troupe.TurnID, m message) {
 // setCodexTurn records the running turn's Codex id and sends an interrupt
 // asked for before it was known.
 func (s *Session) setCodexTurn(id troupe.TurnID, codexTurn string) {
-	s.mu.Lock()
-	if s.turn != id || codexTurn == "" {
-		s.mu.Unlock()
+	s.Mu.Lock()
+	if turn, _ := s.TurnLocked(); turn != id || codexTurn == "" {
+		s.Mu.Unlock()
 		return
 	}
 	s.codexTurn = codexTurn
@@ -332,7 +286,7 @@ func (s *Session) setCodexTurn(id troupe.TurnID, codexTurn string) {
 		s.interruptSent = true
 	}
 	thread := s.thread
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if send {
 		s.sendInterrupt(thread, codexTurn)
 	}
@@ -351,8 +305,9 @@ func (s *Session) sendInterrupt(thread, codexTurn string) error {
 // "interrupted". It does not wait for that. Without a running turn it does
 // nothing.
 func (s *Session) Interrupt(ctx context.Context) error {
-	s.mu.Lock()
-	turn, codexTurn, thread := s.turn, s.codexTurn, s.thread
+	s.Mu.Lock()
+	turn, _ := s.TurnLocked()
+	codexTurn, thread := s.codexTurn, s.thread
 	send := false
 	if turn != "" {
 		s.interrupted = true
@@ -361,7 +316,7 @@ func (s *Session) Interrupt(ctx context.Context) error {
 			s.interruptSent = true
 		}
 	}
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	if !send {
 		return nil
 	}
@@ -378,20 +333,7 @@ func (s *Session) Interrupt(ctx context.Context) error {
 // and kills; it returns ctx's error if the session's goroutines have still
 // not stopped. Close may be called more than once, concurrently.
 func (s *Session) Close(ctx context.Context) error {
-	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closing = true
-		s.mu.Unlock()
-		close(s.stop)
-		s.cancel()
-		s.proc.Stop(ctx)
-	})
-	select {
-	case <-s.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("close codex session: %w", context.Cause(ctx))
-	}
+	return s.Shutdown(ctx, "close codex session", s.proc.Stop)
 }
 
 // run is the session's reader goroutine: it reads the child's stdout to
@@ -402,20 +344,10 @@ func (s *Session) run() {
 	s.read(p)
 	<-p.Done()
 	p.Stdin().Close()
-	s.mu.Lock()
-	s.ended = true
-	if !s.closing && s.err == nil {
-		s.err = s.exitReason(p)
-	}
-	if s.turn != "" {
-		s.endTurnLocked() // no turn end is invented: Events just closes
-	}
-	s.pending = map[int64]func(message){}
-	s.mu.Unlock()
-	s.cancel()
-	s.approvals.Wait()
-	close(s.events)
-	close(s.done)
+	s.Mu.Lock()
+	s.pending = map[int64]func(message){} // no answer comes any more
+	s.Mu.Unlock()
+	s.Finish(func() error { return s.exitReason(p) }, s.approvals.Wait)
 }
 
 // exitReason says why the child ended on its own: its exit status and its
@@ -443,7 +375,7 @@ func (s *Session) read(p *proc.Process) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
-		s.act.Bump()
+		s.Bump()
 		m, err := parseMessage(sc.Bytes())
 		if err != nil {
 			s.log.Warn("codex wrote a line that is not JSON-RPC", "err", err)
@@ -452,9 +384,7 @@ func (s *Session) read(p *proc.Process) {
 		s.handle(m)
 	}
 	if err := sc.Err(); err != nil {
-		s.mu.Lock()
-		s.err = fmt.Errorf("codex killed: read its output: %w", err)
-		s.mu.Unlock()
+		s.SetErr(fmt.Errorf("codex killed: read its output: %w", err))
 		s.log.Warn("codex: read output", "err", err)
 		if err := p.Signal(syscall.SIGKILL); err != nil { // it would block on a pipe nobody reads
 			s.log.Warn("kill codex", "err", err)
@@ -468,10 +398,10 @@ func (s *Session) handle(m message) {
 	switch {
 	case m.Method == "":
 		id, err := strconv.ParseInt(string(m.ID), 10, 64)
-		s.mu.Lock()
+		s.Mu.Lock()
 		then := s.pending[id]
 		delete(s.pending, id)
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		if err != nil || then == nil {
 			s.log.Debug("codex answered a request troupe did not send", "id", string(m.ID))
 			return
@@ -482,24 +412,21 @@ func (s *Session) handle(m message) {
 	case m.Method == "turn/started":
 		var r turnResult
 		if json.Unmarshal(m.Params, &r) == nil {
-			s.mu.Lock()
-			turn := s.turn
-			s.mu.Unlock()
-			s.setCodexTurn(turn, r.Turn.ID)
+			s.setCodexTurn(s.CurrentTurn(), r.Turn.ID)
 		}
 	case m.Method == "turn/completed":
 		s.turnCompleted(m.Params)
 	default:
-		s.mu.Lock()
-		turn := s.turn
+		s.Mu.Lock()
+		turn, _ := s.TurnLocked()
 		var evs []engine.Event
 		if turn != "" {
 			evs = s.m.events(m.Method, m.Params)
 		}
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		for _, ev := range evs {
 			ev.Turn = turn
-			s.emit(ev)
+			s.Emit(ev)
 		}
 	}
 }
@@ -508,10 +435,10 @@ func (s *Session) handle(m message) {
 func (s *Session) turnCompleted(params json.RawMessage) {
 	var r turnResult
 	json.Unmarshal(params, &r)
-	s.mu.Lock()
-	turn := s.turn
+	s.Mu.Lock()
+	turn, _ := s.TurnLocked()
 	if turn == "" || (s.codexTurn != "" && r.Turn.ID != "" && r.Turn.ID != s.codexTurn) {
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		s.log.Debug("codex completed a turn that is not running", "codex_turn", r.Turn.ID)
 		return
 	}
@@ -520,19 +447,16 @@ func (s *Session) turnCompleted(params json.RawMessage) {
 		s.lastError = end.Error
 	}
 	s.endTurnLocked()
-	s.mu.Unlock()
+	s.Mu.Unlock()
 	end.Turn = turn
-	s.emit(end)
+	s.Emit(end)
 }
 
 // endTurnLocked marks the session idle and cancels the turn's approvals.
-// s.mu must be held.
+// s.Mu must be held.
 func (s *Session) endTurnLocked() {
-	s.turn, s.codexTurn, s.interrupted, s.interruptSent = "", "", false, false
-	if s.turnCancel != nil {
-		s.turnCancel()
-		s.turnCancel, s.turnCtx = nil, nil
-	}
+	s.EndTurnLocked()
+	s.codexTurn, s.interrupted, s.interruptSent = "", false, false
 }
 
 // approvalParams are the params of the approval requests.
@@ -570,12 +494,9 @@ func (s *Session) serverRequest(m message) {
 	if p.Reason != nil && *p.Reason != "" {
 		title += " (" + *p.Reason + ")"
 	}
-	s.mu.Lock()
-	turn, ctx := s.turn, s.turnCtx
-	s.mu.Unlock()
-	if ctx == nil {
-		ctx = s.ctx
-	}
+	s.Mu.Lock()
+	turn, ctx := s.TurnLocked()
+	s.Mu.Unlock()
 	perm := engine.Permission{ID: string(m.ID), Turn: turn, Tool: tool, Input: rawOrEmpty(m.Params), Title: title}
 	id := m.ID
 	s.approvals.Go(func() { s.approve(ctx, id, perm) })
@@ -597,7 +518,7 @@ func (s *Session) approve(ctx context.Context, id json.RawMessage, perm engine.P
 			d = engine.Decision{Reason: "not approved: " + err.Error()}
 		}
 	}
-	s.emit(engine.Event{Kind: engine.EventPermission, Turn: perm.Turn, Permission: &perm, Decision: &d})
+	s.Emit(engine.Event{Kind: engine.EventPermission, Turn: perm.Turn, Permission: &perm, Decision: &d})
 	decision := "decline"
 	if d.Allow {
 		decision = "accept"
@@ -610,13 +531,5 @@ func (s *Session) approve(ctx context.Context, id json.RawMessage, perm engine.P
 func (s *Session) answer(m message) {
 	if err := s.write(m); err != nil {
 		s.log.Debug("answer codex", "err", err)
-	}
-}
-
-// emit hands an event to the consumer, waiting for room unless closing.
-func (s *Session) emit(ev engine.Event) {
-	select {
-	case s.events <- ev:
-	case <-s.stop:
 	}
 }

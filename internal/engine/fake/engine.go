@@ -100,7 +100,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	select {
 	case <-s.ready:
 		return s, nil
-	case <-s.done:
+	case <-s.Done():
 		err := s.Err()
 		if err == nil {
 			err = errors.New("fake agent exited before it was ready")

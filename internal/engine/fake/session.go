@@ -27,35 +27,20 @@ type Session struct {
 	approver engine.Approver // nil: every permission is denied
 	proc     *proc.Process   // the child: its reaper, stderr tail and stop
 
-	events chan engine.Event
-	ready  chan struct{} // closed when the child said ready
-	stop   chan struct{} // closed by Close: pending event sends give up
-	done   chan struct{} // closed when every goroutine but the closer stopped
+	// The events, activity, Err, turn gate and Close; the running turn's
+	// context cancels its tool calls. Its Mu guards the fields below.
+	*engine.SessionCore
 
-	// ctx is the session's lifetime: tool calls run under it; Close and the
-	// end of the session cancel it.
-	ctx    context.Context
-	cancel context.CancelFunc
+	ready chan struct{} // closed when the child said ready
 
 	reader sync.WaitGroup // the stdout reader
 	calls  sync.WaitGroup // tool calls in flight
 
 	readErr   error // set by the stdout reader before it stops
 	readyOnce sync.Once
-	closeOnce sync.Once
 
-	// mu guards the fields below.
-	mu         sync.Mutex
-	turn       troupe.TurnID      // the running turn, "" when idle
-	turnCancel context.CancelFunc // cancels the running turn's tool calls
-	turnCtx    context.Context
-	closing    bool  // Close was called
-	ended      bool  // the child is gone and Events closed (or closing)
-	err        error // why the session ended on its own; nil after Close
-	inBytes    int   // the running turn's input, for its usage
-	outBytes   int   // the running turn's output and thinking, for its usage
-
-	act engine.ActivityMeter
+	inBytes  int // the running turn's input, for its usage
+	outBytes int // the running turn's output and thinking, for its usage
 }
 
 // start starts the child with proc (own process group, pipes, one reaper,
@@ -63,14 +48,12 @@ type Session struct {
 // goroutines.
 func start(spec proc.Spec, tools engine.Tools, approver engine.Approver) (*Session, error) {
 	s := &Session{
-		tools:    tools,
-		approver: approver,
-		events:   make(chan engine.Event, eventBuffer),
-		ready:    make(chan struct{}),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		tools:       tools,
+		approver:    approver,
+		SessionCore: engine.NewSessionCore(eventBuffer),
+		ready:       make(chan struct{}),
 	}
-	spec.OnStderr = func([]byte) { s.act.Bump() }
+	spec.OnStderr = func([]byte) { s.Bump() }
 	p, err := proc.Start(spec)
 	if err != nil {
 		return nil, err
@@ -80,7 +63,6 @@ func start(spec proc.Spec, tools engine.Tools, approver engine.Approver) (*Sessi
 		spec.Logger = slog.New(slog.DiscardHandler)
 	}
 	s.log = spec.Logger.With("pid", p.PID())
-	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.reader.Go(func() { s.readStdout(p.Stdout()) })
 	go s.lifecycle()
 	return s, nil
@@ -89,65 +71,36 @@ func start(spec proc.Spec, tools engine.Tools, approver engine.Approver) (*Sessi
 // PID is the child's process id, which is also its process group id.
 func (s *Session) PID() int { return s.proc.PID() }
 
-// Events reports the session's output and turn ends. It is closed when the
-// child is gone and every goroutine of the session has stopped.
-func (s *Session) Events() <-chan engine.Event { return s.events }
-
-// Activity is the session's activity token (C3): it advances on every line
-// the child writes to stdout and every chunk it writes to stderr.
-func (s *Session) Activity() engine.Activity { return s.act.Load() }
-
-// Err says why the session ended on its own, e.g. "fake agent exited: exit
-// status 3: fake agent crashing on purpose". It is nil while the session
-// runs and when it ended because of Close.
-func (s *Session) Err() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
+// Events (closed when the child is gone and every goroutine of the session
+// has stopped), Activity (every stdout line and stderr chunk, C3) and Err
+// (e.g. "fake agent exited: exit status 3: fake agent crashing on
+// purpose"; nil while running and after Close) come from SessionCore.
 
 // Send starts a turn with in's messages. It fails if a turn is running or
 // the session ended. It does not wait for the turn: its events follow on
 // Events, ending with one EventTurnEnd.
 func (s *Session) Send(ctx context.Context, in engine.Input) error {
-	if err := in.Check(); err != nil {
+	_, err := s.BeginTurn(ctx, in, func() error {
+		s.inBytes, s.outBytes = 0, 0
+		for _, m := range in.Messages {
+			s.inBytes += len(m.Text)
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("send turn %s: %w", in.Turn, err)
-	}
-	s.mu.Lock()
-	switch {
-	case s.closing:
-		s.mu.Unlock()
-		return fmt.Errorf("send turn %s: session closed", in.Turn)
-	case s.ended:
-		err := s.err
-		s.mu.Unlock()
-		return fmt.Errorf("send turn %s: session ended: %w", in.Turn, err)
-	case s.turn != "":
-		running := s.turn
-		s.mu.Unlock()
-		return fmt.Errorf("send turn %s: turn %s still running", in.Turn, running)
-	}
-	s.turn = in.Turn
-	s.turnCtx, s.turnCancel = context.WithCancel(s.ctx)
-	s.inBytes, s.outBytes = 0, 0
-	for _, m := range in.Messages {
-		s.inBytes += len(m.Text)
-	}
-	s.mu.Unlock()
 
 	f := frame{Type: typeInput, Turn: string(in.Turn), Messages: make([]wireMessage, len(in.Messages))}
 	for i, m := range in.Messages {
 		f.Messages[i] = wireMessage{ID: m.ID, From: string(m.From), Kind: string(m.Kind), Text: m.Text, Redelivered: m.Redelivered}
 	}
 	if err := s.write(f); err != nil {
-		s.mu.Lock()
-		if s.turn == in.Turn {
-			s.endTurnLocked()
+		s.Mu.Lock()
+		if turn, _ := s.TurnLocked(); turn == in.Turn {
+			s.EndTurnLocked()
 		}
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		return fmt.Errorf("send turn %s: %w", in.Turn, err)
 	}
 	return nil
@@ -158,9 +111,7 @@ func (s *Session) Send(ctx context.Context, in engine.Input) error {
 // flight are cancelled. It does not wait for that event. Without a running
 // turn it does nothing.
 func (s *Session) Interrupt(ctx context.Context) error {
-	s.mu.Lock()
-	turn := s.turn
-	s.mu.Unlock()
+	turn := s.CurrentTurn()
 	if turn == "" {
 		return nil
 	}
@@ -178,20 +129,7 @@ func (s *Session) Interrupt(ctx context.Context) error {
 // if the session's goroutines (a tool call that ignores its context) have
 // still not stopped. Close may be called more than once, concurrently.
 func (s *Session) Close(ctx context.Context) error {
-	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closing = true
-		s.mu.Unlock()
-		close(s.stop)
-		s.cancel()
-		s.proc.Stop(ctx)
-	})
-	select {
-	case <-s.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("close fake agent: %w", context.Cause(ctx))
-	}
+	return s.Shutdown(ctx, "close fake agent", s.proc.Stop)
 }
 
 // write sends one frame, one line, to the child's stdin.
@@ -212,19 +150,7 @@ func (s *Session) lifecycle() {
 	s.reader.Wait()
 	<-s.proc.Done()
 	s.proc.Stdin().Close()
-	s.mu.Lock()
-	s.ended = true
-	if !s.closing {
-		s.err = s.exitReason()
-	}
-	if s.turn != "" {
-		s.endTurnLocked() // no turn end is invented: Events just closes
-	}
-	s.mu.Unlock()
-	s.cancel()
-	s.calls.Wait()
-	close(s.events)
-	close(s.done)
+	s.Finish(s.exitReason, s.calls.Wait)
 }
 
 // exitReason says why the child ended on its own.
@@ -249,7 +175,7 @@ func (s *Session) readStdout(r io.ReadCloser) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	for sc.Scan() {
-		s.act.Bump()
+		s.Bump()
 		f, err := decode(sc.Bytes())
 		if err != nil {
 			s.log.Warn("fake agent wrote a bad line", "err", err)
@@ -274,22 +200,23 @@ func (s *Session) handle(f frame) {
 	case typeReady:
 		s.readyOnce.Do(func() { close(s.ready) })
 	case typeOutput, typeThinking:
-		s.mu.Lock()
+		s.Mu.Lock()
 		s.outBytes += len(f.Text)
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		kind := engine.EventOutput
 		if f.Type == typeThinking {
 			kind = engine.EventThinking
 		}
-		s.emit(engine.Event{Kind: kind, Turn: turn, Text: f.Text})
+		s.Emit(engine.Event{Kind: kind, Turn: turn, Text: f.Text})
 	case typeToolUse:
-		s.emit(engine.Event{Kind: engine.EventToolCall, Turn: turn, Tool: &engine.ToolUse{ID: callID(f.ID), Name: f.Tool, Input: f.Args}})
+		s.Emit(engine.Event{Kind: engine.EventToolCall, Turn: turn, Tool: &engine.ToolUse{ID: callID(f.ID), Name: f.Tool, Input: f.Args}})
 	case typeToolDone:
-		s.emit(engine.Event{Kind: engine.EventToolResult, Turn: turn, Tool: toolResult(f.ID, f.Result, f.Error)})
+		s.Emit(engine.Event{Kind: engine.EventToolResult, Turn: turn, Tool: toolResult(f.ID, f.Result, f.Error)})
 	case typeToolCall, typePermission:
-		s.mu.Lock()
-		ctx, current := s.turnCtx, s.turn == turn
-		s.mu.Unlock()
+		s.Mu.Lock()
+		running, ctx := s.TurnLocked()
+		current := running == turn
+		s.Mu.Unlock()
 		if !current {
 			// Unreachable with a well-behaved child; answer so it never hangs.
 			s.log.Warn("fake agent asked for a turn that is not running", "turn", turn, "type", f.Type, "tool", f.Tool)
@@ -303,22 +230,23 @@ func (s *Session) handle(f frame) {
 			s.calls.Go(func() { s.permission(ctx, f) })
 			return
 		}
-		s.emit(engine.Event{Kind: engine.EventToolCall, Turn: turn, Tool: &engine.ToolUse{ID: callID(f.ID), Name: f.Tool, Input: f.Args}})
+		s.Emit(engine.Event{Kind: engine.EventToolCall, Turn: turn, Tool: &engine.ToolUse{ID: callID(f.ID), Name: f.Tool, Input: f.Args}})
 		s.calls.Go(func() { s.call(ctx, f) })
 	case typeTurnEnd:
-		s.mu.Lock()
-		current := s.turn == turn
+		s.Mu.Lock()
+		running, _ := s.TurnLocked()
+		current := running == turn
 		in, out := s.inBytes, s.outBytes+len(f.Text)
 		if current {
-			s.endTurnLocked()
+			s.EndTurnLocked()
 		}
-		s.mu.Unlock()
+		s.Mu.Unlock()
 		if !current {
 			s.log.Warn("fake agent ended a turn that is not running", "turn", turn)
 			return
 		}
-		s.emit(engine.Event{Kind: engine.EventUsage, Turn: turn, Usage: usage(in, out)})
-		s.emit(engine.Event{Kind: engine.EventTurnEnd, Turn: turn, Text: f.Text, Error: f.Error})
+		s.Emit(engine.Event{Kind: engine.EventUsage, Turn: turn, Usage: usage(in, out)})
+		s.Emit(engine.Event{Kind: engine.EventTurnEnd, Turn: turn, Text: f.Text, Error: f.Error})
 	default:
 		s.log.Warn("fake agent wrote an unexpected frame", "type", f.Type)
 	}
@@ -366,27 +294,9 @@ func (s *Session) permission(ctx context.Context, f frame) {
 	if ctx.Err() != nil {
 		return // the turn ended or the session closed: nobody waits for it
 	}
-	s.emit(engine.Event{Kind: engine.EventPermission, Turn: p.Turn, Permission: &p, Decision: &d})
+	s.Emit(engine.Event{Kind: engine.EventPermission, Turn: p.Turn, Permission: &p, Decision: &d})
 	if err := s.write(frame{Type: typeDecision, Turn: f.Turn, ID: f.ID, Allow: d.Allow, Reason: d.Reason}); err != nil {
 		s.log.Debug("write decision", "tool", f.Tool, "err", err)
-	}
-}
-
-// endTurnLocked marks the session idle and cancels the turn's tool calls.
-// s.mu must be held.
-func (s *Session) endTurnLocked() {
-	s.turn = ""
-	if s.turnCancel != nil {
-		s.turnCancel()
-		s.turnCancel, s.turnCtx = nil, nil
-	}
-}
-
-// emit hands an event to the consumer, waiting for room unless closing.
-func (s *Session) emit(ev engine.Event) {
-	select {
-	case s.events <- ev:
-	case <-s.stop:
 	}
 }
 
@@ -408,7 +318,7 @@ func (s *Session) call(ctx context.Context, f frame) {
 	if ctx.Err() != nil {
 		return // the turn ended or the session closed: nobody waits for it
 	}
-	s.emit(engine.Event{Kind: engine.EventToolResult, Turn: troupe.TurnID(f.Turn), Tool: toolResult(f.ID, res.Result, res.Error)})
+	s.Emit(engine.Event{Kind: engine.EventToolResult, Turn: troupe.TurnID(f.Turn), Tool: toolResult(f.ID, res.Result, res.Error)})
 	if err := s.write(res); err != nil {
 		s.log.Debug("write tool result", "tool", f.Tool, "err", err)
 	}
