@@ -39,7 +39,11 @@ func (m *Manager) runTool(ctx context.Context, c tool.Caller, args json.RawMessa
 	if err := tool.DecodeArgs(args, &in, "command"); err != nil {
 		return "", err
 	}
-	t, err := m.Start(ctx, c.Key, c.Dir, Job{Command: in.Command, Cwd: in.Cwd,
+	dir := c.Dir
+	if c.Workdir != "" {
+		dir = c.Workdir // the agent's worktree: its tasks run there
+	}
+	t, err := m.Start(ctx, c.Key, dir, Job{Command: in.Command, Cwd: in.Cwd,
 		Timeout: time.Duration(in.TimeoutSeconds * float64(time.Second)), MaxOutput: in.MaxOutputBytes})
 	if err != nil {
 		return "", err
