@@ -82,7 +82,7 @@ type Options struct {
 	// there, its background tasks default there): dir, its project's
 	// folder, or a worktree made for it. nil: always dir.
 	Workspace func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string) (string, error)
-	MCPURL string
+	MCPURL    string
 	// Briefing, if set, returns text every session of project p starts
 	// with after its prompt (a bounded index of its memory notes).
 	Briefing func(ctx context.Context, p troupe.Project) string
