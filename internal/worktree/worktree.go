@@ -87,7 +87,9 @@ func git(ctx context.Context, dir string, env []string, args ...string) (string,
 func gitCode(ctx context.Context, dir string, env []string, args ...string) (string, int, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "git", args...)
+	// No automatic gc or maintenance: git would leave it running detached,
+	// a process nobody owns.
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "gc.auto=0", "-c", "maintenance.auto=false"}, args...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_OPTIONAL_LOCKS=0")
 	for _, v := range []string{"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"} {
