@@ -102,8 +102,11 @@ func gitCode(ctx context.Context, dir string, env []string, args ...string) (str
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return "", -1, "", fmt.Errorf("run git %s: no answer within %v: look for a lock or a hook that hangs in the repository", strings.Join(args, " "), Timeout)
+	}
 	if ctx.Err() != nil {
-		return "", -1, "", fmt.Errorf("run git %s: no answer within %v", strings.Join(args, " "), Timeout)
+		return "", -1, "", fmt.Errorf("run git %s: %w", strings.Join(args, " "), ctx.Err())
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -362,7 +365,7 @@ func (m *Manager) Merge(ctx context.Context, k troupe.RuntimeKey, spec troupe.Ag
 
 // firstPaths names the first few paths of git status --porcelain output.
 func firstPaths(status string) string {
-	lines := strings.Split(strings.TrimSpace(status), "\n")
+	lines := strings.Split(strings.TrimRight(status, "\n"), "\n")
 	var paths []string
 	for i, l := range lines {
 		if i == 3 {
