@@ -30,7 +30,7 @@ func BenchmarkCreate10kFiles(b *testing.B) {
 		}
 	}
 	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "10k files"}} {
-		cmd := exec.Command("git", args...)
+		cmd := exec.Command("git", append([]string{"-c", "gc.auto=0"}, args...)...) // no gc left running detached
 		cmd.Dir = repo
 		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@b", "GIT_COMMITTER_NAME=b", "GIT_COMMITTER_EMAIL=b@b")
 		if out, err := cmd.CombinedOutput(); err != nil {
