@@ -48,11 +48,13 @@ type Options struct {
 	Runtime  Runtime // nil: agents are listed stopped; asks and sends fail
 	Tasks    Tasks   // nil: no background tasks
 	Journal  Journal // nil: no agent logs
-	Token    string  // the bearer token of <state>/token
-	Logger   *slog.Logger
-	Version  string
-	StateDir string
-	Web      http.Handler // the web UI, served at / for logged-in browsers
+	// Worktrees serves the agents' worktrees (worktrees.go); nil: none.
+	Worktrees Worktrees
+	Token     string // the bearer token of <state>/token
+	Logger    *slog.Logger
+	Version   string
+	StateDir  string
+	Web       http.Handler // the web UI, served at / for logged-in browsers
 	// MCP is the agents' endpoint, served at /mcp; it checks its own
 	// (per-session) tokens. Host and Origin are checked here first.
 	MCP http.Handler
@@ -116,6 +118,7 @@ func New(o Options) *Server {
 	s.routeTasks()
 	s.routeAgentControl()
 	s.routePermissions()
+	s.routeWorktrees()
 	s.mux.HandleFunc("GET /api/projects/{id}/agents/{agent}/log", s.agentLog)
 	s.mux.HandleFunc("GET /login", s.login)
 	if o.MCP != nil {

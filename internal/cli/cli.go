@@ -152,6 +152,7 @@ func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *gl
 	root.SetErr(stderr)
 	root.AddCommand(resetCmd(g), interruptCmd(g))
 	root.AddCommand(permissionsCmd(g), allowCmd(g), denyCmd(g))
+	root.AddCommand(diffCmd(g), mergeCmd(g), worktreeCmd(g))
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
 	root.PersistentFlags().BoolVar(&g.raw, "raw", false, "print what agents, tasks and project files wrote as it is, control characters included (on a terminal they are shown as \\xNN by default)")
 	root.AddCommand(serveCmd(g), statusCmd(g), versionCmd(g), projectCmd(g), agentsCmd(g),

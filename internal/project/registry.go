@@ -21,6 +21,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/projfile"
 	"github.com/troupe-dev/troupe/internal/troupe"
+	"github.com/troupe-dev/troupe/internal/worktree"
 )
 
 // Info is a registered project with its team state.
@@ -414,7 +415,10 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial bool) 
 					return err
 				}
 			}
-			return checkPromptFile(dir, a)
+			if err := checkPromptFile(dir, a); err != nil {
+				return err
+			}
+			return checkWorkspace(dir, a)
 		})
 	}
 
@@ -687,4 +691,24 @@ func checkPromptFile(dir string, a troupe.AgentSpec) error {
 		return &troupe.FieldError{Field: "prompt_file", Msg: fmt.Sprintf("%s does not exist: create it, or fix the path (relative to the project folder)", a.PromptFile)}
 	}
 	return &troupe.FieldError{Field: "prompt_file", Msg: err.Error()}
+}
+
+// checkWorkspace checks that an agent with workspace = "worktree" can have
+// one: the project folder is the top of a git repository with a commit (at
+// its base, when it names one). It runs git, bounded in time.
+func checkWorkspace(dir string, a troupe.AgentSpec) error {
+	if a.Workspace != worktree.Worktree {
+		if a.Base != "" {
+			return &troupe.FieldError{Field: "base", Msg: `only an agent with workspace = "worktree" has a base: add workspace = "worktree", or remove base`}
+		}
+		return nil
+	}
+	if err := worktree.CheckRepo(context.Background(), dir, a.Base); err != nil {
+		field := "workspace"
+		if a.Base != "" && strings.HasPrefix(err.Error(), "base ") {
+			field = "base"
+		}
+		return &troupe.FieldError{Field: field, Msg: err.Error()}
+	}
+	return nil
 }

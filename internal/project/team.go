@@ -27,7 +27,7 @@ var (
 var agentKeys = []string{
 	"name", "engine", "model", "mode", "turn_timeout", "idle_timeout",
 	"prompt", "prompt_file", "allowed_tools", "permission_mode", "env",
-	"command", "args",
+	"command", "args", "workspace", "base",
 }
 
 const nameRule = "use 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit"
@@ -354,6 +354,24 @@ func (p *teamParser) agentKey(i int, rel toml.Key) error {
 			return p.errorf(i, field, "must not be empty: remove it to run the engine's CLI from PATH, or give the program's path")
 		}
 		a.Command = s
+	case "workspace":
+		s, err := p.str(i, field, v, `workspace = "worktree"`)
+		if err != nil {
+			return err
+		}
+		if s != "project" && s != "worktree" {
+			return p.errorf(i, field, fmt.Sprintf(`unknown workspace %q: use "project" (the default: the project folder) or "worktree" (a git worktree of its own)`, s))
+		}
+		a.Workspace = s
+	case "base":
+		s, err := p.str(i, field, v, `base = "main"`)
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(s) == "" || strings.HasPrefix(s, "-") {
+			return p.errorf(i, field, fmt.Sprintf(`bad base %q: name a branch, tag or commit, like base = "main"`, s))
+		}
+		a.Base = s
 	case "env":
 		return p.setEnv(i, v)
 	default:

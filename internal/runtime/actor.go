@@ -628,7 +628,15 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 	}()
 	ctx, cancel := context.WithTimeoutCause(ctx, StartTimeout, fmt.Errorf("its %s session did not start within %v", spec.Engine, StartTimeout))
 	defer cancel()
-	s, err := eng.Start(ctx, engine.StartSpec{Key: a.key, Agent: spec, Dir: dir, Instructions: instr,
+	work, err := a.rt.workspace(ctx, a.key, spec, dir)
+	if err != nil {
+		a.rt.closeApprover(ap, "the agent's workspace could not be made")
+		if access.Token != "" {
+			a.rt.o.Grants.Revoke(access.Token)
+		}
+		return nil, err
+	}
+	s, err := eng.Start(ctx, engine.StartSpec{Key: a.key, Agent: spec, Dir: work, Instructions: instr,
 		Resume: resume, Tools: a.rt.Tools(a.key), Approver: ap, MCP: access, Logger: a.log})
 	if err != nil {
 		a.rt.closeApprover(ap, "the agent's session did not start")

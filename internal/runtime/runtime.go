@@ -78,7 +78,11 @@ type Options struct {
 	// ends (C2); MCPURL is the endpoint given to agents. Both unset: the
 	// agents' tools go through engine.Tools only.
 	Grants Grants
-	MCPURL string
+	// Workspace returns the folder agent k works in (its engine starts
+	// there, its background tasks default there): dir, its project's
+	// folder, or a worktree made for it. nil: always dir.
+	Workspace func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string) (string, error)
+	MCPURL    string
 	// Briefing, if set, returns text every session of project p starts
 	// with after its prompt (a bounded index of its memory notes).
 	Briefing func(ctx context.Context, p troupe.Project) string

@@ -42,11 +42,18 @@ func (h toolHost) Call(ctx context.Context, name string, args json.RawMessage) (
 	if a := h.r.actor(h.key); a != nil {
 		defer a.toolCall()()
 	}
-	_, dir, ok := h.r.o.Teams.Agent(h.key)
+	spec, dir, ok := h.r.o.Teams.Agent(h.key)
 	if !ok {
 		return "", fmt.Errorf("%s is no longer an agent of a registered project: its tools are gone", h.key.Agent)
 	}
-	return h.r.tools.Call(ctx, tool.Caller{Key: h.key, Dir: dir, Limit: h.limit}, name, args)
+	work, err := h.r.workspace(ctx, h.key, spec, dir)
+	if err != nil {
+		return "", err
+	}
+	if work == dir {
+		work = ""
+	}
+	return h.r.tools.Call(ctx, tool.Caller{Key: h.key, Dir: dir, Workdir: work, Limit: h.limit}, name, args)
 }
 
 // ownTools are the tools the runtime serves: asks, replies, messages,
@@ -172,4 +179,16 @@ func (r *Runtime) Reply(ctx context.Context, k troupe.RuntimeKey, text string) e
 		}
 	}
 	return errors.New("there is no question to answer in this turn: reply answers an ask_agent question you were given; to write to an agent, use send_message")
+}
+
+// workspace is the folder agent k works in (Options.Workspace).
+func (r *Runtime) workspace(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string) (string, error) {
+	if r.o.Workspace == nil {
+		return dir, nil
+	}
+	work, err := r.o.Workspace(ctx, k, spec, dir)
+	if err != nil {
+		return "", fmt.Errorf("make workspace of %s: %w", k.Agent, err)
+	}
+	return work, nil
 }

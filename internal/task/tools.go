@@ -15,7 +15,7 @@ import (
 func Tools(m *Manager) []tool.Tool {
 	return []tool.Tool{
 		{Spec: tool.Spec{Name: "run_in_background", Description: "Run a shell command in the background. You get a task id at once; when the command ends, a message with its exit code and last lines of output arrives in your inbox and wakes you.",
-			Schema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string","description":"a shell command, run with /bin/sh -c"},"cwd":{"type":"string","description":"working directory inside the project (default: the project's folder)"},"timeout_seconds":{"type":"number","minimum":0,"description":"kill the command after this many seconds (0 or absent: no limit)"},"max_output_bytes":{"type":"integer","minimum":0,"description":"output kept: its first half and its last half, the middle cut (0 or absent: the daemon's default, 64 MB)"}},"required":["command"],"additionalProperties":false}`)},
+			Schema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string","description":"a shell command, run with /bin/sh -c"},"cwd":{"type":"string","description":"working directory inside the project (default: the project's folder, or your worktree when you have one)"},"timeout_seconds":{"type":"number","minimum":0,"description":"kill the command after this many seconds (0 or absent: no limit)"},"max_output_bytes":{"type":"integer","minimum":0,"description":"output kept: its first half and its last half, the middle cut (0 or absent: the daemon's default, 64 MB)"}},"required":["command"],"additionalProperties":false}`)},
 			Handle: m.runTool},
 		{Spec: tool.Spec{Name: "task_status", Description: "Show a background task's state (running, exited, killed, timed_out, ...) and exit code; without task_id, list the project's tasks.",
 			Schema: json.RawMessage(`{"type":"object","properties":{"task_id":{"type":"string"}},"additionalProperties":false}`)},
@@ -39,7 +39,11 @@ func (m *Manager) runTool(ctx context.Context, c tool.Caller, args json.RawMessa
 	if err := tool.DecodeArgs(args, &in, "command"); err != nil {
 		return "", err
 	}
-	t, err := m.Start(ctx, c.Key, c.Dir, Job{Command: in.Command, Cwd: in.Cwd,
+	dir := c.Dir
+	if c.Workdir != "" {
+		dir = c.Workdir // the agent's worktree: its tasks run there
+	}
+	t, err := m.Start(ctx, c.Key, dir, Job{Command: in.Command, Cwd: in.Cwd,
 		Timeout: time.Duration(in.TimeoutSeconds * float64(time.Second)), MaxOutput: in.MaxOutputBytes})
 	if err != nil {
 		return "", err

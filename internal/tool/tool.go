@@ -37,6 +37,9 @@ type Spec struct {
 type Caller struct {
 	Key troupe.RuntimeKey // the calling agent (C2)
 	Dir string            // its project's folder
+	// Workdir is the agent's working folder: its worktree, or "" when it
+	// works in the project folder (Dir).
+	Workdir string
 	// Limit is how long the caller's client lets one tool call run (0:
 	// no limit); a tool that can wait longer answers before it (C4).
 	Limit time.Duration

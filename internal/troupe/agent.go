@@ -24,6 +24,13 @@ type AgentSpec struct {
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
+	// Workspace is where the agent works: "project" (the project folder,
+	// the default) or "worktree" (a git worktree of its own, outside the
+	// project folder, on the branch troupe/<name>; internal/worktree).
+	Workspace string `json:"workspace,omitempty"`
+	// Base is the ref a worktree's branch starts from ("": the project's
+	// HEAD when the worktree is made).
+	Base string `json:"base,omitempty"`
 	// Options holds the engine-specific table ([agent.<engine>]), checked by
 	// the engine when it starts the agent.
 	Options map[string]any `json:"options,omitempty"`

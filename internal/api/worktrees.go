@@ -1,0 +1,121 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+	"github.com/troupe-dev/troupe/internal/worktree"
+)
+
+// Worktrees is what the API needs of internal/worktree.
+type Worktrees interface {
+	Diff(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string, stat bool) (string, error)
+	Merge(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string) (worktree.MergeResult, error)
+	Reset(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string) error
+	Remove(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string, force bool) error
+	Path(k troupe.RuntimeKey) string
+}
+
+// DiffResponse is an agent's changes against its base.
+type DiffResponse struct {
+	Diff string `json:"diff"`
+}
+
+// RemoveWorktreeResponse says what removing a worktree kept.
+type RemoveWorktreeResponse struct {
+	Path   string `json:"path"`   // the folder removed
+	Branch string `json:"branch"` // kept
+}
+
+// routeWorktrees registers the routes of agents' worktrees.
+func (s *Server) routeWorktrees() {
+	s.mux.HandleFunc("GET /api/projects/{id}/agents/{agent}/diff", s.worktreeDiff)
+	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/merge", s.worktreeMerge)
+	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/worktree/reset", s.worktreeReset)
+	s.mux.HandleFunc("DELETE /api/projects/{id}/agents/{agent}/worktree", s.worktreeRemove)
+}
+
+// worktreeAgent resolves the path's agent, its definition and its
+// project's folder; it answers errors itself.
+func (s *Server) worktreeAgent(w http.ResponseWriter, r *http.Request) (troupe.RuntimeKey, troupe.AgentSpec, string, bool) {
+	if s.o.Worktrees == nil {
+		writeError(w, http.StatusServiceUnavailable, "internal", "this daemon has no worktrees")
+		return troupe.RuntimeKey{}, troupe.AgentSpec{}, "", false
+	}
+	id := troupe.ProjectID(r.PathValue("id"))
+	if _, ok := s.o.Registry.Get(id); !ok {
+		writeError(w, http.StatusNotFound, "not_found", "project "+string(id)+" is not registered: see `troupe project list`")
+		return troupe.RuntimeKey{}, troupe.AgentSpec{}, "", false
+	}
+	k := troupe.RuntimeKey{Project: id, Agent: troupe.AgentID(r.PathValue("agent"))}
+	spec, dir, ok := s.o.Registry.Agent(k)
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", "no agent "+string(k.Agent)+" in the project's team: see `troupe agents`")
+		return k, spec, "", false
+	}
+	return k, spec, dir, true
+}
+
+// worktreeDiff answers the agent's changes against its base, uncommitted
+// and new files included; ?stat=1 for a summary.
+func (s *Server) worktreeDiff(w http.ResponseWriter, r *http.Request) {
+	k, spec, dir, ok := s.worktreeAgent(w, r)
+	if !ok {
+		return
+	}
+	stat, _ := strconv.ParseBool(r.URL.Query().Get("stat"))
+	d, err := s.o.Worktrees.Diff(r.Context(), k, spec, dir, stat)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, DiffResponse{Diff: d})
+}
+
+// worktreeMerge merges the agent's branch into the project's current
+// branch; 409 naming the files when it would conflict (nothing changed).
+func (s *Server) worktreeMerge(w http.ResponseWriter, r *http.Request) {
+	k, spec, dir, ok := s.worktreeAgent(w, r)
+	if !ok {
+		return
+	}
+	res, err := s.o.Worktrees.Merge(r.Context(), k, spec, dir)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// worktreeReset puts the worktree back at its base. 204.
+func (s *Server) worktreeReset(w http.ResponseWriter, r *http.Request) {
+	k, spec, dir, ok := s.worktreeAgent(w, r)
+	if !ok {
+		return
+	}
+	if err := s.o.Worktrees.Reset(r.Context(), k, spec, dir); err != nil {
+		s.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// worktreeRemove deletes the worktree folder, keeping its branch;
+// ?force=1 drops uncommitted work.
+func (s *Server) worktreeRemove(w http.ResponseWriter, r *http.Request) {
+	k, spec, dir, ok := s.worktreeAgent(w, r)
+	if !ok {
+		return
+	}
+	force, _ := strconv.ParseBool(r.URL.Query().Get("force"))
+	if err := s.o.Worktrees.Remove(r.Context(), k, spec, dir, force); err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, RemoveWorktreeResponse{Path: s.o.Worktrees.Path(k), Branch: worktree.Branch(k.Agent)})
+}
+
+// MergeResponse is what a merge did.
+type MergeResponse = worktree.MergeResult

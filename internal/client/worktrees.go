@@ -1,0 +1,46 @@
+package client
+
+import (
+	"context"
+
+	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// Diff returns agent's changes in its worktree against its base,
+// uncommitted and new files included; stat: a summary.
+func (c *Client) Diff(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, stat bool) (string, error) {
+	path := agentPath(p, agent) + "/diff"
+	if stat {
+		path += "?stat=1"
+	}
+	var out api.DiffResponse
+	err := c.do(ctx, "GET", path, nil, &out)
+	return out.Diff, err
+}
+
+// Merge commits agent's uncommitted work on its branch and merges the
+// branch into the project's current branch; a conflict is
+// troupe.ErrConflict naming the files, with nothing changed.
+func (c *Client) Merge(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID) (api.MergeResponse, error) {
+	var out api.MergeResponse
+	err := c.do(ctx, "POST", agentPath(p, agent)+"/merge", nil, &out)
+	return out, err
+}
+
+// ResetWorktree puts agent's worktree back at its base.
+func (c *Client) ResetWorktree(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID) error {
+	return c.do(ctx, "POST", agentPath(p, agent)+"/worktree/reset", nil, nil)
+}
+
+// RemoveWorktree deletes agent's worktree folder (its branch stays);
+// force drops uncommitted work.
+func (c *Client) RemoveWorktree(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, force bool) (api.RemoveWorktreeResponse, error) {
+	path := agentPath(p, agent) + "/worktree"
+	if force {
+		path += "?force=1"
+	}
+	var out api.RemoveWorktreeResponse
+	err := c.do(ctx, "DELETE", path, nil, &out)
+	return out, err
+}
