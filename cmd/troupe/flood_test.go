@@ -125,18 +125,20 @@ func (f *flood) drain(tb testing.TB, patience time.Duration) (time.Duration, int
 
 func waitAgent(tb testing.TB, cl *client.Client, p troupe.ProjectID, name troupe.AgentID, want troupe.AgentState) {
 	tb.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		as, err := cl.Agents(context.Background(), p)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	waitFor(tb, ctx, cl, fmt.Sprintf("agent %s to be %s", name, want), func() bool {
+		as, err := cl.Agents(ctx, p)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		for _, a := range as {
 			if a.Name == name && a.State == want {
-				return
+				return true
 			}
 		}
-	}
-	tb.Fatalf("agent %s never %s", name, want)
+		return false
+	})
 }
 
 // floodSize is how many messages the test queues: 20,000 (the 100,000 of

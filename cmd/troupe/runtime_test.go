@@ -243,8 +243,8 @@ func waitSettled(t *testing.T, ctx context.Context, cl *client.Client, ps ...tro
 }
 
 // waitFor follows the event stream until done holds: it checks it first,
-// then after every turn that ends (no polling).
-func waitFor(t *testing.T, ctx context.Context, cl *client.Client, what string, done func() bool) {
+// then after every turn that ends or state an agent takes (no polling).
+func waitFor(t testing.TB, ctx context.Context, cl *client.Client, what string, done func() bool) {
 	t.Helper()
 	st, err := cl.Status(ctx)
 	if err != nil {
@@ -254,7 +254,7 @@ func waitFor(t *testing.T, ctx context.Context, cl *client.Client, what string, 
 		return
 	}
 	_, err = cl.Events(ctx, st.LastEvent, nil, func(ev events.Event) error {
-		if ev.Type == "turn.ended" && done() {
+		if (ev.Type == "turn.ended" || ev.Type == "agent.state") && done() {
 			return errStop
 		}
 		return nil
