@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/troupe-dev/troupe/internal/engine/enginetest"
 )
 
 // EnvBin names the pinned CLI's path; `make test` sets it.
@@ -22,21 +24,7 @@ const EnvBin = "TROUPE_OPENCODE_BIN"
 // unset or missing the test fails if CI=true and is skipped otherwise.
 func Bin(t testing.TB) string {
 	t.Helper()
-	bin := os.Getenv(EnvBin)
-	why := EnvBin + " is not set"
-	if bin != "" {
-		if _, err := os.Stat(bin); err == nil {
-			return bin
-		} else {
-			why = EnvBin + "=" + bin + ": " + err.Error()
-		}
-	}
-	msg := why + ": run `make tools` to install the pinned OpenCode CLI and `make test` (which sets " + EnvBin + "), or set it to opencode-linux-x64/bin/opencode of an install of opencode-ai@1.18.33"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return enginetest.PinnedCLI(t, EnvBin, "opencode-linux-x64/bin/opencode of an install of opencode-ai@1.18.33")
 }
 
 // Model is the model id the config gives OpenCode: the fake provider's.

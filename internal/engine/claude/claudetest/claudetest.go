@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/troupe-dev/troupe/internal/engine/enginetest"
 )
 
 // EnvBin names the pinned CLI's path; `make test` sets it.
@@ -24,21 +26,7 @@ const EnvBin = "TROUPE_CLAUDE_BIN"
 // unset or missing the test fails if CI=true and is skipped otherwise.
 func Bin(t testing.TB) string {
 	t.Helper()
-	bin := os.Getenv(EnvBin)
-	why := EnvBin + " is not set"
-	if bin != "" {
-		if _, err := os.Stat(bin); err == nil {
-			return bin
-		} else {
-			why = EnvBin + "=" + bin + ": " + err.Error()
-		}
-	}
-	msg := why + ": run `make tools` to install the pinned Claude Code CLI and `make test` (which sets " + EnvBin + "), or set it to node_modules/.bin/claude of an install of @anthropic-ai/claude-code@2.1.328"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return enginetest.PinnedCLI(t, EnvBin, "node_modules/.bin/claude of an install of @anthropic-ai/claude-code@2.1.328")
 }
 
 // Home makes an isolated HOME for one test, pre-seeded (§12) so the CLI

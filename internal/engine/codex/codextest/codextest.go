@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/troupe-dev/troupe/internal/engine/enginetest"
 )
 
 // EnvBin names the pinned CLI's path; `make test` sets it.
@@ -22,21 +24,7 @@ const EnvBin = "TROUPE_CODEX_BIN"
 // missing the test fails if CI=true and is skipped otherwise.
 func Bin(t testing.TB) string {
 	t.Helper()
-	bin := os.Getenv(EnvBin)
-	why := EnvBin + " is not set"
-	if bin != "" {
-		if _, err := os.Stat(bin); err == nil {
-			return bin
-		} else {
-			why = EnvBin + "=" + bin + ": " + err.Error()
-		}
-	}
-	msg := why + ": run `make tools` to install the pinned Codex CLI and `make test` (which sets " + EnvBin + "), or set it to the native binary of an install of @openai/codex@0.171.0"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
+	return enginetest.PinnedCLI(t, EnvBin, "the native binary of an install of @openai/codex@0.171.0")
 }
 
 // APIKey is the key the offline environment gives the CLI.
