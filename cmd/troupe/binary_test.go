@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -50,6 +52,25 @@ type daemon struct {
 	login string
 	done  chan struct{} // closed when the process has been reaped
 	err   error         // Wait's result, set before done is closed
+	logs  *syncBuffer   // the daemon's stderr
+}
+
+// syncBuffer is a stderr sink that may be read while the child writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // startDaemon runs `troupe serve` on a fresh port and waits for its ready
@@ -70,12 +91,12 @@ func startDaemonEnv(t testing.TB, state string, env []string, extra ...string) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{t: t, cmd: cmd, state: state, done: make(chan struct{})}
+	d := &daemon{t: t, cmd: cmd, state: state, done: make(chan struct{}), logs: stderr}
 	// A daemon that never gets ready fails the test instead of hanging it.
 	stuck := time.AfterFunc(2*time.Minute, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	defer stuck.Stop()

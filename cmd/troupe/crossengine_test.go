@@ -132,7 +132,7 @@ func TestCrossEngineTeamAndItsCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var ps []troupe.ProjectID
 	for _, dir := range []string{projA, projB} {
@@ -142,6 +142,35 @@ func TestCrossEngineTeamAndItsCopy(t *testing.T) {
 		}
 		ps = append(ps, p.ID)
 	}
+	// A failure shows what each project's inboxes hold, what the model was
+	// asked, and the daemon's log: a chain of three CLIs has many places
+	// to stall.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer dcancel()
+		for _, p := range ps {
+			ms, err := allMessages(dctx, cl, p, "")
+			t.Logf("project %s: %d messages (%v)", p, len(ms), err)
+			for _, m := range ms {
+				t.Logf("  #%d %s %s->%s %s %q %q", m.ID, m.Kind, m.From, m.To, m.State, m.Reason, cut(m.Text, 120))
+			}
+			as, _ := cl.Agents(dctx, p)
+			for _, a := range as {
+				t.Logf("  agent %s: %s %q", a.Name, a.State, a.Reason)
+			}
+			ts, _ := cl.Tasks(dctx, p)
+			for _, tk := range ts {
+				t.Logf("  task %s: %s %q", tk.ID, tk.State, tk.Reason)
+			}
+		}
+		for _, q := range model.Requests() {
+			t.Logf("model: %s side=%q afterTool=%v prompt=%q", q.API, q.Side, q.AfterTool, cut(q.Prompt, 100))
+		}
+		t.Logf("daemon log:\n%s", d.logs.String())
+	})
 
 	var wg sync.WaitGroup
 	for _, p := range ps {
@@ -159,12 +188,15 @@ func TestCrossEngineTeamAndItsCopy(t *testing.T) {
 	for _, p := range ps {
 		waitFor(t, ctx, cl, "the wakes of "+string(p), func() bool {
 			ms, _ := allMessages(ctx, cl, p, "")
-			var taskEnd, result bool
+			var taskEnd, result, failed bool
 			for _, m := range ms {
 				taskEnd = taskEnd || m.Kind == troupe.KindTask && m.To == "opencode" && m.State == troupe.MsgDelivered
 				result = result || m.Kind == troupe.KindResult && m.To == "codex" && m.State == troupe.MsgDelivered
+				failed = failed || m.State == troupe.MsgFailed || m.State == troupe.MsgExpired
 			}
-			return taskEnd && result
+			// A failed message will not be delivered: stop waiting, the
+			// checks below say which.
+			return failed || taskEnd && result
 		})
 	}
 	for _, p := range ps {
@@ -196,4 +228,12 @@ func TestCrossEngineTeamAndItsCopy(t *testing.T) {
 			t.Errorf("the model got %d %s requests, want some from each project", seen[api], api)
 		}
 	}
+}
+
+// cut shortens s to n bytes for a log line.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
