@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
@@ -53,14 +55,29 @@ type flavor struct {
 	env     envRules
 }
 
-// Engine starts sessions of an ACP agent. It holds no state besides its
-// options and is safe for concurrent use.
+// Engine starts sessions of an ACP agent. It is safe for concurrent use.
 type Engine struct {
 	f           flavor
 	log         *slog.Logger
 	stopTimeout time.Duration
 	environ     func() []string
+
+	// Until one session has started, starts take turns: the first run of
+	// OpenCode under a HOME creates and migrates its SQLite database, and
+	// a second OpenCode starting meanwhile dies at initialize with
+	// "database is locked" (seen with two projects' agents woken at
+	// once). Later starts run in parallel.
+	warmMu sync.Mutex
+	warm   bool
 }
+
+// startAttempts bounds the starts of one session whose agent died of a
+// busy database (lockedDB); retryDelay is the wait before the second.
+const (
+	startAttempts = 3
+	retryDelay    = 250 * time.Millisecond
+	lockedDB      = "database is locked"
+)
 
 // New returns the engine of engine = "acp": any agent speaking the Agent
 // Client Protocol on stdio, run as the agent's command and args.
@@ -154,7 +171,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if err != nil {
 		return fail(err)
 	}
-	s, err := start(ctx, sessionSpec{
+	s, err := e.startWarm(ctx, sessionSpec{
 		name:        e.f.name,
 		argv:        argv,
 		dir:         spec.Dir,
@@ -170,4 +187,38 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		return fail(err)
 	}
 	return s, nil
+}
+
+// startWarm is start, one at a time until the engine's first session is
+// up, and tried again (at most startAttempts times, the wait doubling) when
+// the agent died of a busy database: another OpenCode of the person's
+// (or of a second troupe) may hold it for a moment.
+func (e *Engine) startWarm(ctx context.Context, spec sessionSpec) (*Session, error) {
+	e.warmMu.Lock()
+	held := !e.warm
+	if held {
+		defer e.warmMu.Unlock()
+	} else {
+		e.warmMu.Unlock()
+	}
+	delay := retryDelay
+	for attempt := 1; ; attempt++ {
+		s, err := start(ctx, spec)
+		if err == nil {
+			if held {
+				e.warm = true
+			}
+			return s, nil
+		}
+		if attempt == startAttempts || !strings.Contains(err.Error(), lockedDB) {
+			return nil, err
+		}
+		spec.log.Warn("the agent found its database locked: starting it again", "attempt", attempt, "wait", delay)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
 }
