@@ -121,7 +121,11 @@ func (m *Manager) folders(p troupe.ProjectID) (names []troupe.AgentID, cut int, 
 
 // Kept reports agent k's worktree folder when it has one: for a caller
 // telling that an agent left its team and its worktree stays.
+// A name that is not an agent's (from a URL) has none.
 func (m *Manager) Kept(k troupe.RuntimeKey) (string, bool) {
+	if !agentNameRE.MatchString(string(k.Agent)) || !agentNameRE.MatchString(string(k.Project)) {
+		return "", false
+	}
 	path := m.Path(k)
 	if _, err := os.Lstat(filepath.Join(path, ".git")); err != nil {
 		return "", false
