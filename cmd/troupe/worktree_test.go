@@ -292,3 +292,57 @@ func TestWorktreeKeptOnRemoval(t *testing.T) {
 		t.Errorf("the person's tree:\n%s", st)
 	}
 }
+
+// TestWorktreeDemo runs examples/worktree-demo as its README says: run.sh
+// makes a git repository of it and adds it to the running daemon; a and b
+// rewrite greeting.txt each in its worktree; diff a shows a's change, merge
+// a goes in, merge b is refused naming greeting.txt.
+func TestWorktreeDemo(t *testing.T) {
+	state := t.TempDir()
+	startDaemon(t, state)
+	script, _ := filepath.Abs("../../examples/worktree-demo/run.sh")
+	cmd := exec.Command("sh", script, "--state-dir", state)
+	cmd.Env = append(os.Environ(), "TROUPE="+binary, "TMPDIR="+t.TempDir(), "HOME="+t.TempDir(), "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run.sh: %v\n%s", err, out)
+	}
+	_, rest, ok := strings.Cut(string(out), "demo repository: ")
+	if !ok || !strings.Contains(string(out), "registered ") {
+		t.Fatalf("run.sh said:\n%s", out)
+	}
+	demo, _, _ := strings.Cut(rest, "\n")
+	if st := gitIn(t, demo, "status", "--porcelain"); st != "" {
+		t.Fatalf("the demo repository is not committed:\n%s", st)
+	}
+	if _, err := os.Stat(filepath.Join(demo, "run.sh")); err == nil {
+		t.Error("run.sh was copied into the demo repository")
+	}
+	cl, _ := client.FromStateDir(state)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := cl.ResolveProject(ctx, demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, agent := range []troupe.AgentID{"a", "b"} {
+		if out := mustTroupe(t, state, demo, "ask", string(agent), "change the greeting"); !strings.Contains(out, "I am rewriting greeting.txt in my worktree: started task") {
+			t.Fatalf("ask %s: %s", agent, out)
+		}
+		waitTaskMessages(t, ctx, cl, p.ID, agent, 1)
+	}
+	if out := mustTroupe(t, state, demo, "diff", "a"); !strings.Contains(out, "-Hello, world!") || !strings.Contains(out, "+Hello from agent a!") {
+		t.Fatalf("diff a:\n%s", out)
+	}
+	if out := mustTroupe(t, state, demo, "merge", "a"); !strings.Contains(out, "a: merged troupe/a into main") {
+		t.Fatalf("merge a: %s", out)
+	}
+	_, errs, code := runCLI(t, state, demo, "merge", "b")
+	if code == 0 || !strings.Contains(errs, "conflicts in greeting.txt") {
+		t.Fatalf("merge b: exit %d: %s", code, errs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(demo, "greeting.txt")); string(b) != "Hello from agent a!\n" {
+		t.Fatalf("greeting.txt = %q", b)
+	}
+	t.Logf("run.sh:\n%s", out)
+}
