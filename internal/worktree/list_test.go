@@ -99,6 +99,14 @@ func TestListAndRemoveProject(t *testing.T) {
 	if p, ok := m.Kept(kb); !ok || p != wb {
 		t.Errorf("Kept(b) = %s %v", p, ok)
 	}
+	// A name from a URL that is not an agent's has no worktree, even when
+	// it leads to one.
+	os.MkdirAll(filepath.Join(filepath.Dir(filepath.Dir(wb)), "x", ".git"), 0o700)
+	for _, bad := range []troupe.AgentID{"../x", "..", "B", ""} {
+		if p, ok := m.Kept(troupe.RuntimeKey{Project: "p1", Agent: bad}); ok {
+			t.Errorf("Kept(%q) = %s", bad, p)
+		}
+	}
 
 	rm, err := m.RemoveProject(ctx, "p1", repo)
 	if err != nil {
