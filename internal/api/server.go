@@ -200,12 +200,16 @@ func (s *Server) resolveProject(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toProject(info))
 }
 
+// removeProject unregisters the project, then removes its agents'
+// worktrees that hold no uncommitted work (removeProjectWorktrees).
 func (s *Server) removeProject(w http.ResponseWriter, r *http.Request) {
-	if err := s.o.Registry.Remove(r.Context(), troupe.ProjectID(r.PathValue("id"))); err != nil {
+	id := troupe.ProjectID(r.PathValue("id"))
+	info, known := s.o.Registry.Get(id)
+	if err := s.o.Registry.Remove(r.Context(), id); err != nil {
 		s.fail(w, err)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	writeJSON(w, http.StatusOK, s.removeProjectWorktrees(r.Context(), id, info.Path, known))
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {

@@ -226,6 +226,7 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.Listen(func(c troupe.TeamChange) {
 		hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})
 		rt.TeamChanged(c)
+		keptWorktrees(c, trees, hub, log)
 	}, func(id troupe.ProjectID) {
 		hub.Publish(troupe.RuntimeKey{Project: id}, events.ProjectRemoved{Project: id})
 		rt.ProjectRemoved(id)
@@ -357,5 +358,21 @@ func killTasks(ctx context.Context, log *slog.Logger, tasks *task.Manager, p tro
 		if err := tasks.Kill(ctx, p, t.ID); err != nil {
 			log.Warn("kill task of a removed project", "project", p, "task", t.ID, "err", err)
 		}
+	}
+}
+
+// keptWorktrees tells, in the log and as a worktree.kept event, of each
+// agent removed from its team whose worktree (and branch) stays.
+func keptWorktrees(c troupe.TeamChange, trees *worktree.Manager, hub *events.Hub, log *slog.Logger) {
+	for _, name := range c.Removed {
+		k := troupe.RuntimeKey{Project: c.Project, Agent: name}
+		path, ok := trees.Kept(k)
+		if !ok {
+			continue
+		}
+		branch := worktree.Branch(name)
+		reason := fmt.Sprintf("%s was removed from the team; its worktree %s and branch %s are kept: see troupe worktree list; troupe worktree remove %s deletes the folder", name, path, branch, name)
+		log.Info("agent removed from the team; its worktree and branch are kept", "project", c.Project, "agent", name, "path", path, "branch", branch)
+		hub.Publish(k, events.WorktreeKept{Path: path, Branch: branch, Reason: reason})
 	}
 }

@@ -30,6 +30,7 @@ const (
 	TypeMessageQueued   Type = "message.queued"    // MessageQueued
 	TypeRequestDone     Type = "request.done"      // RequestDone
 	TypeInboxExpired    Type = "inbox.expired"     // InboxExpired
+	TypeWorktreeKept    Type = "worktree.kept"     // WorktreeKept
 )
 
 // Payload is the data of one event; its type says which event it is.
@@ -161,6 +162,14 @@ type InboxExpired struct {
 	Messages int `json:"messages"`
 }
 
+// WorktreeKept: an agent with a worktree left its team; the worktree and
+// its branch are kept (Reason says so, and what to do).
+type WorktreeKept struct {
+	Path   string `json:"path"`
+	Branch string `json:"branch"`
+	Reason string `json:"reason"`
+}
+
 func (DaemonStarted) EventType() Type   { return TypeDaemonStarted }
 func (TeamChanged) EventType() Type     { return TypeTeamChanged }
 func (ProjectRemoved) EventType() Type  { return TypeProjectRemoved }
@@ -177,6 +186,7 @@ func (TurnEnded) EventType() Type       { return TypeTurnEnded }
 func (MessageQueued) EventType() Type   { return TypeMessageQueued }
 func (RequestDone) EventType() Type     { return TypeRequestDone }
 func (InboxExpired) EventType() Type    { return TypeInboxExpired }
+func (WorktreeKept) EventType() Type    { return TypeWorktreeKept }
 
 // marshal encodes p's data.
 func marshal(p Payload) json.RawMessage {
