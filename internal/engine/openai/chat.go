@@ -130,6 +130,8 @@ type client struct {
 	key     string // "" when none
 	retries int
 	backoff func(attempt int) time.Duration
+
+	br *bufio.Reader // reused by each stream (one request at a time: the turn's)
 }
 
 // post sends body and reads the answer into sink. A server error or a
@@ -277,7 +279,13 @@ func (c *client) whole(r io.Reader, sink stepSink) (step, error) {
 // stream reads an SSE answer to its [DONE] (or its end after a finish
 // reason).
 func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	if c.br == nil {
+		c.br = bufio.NewReaderSize(r, 16<<10)
+	} else {
+		c.br.Reset(r)
+	}
+	br := c.br
+	defer br.Reset(nil) // let go of the body
 	var st step
 	var text strings.Builder
 	type partial struct {

@@ -73,6 +73,8 @@ type Session struct {
 	// a turn only once the last one ended, which it does after its last
 	// touch of these).
 	hist     []histEntry
+	pending  []troupe.ConversationEntry // added to hist, not stored yet
+	bodyBuf  []byte                     // the last request's body, reused once it was sent
 	nextTurn int64
 }
 
@@ -197,7 +199,12 @@ func (k sink) thinking(t string) {
 func (s *Session) turn(ctx context.Context, in engine.Input) (final, why string, fatal error) {
 	turnNo := s.nextTurn
 	s.nextTurn++
-	if err := s.add(ctx, turnNo, chatMessage{Role: "user", Content: engine.Render(in)}); err != nil {
+	defer func() { // what the turn added is stored however it ends
+		if err := s.flush(ctx); err != nil && fatal == nil {
+			fatal = err
+		}
+	}()
+	if err := s.add(turnNo, chatMessage{Role: "user", Content: engine.Render(in)}); err != nil {
 		return "", "", err
 	}
 	var total engine.Usage
@@ -226,7 +233,7 @@ func (s *Session) turn(ctx context.Context, in engine.Input) (final, why string,
 		}
 		if err != nil {
 			if st.text != "" { // what the model said before the break stays said
-				if ferr := s.add(ctx, turnNo, chatMessage{Role: "assistant", Content: st.text}); ferr != nil {
+				if ferr := s.add(turnNo, chatMessage{Role: "assistant", Content: st.text}); ferr != nil {
 					return final, "", ferr
 				}
 				final = st.text
@@ -247,7 +254,7 @@ func (s *Session) turn(ctx context.Context, in engine.Input) (final, why string,
 		if st.cut {
 			final += fmt.Sprintf("\n[cut: the answer passed %d bytes]", maxStepText)
 		}
-		if err := s.add(ctx, turnNo, chatMessage{Role: "assistant", Content: st.text, ToolCalls: calls}); err != nil {
+		if err := s.add(turnNo, chatMessage{Role: "assistant", Content: st.text, ToolCalls: calls}); err != nil {
 			return final, "", err
 		}
 		if len(calls) == 0 {
@@ -268,9 +275,12 @@ func (s *Session) turn(ctx context.Context, in engine.Input) (final, why string,
 				return final, "interrupted", nil
 			}
 			out := s.call(ctx, in.Turn, c)
-			if err := s.add(ctx, turnNo, chatMessage{Role: "tool", ToolCallID: c.ID, Content: out}); err != nil {
+			if err := s.add(turnNo, chatMessage{Role: "tool", ToolCallID: c.ID, Content: out}); err != nil {
 				return final, "", err
 			}
+		}
+		if err := s.flush(ctx); err != nil { // the step: its answer and results in one commit
+			return final, "", err
 		}
 	}
 }
@@ -287,26 +297,38 @@ func callNames(calls []toolCall) string {
 // API takes (every call has its result).
 func (s *Session) skip(ctx context.Context, turnNo int64, calls []toolCall, why string) error {
 	for _, c := range calls {
-		if err := s.add(ctx, turnNo, chatMessage{Role: "tool", ToolCallID: c.ID, Content: why}); err != nil {
+		if err := s.add(turnNo, chatMessage{Role: "tool", ToolCallID: c.ID, Content: why}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// add appends a message to the conversation and stores it, even when the
-// turn was interrupted (its context is not the store's).
-func (s *Session) add(ctx context.Context, turnNo int64, m chatMessage) error {
+// add appends a message to the conversation in memory; flush stores what
+// was added since the last flush.
+func (s *Session) add(turnNo int64, m chatMessage) error {
 	data, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode message: %w", err)
 	}
+	s.hist = append(s.hist, histEntry{turn: turnNo, data: data})
+	s.pending = append(s.pending, troupe.ConversationEntry{Turn: turnNo, Data: data})
+	return nil
+}
+
+// flush stores the messages added since the last flush in one
+// transaction (one commit per step of the loop), even when the turn was
+// interrupted (its context is not the store's).
+func (s *Session) flush(ctx context.Context) error {
+	if len(s.pending) == 0 {
+		return nil
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	if err := s.store.AppendChat(sctx, s.key, s.conv, []troupe.ConversationEntry{{Turn: turnNo, Data: data}}); err != nil {
+	if err := s.store.AppendChat(sctx, s.key, s.conv, s.pending); err != nil {
 		return fmt.Errorf("store conversation %s: %w", s.conv, err)
 	}
-	s.hist = append(s.hist, histEntry{turn: turnNo, data: data})
+	s.pending = s.pending[:0]
 	return nil
 }
 
@@ -320,8 +342,8 @@ func (s *Session) tokens() int {
 }
 
 // fit drops the oldest turns of the conversation (never the running one)
-// while the request would pass the budget: max_context_tokens less a
-// reserve for the answer. It says so with an EventNotice, and whether the
+// when the request would pass the budget (max_context_tokens less a
+// reserve for the answer), down to three quarters of it. It says so with an EventNotice, and whether the
 // running turn alone is over.
 func (s *Session) fit(ctx context.Context, turn troupe.TurnID, current int64) (bool, error) {
 	budget := s.opts.maxContextTokens - min(4096, s.opts.maxContextTokens/4)
@@ -329,9 +351,12 @@ func (s *Session) fit(ctx context.Context, turn troupe.TurnID, current int64) (b
 	if have <= budget {
 		return false, nil
 	}
+	// Down to three quarters of the budget, so that the next turns fit
+	// without a trim (one store write) at every step.
+	target := budget * 3 / 4
 	drop, turns := 0, 0
 	size := have * bytesPerToken
-	for drop < len(s.hist) && s.hist[drop].turn < current && size/bytesPerToken > budget {
+	for drop < len(s.hist) && s.hist[drop].turn < current && size/bytesPerToken > target {
 		t := s.hist[drop].turn
 		for drop < len(s.hist) && s.hist[drop].turn == t {
 			size -= len(s.hist[drop].data) + 1
@@ -357,13 +382,17 @@ func (s *Session) fit(ctx context.Context, turn troupe.TurnID, current int64) (b
 }
 
 // body is the request: the model, the stream flags, the system message,
-// the conversation and the tools, from the bytes kept.
+// the conversation and the tools, from the bytes kept. It reuses the
+// buffer of the last request (sent by then).
 func (s *Session) body() []byte {
 	n := 128 + len(s.prefix) + len(s.sysBytes) + len(s.toolDefs)
 	for _, h := range s.hist {
 		n += len(h.data) + 1
 	}
-	b := bytes.NewBuffer(make([]byte, 0, n))
+	if cap(s.bodyBuf) < n {
+		s.bodyBuf = make([]byte, 0, n+n/4)
+	}
+	b := bytes.NewBuffer(s.bodyBuf[:0])
 	b.WriteString(`{"model":`)
 	b.Write(s.prefix)
 	b.WriteString(`,"stream":true,"stream_options":{"include_usage":true},"messages":[`)
