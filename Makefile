@@ -88,6 +88,8 @@ bench: build tools
 
 fuzz:
 	$(GO) test ./internal/project -run '^$$' -fuzz FuzzParseTeam -fuzztime 60s
+	$(GO) test ./internal/engine/openai -run '^$$' -fuzz FuzzParseArgs -fuzztime 30s
+	$(GO) test ./internal/engine/openai -run '^$$' -fuzz FuzzStream -fuzztime 30s
 
 clean:
 	rm -rf bin bench.out
