@@ -252,3 +252,69 @@ func TestOpenAIAgentFixesASeededBug(t *testing.T) {
 		t.Errorf("%d model requests, want 6 (five tool steps and the report)", n)
 	}
 }
+
+// TestC1_OpenAIConversationsOfCopiedProjectsNeverMix: a project and its
+// cp -r copy (same agent names) each run an openai agent at the same time;
+// each agent's conversation holds its own project's words only.
+func TestC1_OpenAIConversationsOfCopiedProjectsNeverMix(t *testing.T) {
+	r := newOpenAIRig(t, nil, "default", nil)
+	copyProj := filepath.Join(t.TempDir(), "app-copy")
+	copyDir(t, r.proj, copyProj)
+	mustTroupe(t, r.state, copyProj, "project", "add", copyProj)
+	pc, err := r.cl.ResolveProject(r.ctx, copyProj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := map[troupe.ProjectID]string{r.p: "alpha", pc.ID: "omega"}
+	done := make(chan error, len(ps))
+	for p, word := range ps {
+		go func() {
+			for i := range 3 {
+				req, err := r.cl.Ask(r.ctx, p, "x", fmt.Sprintf("remember %s-%d [[text:ok %s-%d]]", word, i, word, i), 0)
+				if err != nil || req.State != troupe.ReqAnswered || req.Answer != fmt.Sprintf("ok %s-%d", word, i) {
+					done <- fmt.Errorf("project %s: ask %d = %+v, %v", p, i, req, err)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range ps {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range r.model.Requests() {
+		body, _ := json.Marshal(q.Body["messages"])
+		if strings.Contains(string(body), "alpha-") && strings.Contains(string(body), "omega-") {
+			t.Fatalf("a request mixes both projects' conversations: %.300s", body)
+		}
+	}
+	// Each project's last request holds its own three turns.
+	for p, word := range ps {
+		req, err := r.cl.Ask(r.ctx, p, "x", "list "+word+" [[text:listed]]", 0)
+		if err != nil || req.State != troupe.ReqAnswered {
+			t.Fatalf("project %s: %+v, %v", p, req, err)
+		}
+		q := r.waitPrompt("list " + word)
+		body, _ := json.Marshal(q.Body["messages"])
+		for i := range 3 {
+			if !strings.Contains(string(body), fmt.Sprintf("remember %s-%d", word, i)) {
+				t.Errorf("project %s lacks its turn %d: %.300s", p, i, body)
+			}
+		}
+	}
+	as, err := r.cl.Agents(r.ctx, pc.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var other string
+	for _, ag := range as {
+		if ag.Name == "x" {
+			other = ag.SessionID
+		}
+	}
+	if mine := r.agent("x").SessionID; mine == "" || other == "" || mine == other {
+		t.Errorf("conversations %q and %q: want two", mine, other)
+	}
+}
