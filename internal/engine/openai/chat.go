@@ -293,7 +293,6 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 		args     strings.Builder
 	}
 	var calls []*partial
-	done := false
 	finish := func() (step, error) {
 		st.text = text.String()
 		for i, p := range calls {
@@ -304,7 +303,7 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 		}
 		return st, nil
 	}
-	for !done {
+	for {
 		line, err := readLine(br)
 		if err != nil {
 			if errors.Is(err, io.EOF) && st.finish != "" {

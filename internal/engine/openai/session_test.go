@@ -552,3 +552,37 @@ func TestInterruptStopsCommandAndStream(t *testing.T) {
 		t.Fatalf("turn end %+v", end)
 	}
 }
+
+// TestBrokenAndOddServers: a stream cut mid-answer ends the turn with that
+// reason (what was said is kept) and the next turn works; a server that
+// answers JSON instead of a stream is read; a server that is gone is
+// tried again, then the turn fails saying so.
+func TestBrokenAndOddServers(t *testing.T) {
+	r := newRig(t, nil)
+	s := r.start(engine.StartSpec{})
+	r.model.Push(fakemodel.Reply{Text: "half an answer", Drop: true})
+	if _, end := turn(t, s, "t1", "go"); !strings.Contains(end.Error, "model stream broke") || end.Text != "half an answer" {
+		t.Fatalf("dropped stream: %+v", end)
+	}
+	if _, end := turn(t, s, "t2", "[[text:whole]]"); end.Error != "" || end.Text != "whole" {
+		t.Fatalf("after the drop: %+v", end)
+	}
+
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":"not streamed"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2}}`))
+	}))
+	defer plain.Close()
+	s2 := r.start(engine.StartSpec{Agent: r.agent(map[string]any{optBaseURL: plain.URL + "/v1"})})
+	if evs, end := turn(t, s2, "t1", "go"); end.Error != "" || end.Text != "not streamed" || len(evs) == 0 {
+		t.Fatalf("JSON answer: %+v %+v", end, evs)
+	}
+
+	gone := httptest.NewServer(http.NotFoundHandler())
+	url := gone.URL
+	gone.Close()
+	s3 := r.start(engine.StartSpec{Agent: r.agent(map[string]any{optBaseURL: url + "/v1"})})
+	if _, end := turn(t, s3, "t1", "go"); !containsAll(end.Error, "reach model server", "gave up after 4 tries") {
+		t.Fatalf("server gone: %+v", end)
+	}
+}
