@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -59,6 +58,10 @@ type commandArgs struct {
 // commandStopTimeout bounds each wait of a command's stop.
 const commandStopTimeout = time.Second
 
+// outputGrace is how long the output of a command that ended is read on
+// (what a process it left behind still writes).
+const outputGrace = 2 * time.Second
+
 // runCommand runs a shell command in dir in its own process group (through
 // proc: one reaper, stop by escalation, nothing of its group left), its
 // stdin closed, its output kept as head and tail, until it exits, its
@@ -89,8 +92,9 @@ func runCommand(ctx context.Context, args json.RawMessage, dir string, env []str
 		return "", fmt.Errorf("start command: %w", err)
 	}
 	p.Stdin().Close()
-	var reader sync.WaitGroup
-	reader.Go(func() {
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
 		r := p.Stdout()
 		defer r.Close()
 		buf := make([]byte, 32<<10)
@@ -101,13 +105,10 @@ func runCommand(ctx context.Context, args json.RawMessage, dir string, env []str
 				bump()
 			}
 			if err != nil {
-				if err != io.EOF {
-					io.Copy(io.Discard, r)
-				}
 				return
 			}
 		}
-	})
+	}()
 	timer := time.NewTimer(time.Duration(limit) * time.Second)
 	defer timer.Stop()
 	why := ""
@@ -125,7 +126,17 @@ func runCommand(ctx context.Context, args json.RawMessage, dir string, env []str
 		cancel()
 		<-p.Done()
 	}
-	reader.Wait()
+	// Its group is gone (proc kills what is left of it); a process that
+	// left the group (setsid) may still hold the output pipe: it is not
+	// waited for beyond a grace.
+	note := ""
+	select {
+	case <-readerDone:
+	case <-time.After(outputGrace):
+		p.Stdout().Close()
+		<-readerDone
+		note = "; output closed after it ended: a process it started outside its group (setsid) still holds it and runs on"
+	}
 	status := "exit status 0"
 	if err := p.ExitErr(); err != nil {
 		status = err.Error()
@@ -135,7 +146,7 @@ func runCommand(ctx context.Context, args json.RawMessage, dir string, env []str
 	if why != "" {
 		head += "; " + why
 	}
-	head += "]\n"
+	head += note + "]\n"
 	res := head + out.String()
 	if why != "" || p.ExitErr() != nil {
 		return "", fmt.Errorf("%s", res)

@@ -18,7 +18,10 @@
 // edit_file, list_dir, search_text, run_command, confined to the working
 // folder by an os.Root, regular files only, opened without blocking, every
 // result bounded; run_command through internal/engine/proc (own process
-// group, stop by escalation, output head + tail). allowed_tools, when set,
+// group, stop by escalation, output head + tail). A process a command
+// takes out of its group (setsid) is not stopped with it, nor waited for
+// past a 2 s grace: lasting work belongs in run_in_background, whose
+// supervisor stops every descendant. allowed_tools, when set,
 // is the workspace tools the agent has; permission_mode decides which of
 // them ask the person first (through StartSpec.Approver).
 //

@@ -586,3 +586,33 @@ func TestBrokenAndOddServers(t *testing.T) {
 		t.Fatalf("server gone: %+v", end)
 	}
 }
+
+// TestCommandLeavingItsGroupDoesNotHoldTheTurn: a command whose child
+// leaves its process group (setsid) and keeps its output open returns once
+// the command ended (after a short grace), saying so; the escapee is not
+// waited for.
+func TestCommandLeavingItsGroupDoesNotHoldTheTurn(t *testing.T) {
+	r := newRig(t, nil)
+	r.model.Push(fakemodel.Reply{Calls: []fakemodel.ToolCall{call("run_command", `{"command":"setsid sh -c 'echo $$ > esc.pid; exec sleep 60' & sleep 0.2; echo started"}`)}},
+		fakemodel.Reply{Text: "done"})
+	a := r.agent(nil)
+	a.PermissionMode = modeBypass
+	s := r.start(engine.StartSpec{Agent: a})
+	evs, end := turn(t, s, "t1", "go")
+	b, _ := os.ReadFile(filepath.Join(r.dir, "esc.pid"))
+	var pid int
+	fmtSscan(strings.TrimSpace(string(b)), &pid)
+	if pid > 0 {
+		defer syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if end.Error != "" {
+		t.Fatalf("turn end %+v", end)
+	}
+	res := results(evs)
+	if len(res) != 1 || res[0].IsError || !containsAll(res[0].Output, "started", "outside its group") {
+		t.Fatalf("result %+v", res)
+	}
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		t.Fatalf("the escapee %d is gone: the test proves nothing", pid)
+	}
+}
