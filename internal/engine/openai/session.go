@@ -261,7 +261,7 @@ func (s *Session) turn(ctx context.Context, in engine.Input) (final, why string,
 			return final, "", nil
 		}
 		if n >= s.opts.maxSteps {
-			if err := s.skip(ctx, turnNo, calls, "not run: the turn reached max_steps"); err != nil {
+			if err := s.skip(turnNo, calls, "not run: the turn reached max_steps"); err != nil {
 				return final, "", err
 			}
 			return final, fmt.Sprintf("stopped after max_steps = %d model requests in one turn: the model was still calling tools (%s); send it a message to go on, or raise max_steps in [agent.openai]",
@@ -269,7 +269,7 @@ func (s *Session) turn(ctx context.Context, in engine.Input) (final, why string,
 		}
 		for i, c := range calls {
 			if ctx.Err() != nil {
-				if err := s.skip(ctx, turnNo, calls[i:], "not run: the turn was interrupted"); err != nil {
+				if err := s.skip(turnNo, calls[i:], "not run: the turn was interrupted"); err != nil {
 					return final, "", err
 				}
 				return final, "interrupted", nil
@@ -295,7 +295,7 @@ func callNames(calls []toolCall) string {
 
 // skip answers calls that were not run, so the conversation stays one the
 // API takes (every call has its result).
-func (s *Session) skip(ctx context.Context, turnNo int64, calls []toolCall, why string) error {
+func (s *Session) skip(turnNo int64, calls []toolCall, why string) error {
 	for _, c := range calls {
 		if err := s.add(turnNo, chatMessage{Role: "tool", ToolCallID: c.ID, Content: why}); err != nil {
 			return err

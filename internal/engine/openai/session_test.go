@@ -616,3 +616,22 @@ func TestCommandLeavingItsGroupDoesNotHoldTheTurn(t *testing.T) {
 		t.Fatalf("the escapee %d is gone: the test proves nothing", pid)
 	}
 }
+
+// TestCommandEnvironmentIsBuilt: a command gets the passed variables and
+// the agent's env, never the model's key (C11), even from the agent's env.
+func TestCommandEnvironmentIsBuilt(t *testing.T) {
+	r := newRig(t, nil)
+	r.model.Push(fakemodel.Reply{Calls: []fakemodel.ToolCall{call("run_command", `{"command":"env"}`)}}, fakemodel.Reply{Text: "done"})
+	a := r.agent(nil)
+	a.PermissionMode = modeBypass
+	a.Env = map[string]string{"TEST_OPENAI_KEY": testKey, "GREETING": "bonjour"}
+	s := r.start(engine.StartSpec{Agent: a})
+	evs, _ := turn(t, s, "t1", "go")
+	res := results(evs)
+	if len(res) != 1 || !containsAll(res[0].Output, "GREETING=bonjour", "PATH=/usr/bin:/bin") || strings.Contains(res[0].Output, testKey) || strings.Contains(res[0].Output, "TEST_OPENAI_KEY") {
+		t.Errorf("env of the command: %+v", res)
+	}
+	if q := r.model.Requests()[0]; q.Header.Get("Authorization") != "Bearer "+testKey {
+		t.Errorf("the key from the agent's env was not sent: %q", q.Header.Get("Authorization"))
+	}
+}
