@@ -153,7 +153,8 @@ func TestToolLoopReadsEditsAndRuns(t *testing.T) {
 
 // TestEscapesAreRefused: paths out of the folder (.., absolute, a symbolic
 // link out, a link inside that leads out) are tool errors and nothing of
-// the file outside reaches the model; a FIFO is a tool error at once.
+// the file outside reaches the model; a FIFO and a device are tool errors
+// at once.
 func TestEscapesAreRefused(t *testing.T) {
 	r := newRig(t, nil)
 	outside := t.TempDir()
@@ -177,6 +178,14 @@ func TestEscapesAreRefused(t *testing.T) {
 		call("list_dir", `{"path":"out"}`),
 		call("search_text", `{"pattern":"SECRET","path":"out"}`),
 		call("write_file", `{"path":"pipe","content":"x"}`),
+	}
+	// A device inside the folder (a zero source: reading it never ends),
+	// where the test may make one (root); elsewhere the other cases run.
+	if syscall.Mknod(filepath.Join(r.dir, "zero"), syscall.S_IFCHR|0o644, 1<<8|5) == nil {
+		calls = append(calls, call("read_file", `{"path":"zero"}`), call("write_file", `{"path":"zero","content":"x"}`),
+			call("edit_file", `{"path":"zero","old_string":"a","new_string":"b"}`))
+	} else {
+		t.Log("no device made (not root): the device cases are not run")
 	}
 	r.model.Push(fakemodel.Reply{Calls: calls}, fakemodel.Reply{Text: "done"})
 	a := r.agent(nil)
