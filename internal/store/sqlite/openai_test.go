@@ -34,3 +34,36 @@ func TestChatSurvivesReopen(t *testing.T) {
 		t.Fatalf("after reopen: %+v, %v", es, err)
 	}
 }
+
+// TestChatGoesWithItsSession: forgetting an agent's session (troupe reset)
+// or a project's (its removal) forgets the openai conversations too, and
+// only theirs.
+func TestChatGoesWithItsSession(t *testing.T) {
+	ctx := context.Background()
+	db := openTest(t, newPath(t))
+	a, b, c := troupe.RuntimeKey{Project: "p1", Agent: "x"}, troupe.RuntimeKey{Project: "p1", Agent: "y"}, troupe.RuntimeKey{Project: "p2", Agent: "x"}
+	for _, k := range []troupe.RuntimeKey{a, b, c} {
+		if err := db.AppendChat(ctx, k, "c", []troupe.ConversationEntry{{Turn: 1, Data: []byte(`{}`)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(k troupe.RuntimeKey) int {
+		es, err := db.ChatHistory(ctx, k, "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(es)
+	}
+	if err := db.ClearSessionID(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if count(a) != 0 || count(b) != 1 || count(c) != 1 {
+		t.Errorf("after reset of p1/x: %d %d %d", count(a), count(b), count(c))
+	}
+	if err := db.ClearProjectSessions(ctx, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	if count(b) != 0 || count(c) != 1 {
+		t.Errorf("after removal of p1: %d %d", count(b), count(c))
+	}
+}
