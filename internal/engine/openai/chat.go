@@ -197,10 +197,13 @@ func (c *client) once(ctx context.Context, body []byte, sink stepSink) (step, er
 		return step{}, c.refusal(resp)
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mt == "application/json" { // a server that does not stream
+	switch mt {
+	case "application/json": // a server that does not stream
 		return c.whole(resp.Body, sink)
+	case "text/event-stream", "":
+		return c.stream(resp.Body, sink)
 	}
-	return c.stream(resp.Body, sink)
+	return step{}, &errStream{fmt.Errorf("the server answered %s, not an event stream: is base_url the API's, up to /v1 (like http://127.0.0.1:8080/v1)?", mt)}
 }
 
 // refusal reads a non-200 answer: the server's message, with the key

@@ -587,6 +587,16 @@ func TestBrokenAndOddServers(t *testing.T) {
 		t.Fatalf("JSON answer: %+v %+v", end, evs)
 	}
 
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		w.Write([]byte("<html>a web page</html>"))
+	}))
+	defer page.Close()
+	s4 := r.start(engine.StartSpec{Agent: r.agent(map[string]any{optBaseURL: page.URL})})
+	if _, end := turn(t, s4, "t1", "go"); !containsAll(end.Error, "text/html, not an event stream", "base_url") {
+		t.Fatalf("a web page: %+v", end)
+	}
+
 	gone := httptest.NewServer(http.NotFoundHandler())
 	url := gone.URL
 	gone.Close()
