@@ -203,7 +203,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		client: &client{http: e.http, url: o.baseURL + "/chat/completions", key: key, retries: e.retries,
 			backoff: func(attempt int) time.Duration { return min(e.retryBase<<min(attempt, 20), maxBackoff) }},
 	}
-	s.offer(spec.Agent, spec.Instructions)
+	s.offer(spec.Agent)
 	s.sysBytes, _ = json.Marshal(chatMessage{Role: "system", Content: spec.Instructions})
 	if spec.Instructions == "" {
 		s.sysBytes = nil
@@ -234,7 +234,7 @@ func apiKey(name string, agentEnv map[string]string, environ []string) (string, 
 
 // offer decides the tools the model gets: troupe's own (Tools.Specs), then
 // the workspace tools allowed_tools names (all six when it is empty).
-func (s *Session) offer(agent troupe.AgentSpec, _ string) {
+func (s *Session) offer(agent troupe.AgentSpec) {
 	s.offered = map[string]toolKind{}
 	var defs []map[string]any
 	add := func(name, desc string, schema json.RawMessage, kind toolKind) {
