@@ -21,8 +21,9 @@ var _ engine.Session = (*Session)(nil)
 const eventBuffer = 64
 
 // bytesPerToken is how many bytes of JSON the context budget counts as one
-// token: a cautious guess (English text runs near 4, code near 3), so the
-// budget errs on the side of dropping a turn rather than being refused.
+// token until the server says (usage.prompt_tokens of an answer): a
+// cautious guess (English text runs near 4, code near 3), so the budget
+// errs on the side of dropping a turn rather than being refused.
 const bytesPerToken = 3
 
 // storeTimeout bounds one write of the conversation.
@@ -75,6 +76,7 @@ type Session struct {
 	hist     []histEntry
 	pending  []troupe.ConversationEntry // added to hist, not stored yet
 	bodyBuf  []byte                     // the last request's body, reused once it was sent
+	bpt      float64                    // bytes a token, as the server counted; 0: bytesPerToken
 	nextTurn int64
 }
 
@@ -221,11 +223,13 @@ func (s *Session) turn(ctx context.Context, in engine.Input) (final, why string,
 				"this turn alone is about %d tokens, over max_context_tokens = %d: the model server may refuse it",
 				s.tokens(), s.opts.maxContextTokens)})
 		}
-		st, err := s.client.post(ctx, s.body(), sink{s, in.Turn}, func(attempt int, err error) {
+		body := s.body()
+		st, err := s.client.post(ctx, body, sink{s, in.Turn}, func(attempt int, err error) {
 			s.Bump() // a retry is activity
 			s.log.Warn("model request failed: trying again", "attempt", attempt, "err", err)
 		})
 		if st.usage != nil {
+			s.calibrate(len(body), st.usage.prompt)
 			total.InputTokens += st.usage.prompt
 			total.OutputTokens += st.usage.completion
 			u := total
@@ -332,19 +336,43 @@ func (s *Session) flush(ctx context.Context) error {
 	return nil
 }
 
-// tokens estimates the request's size in tokens.
-func (s *Session) tokens() int {
+// size is the request's size in bytes, near enough: its messages and tools.
+func (s *Session) size() int {
 	n := len(s.sysBytes) + len(s.toolDefs)
 	for _, h := range s.hist {
 		n += len(h.data) + 1
 	}
-	return n / bytesPerToken
+	return n
+}
+
+// tokens estimates the request's size in tokens.
+func (s *Session) tokens() int { return s.toTokens(s.size()) }
+
+func (s *Session) toTokens(bytes int) int {
+	if s.bpt > 0 {
+		return int(float64(bytes) / s.bpt)
+	}
+	return bytes / bytesPerToken
+}
+
+// calibrate learns how many bytes make a token for this model from what
+// the server counted for a request of n bytes. A count that makes less
+// than 1 or more than 8 bytes a token is not taken (a server that reports
+// no real count).
+func (s *Session) calibrate(n int, prompt int64) {
+	if prompt <= 0 {
+		return
+	}
+	if r := float64(n) / float64(prompt); r >= 1 && r <= 8 {
+		s.bpt = r
+	}
 }
 
 // fit drops the oldest turns of the conversation (never the running one)
 // when the request would pass the budget (max_context_tokens less a
-// reserve for the answer), down to three quarters of it. It says so with an EventNotice, and whether the
-// running turn alone is over.
+// reserve for the answer), down to three quarters of it, the tokens
+// estimated from the bytes at the rate the server last counted. It says
+// so with an EventNotice, and whether the running turn alone is over.
 func (s *Session) fit(ctx context.Context, turn troupe.TurnID, current int64) (bool, error) {
 	budget := s.opts.maxContextTokens - min(4096, s.opts.maxContextTokens/4)
 	have := s.tokens()
@@ -355,8 +383,8 @@ func (s *Session) fit(ctx context.Context, turn troupe.TurnID, current int64) (b
 	// without a trim (one store write) at every step.
 	target := budget * 3 / 4
 	drop, turns := 0, 0
-	size := have * bytesPerToken
-	for drop < len(s.hist) && s.hist[drop].turn < current && size/bytesPerToken > target {
+	size := s.size()
+	for drop < len(s.hist) && s.hist[drop].turn < current && s.toTokens(size) > target {
 		t := s.hist[drop].turn
 		for drop < len(s.hist) && s.hist[drop].turn == t {
 			size -= len(s.hist[drop].data) + 1
@@ -374,7 +402,7 @@ func (s *Session) fit(ctx context.Context, turn troupe.TurnID, current int64) (b
 		}
 		s.hist = append([]histEntry(nil), s.hist[drop:]...)
 		msg := fmt.Sprintf("dropped the %d oldest turns of the conversation (%d messages, about %d tokens) to stay within max_context_tokens = %d",
-			turns, drop, (have*bytesPerToken-size)/bytesPerToken, s.opts.maxContextTokens)
+			turns, drop, have-s.toTokens(size), s.opts.maxContextTokens)
 		s.log.Info("context budget", "dropped_turns", turns, "dropped_messages", drop)
 		s.Emit(engine.Event{Kind: engine.EventNotice, Turn: turn, Text: msg})
 	}

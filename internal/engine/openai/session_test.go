@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -652,5 +655,49 @@ func TestCommandEnvironmentIsBuilt(t *testing.T) {
 	}
 	if q := r.model.Requests()[0]; q.Header.Get("Authorization") != "Bearer "+testKey {
 		t.Errorf("the key from the agent's env was not sent: %q", q.Header.Get("Authorization"))
+	}
+}
+
+// TestBudgetLearnsTheServersCount: a model whose tokenizer makes 2 bytes a
+// token (the server's usage says so) gets requests within the budget at
+// that rate, not at the 3 bytes a token assumed before it counted.
+func TestBudgetLearnsTheServersCount(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		sizes = append(sizes, len(b))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n", len(b)/2)
+	}))
+	defer srv.Close()
+	r := newRig(t, nil)
+	a := r.agent(map[string]any{optBaseURL: srv.URL + "/v1", optMaxContextTokens: int64(MinContextTokens)})
+	a.AllowedTools = []string{"read_file"}
+	s := r.start(engine.StartSpec{Agent: a})
+	notices := 0
+	for i := range 10 {
+		evs, end := turn(t, s, troupe.TurnID(fmt.Sprint("t", i)), strings.Repeat("x", 500))
+		if end.Error != "" {
+			t.Fatalf("turn %d: %+v", i, end)
+		}
+		for _, ev := range evs {
+			if ev.Kind == engine.EventNotice {
+				notices++
+			}
+		}
+	}
+	budget := MinContextTokens - MinContextTokens/4 // tokens, the reserve taken
+	mu.Lock()
+	defer mu.Unlock()
+	for i, n := range sizes[1:] {
+		if n/2 > budget+50 { // +50: the request's envelope, not counted
+			t.Errorf("request %d: %d bytes, %d tokens at the server's count, over the budget of %d", i+2, n, n/2, budget)
+		}
+	}
+	if notices == 0 {
+		t.Error("no turn was dropped")
 	}
 }
