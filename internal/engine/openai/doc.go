@@ -11,7 +11,10 @@
 // api_key_env (the NAME of the variable holding the key, looked up in the
 // agent's env then the daemon's; the key is sent as a bearer token and
 // redacted from every error, never logged), max_context_tokens (the
-// budget: oldest turns dropped, an EventNotice says so) and max_steps.
+// budget: the request's tokens estimated from its bytes at the rate the
+// server last reported, 3 bytes a token before; past it the oldest turns
+// are dropped down to three quarters of it, and an EventNotice says so)
+// and max_steps.
 //
 // Tools: troupe's own (StartSpec.Tools, called in process, no MCP) and the
 // workspace tools (workspace.go, command.go): read_file, write_file,
