@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/troupe-dev/troupe/internal/fakemodel"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -317,4 +319,40 @@ func TestC1_OpenAIConversationsOfCopiedProjectsNeverMix(t *testing.T) {
 	if mine := r.agent("x").SessionID; mine == "" || other == "" || mine == other {
 		t.Errorf("conversations %q and %q: want two", mine, other)
 	}
+}
+
+// TestOpenAICommandEndsAtItsLimitWhenTheDaemonDies: a command an openai
+// agent runs is timed by the daemon, and by a backstop (coreutils timeout)
+// too: when the daemon is killed mid-command, the command still ends
+// within a few seconds of its limit instead of running on.
+func TestOpenAICommandEndsAtItsLimitWhenTheDaemonDies(t *testing.T) {
+	if _, err := exec.LookPath("timeout"); err != nil {
+		t.Fatal("coreutils timeout is not on PATH: the backstop needs it")
+	}
+	r := newOpenAIRig(t, nil, "bypassPermissions", nil)
+	if _, err := r.cl.Send(r.ctx, r.p, "x", `[[tool:run_command {"command":"echo $$ > cmd.pid; exec sleep 120","timeout_seconds":2}]]`); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(r.proj, "cmd.pid")
+	var pid int
+	for deadline := time.Now().Add(time.Minute); pid == 0; time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			fmt.Sscan(strings.TrimSpace(string(b)), &pid)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+	}
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("the command %d is already gone: %v", pid, err)
+	}
+	defer unix.Close(fd)
+	r.d.stop(syscall.SIGKILL)
+	// Limit 2 s, backstop at 4 s, its SIGKILL 2 s later: gone well within 20 s.
+	if n, _ := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 20_000); n == 0 {
+		unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
+		t.Fatalf("the command %d still runs 20 s after the daemon died; its limit was 2 s", pid)
+	}
+	r.start() // for the rig's clean stop
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,7 +70,12 @@ const outputGrace = 2 * time.Second
 // timeout passes or ctx ends (an interrupt, the session's close): then it
 // is stopped (SIGTERM to its group, then proc's escalation). Every chunk
 // of output bumps the activity token (bump).
-func runCommand(ctx context.Context, args json.RawMessage, dir string, env []string, bump func()) (string, error) {
+//
+// backstop, when set, is the coreutils timeout program: the command runs
+// under it with a limit 2 s past its own, so that it cannot outlive its
+// limit by much even when the daemon that times it is killed (SIGKILL)
+// mid-command.
+func runCommand(ctx context.Context, args json.RawMessage, dir string, env []string, backstop string, bump func()) (string, error) {
 	var a commandArgs
 	if err := tool.DecodeArgs(args, &a, "command"); err != nil {
 		return "", err
@@ -81,7 +88,7 @@ func runCommand(ctx context.Context, args json.RawMessage, dir string, env []str
 	out := &headTail{max: maxToolOutput}
 	start := time.Now()
 	p, err := proc.Start(proc.Spec{
-		Argv:        []string{"/bin/sh", "-c", a.Command},
+		Argv:        commandArgv(backstop, limit, a.Command),
 		Dir:         dir,
 		Env:         env,
 		StopTimeout: commandStopTimeout,
@@ -152,6 +159,28 @@ func runCommand(ctx context.Context, args json.RawMessage, dir string, env []str
 		return "", fmt.Errorf("%s", res)
 	}
 	return res, nil
+}
+
+// commandArgv runs command with /bin/sh, under backstop (timeout) when
+// there is one: it signals the command's group at limit+2 s, SIGKILLs it 2 s
+// later.
+func commandArgv(backstop string, limit int, command string) []string {
+	sh := []string{"/bin/sh", "-c", command}
+	if backstop == "" {
+		return sh
+	}
+	return append([]string{backstop, "--kill-after=2", strconv.Itoa(limit + 2)}, sh...)
+}
+
+// findBackstop finds the coreutils timeout program on the daemon's PATH;
+// "" when there is none (commands then depend on the daemon alone to stop
+// them at their limit).
+func findBackstop() string {
+	p, err := exec.LookPath("timeout")
+	if err != nil {
+		return ""
+	}
+	return p
 }
 
 // headTail keeps the first and the last max/2 bytes written, and how many

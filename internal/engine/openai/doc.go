@@ -21,7 +21,9 @@
 // edit_file, list_dir, search_text, run_command, confined to the working
 // folder by an os.Root, regular files only, opened without blocking, every
 // result bounded; run_command through internal/engine/proc (own process
-// group, stop by escalation, output head + tail). A process a command
+// group, stop by escalation, output head + tail; under coreutils timeout
+// as a backstop 2 s past its limit, so a daemon killed mid-command does not
+// leave it running on). A process a command
 // takes out of its group (setsid) is not stopped with it, nor waited for
 // past a 2 s grace: lasting work belongs in run_in_background, whose
 // supervisor stops every descendant. allowed_tools, when set,

@@ -68,6 +68,7 @@ type Engine struct {
 	http      *http.Client
 	retries   int
 	retryBase time.Duration
+	backstop  string // coreutils timeout on the daemon's PATH, "" when none
 }
 
 // New returns an Engine with the given options.
@@ -96,6 +97,7 @@ func New(o Options) *Engine {
 	if e.retryBase <= 0 {
 		e.retryBase = DefaultRetryBase
 	}
+	e.backstop = findBackstop()
 	return e
 }
 
@@ -197,6 +199,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		conv:        conv,
 		ws:          ws,
 		env:         commandEnv(environ, spec.Agent.Env, o.apiKeyEnv),
+		backstop:    e.backstop,
 		hist:        hist,
 		nextTurn:    next,
 		dead:        make(chan struct{}),

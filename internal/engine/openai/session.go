@@ -54,6 +54,7 @@ type Session struct {
 	conv     string
 	ws       *workspace
 	env      []string
+	backstop string // coreutils timeout, "" when none (command.go)
 	client   *client
 
 	// Fixed at Start.
