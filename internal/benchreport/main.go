@@ -46,6 +46,9 @@ var targets = []target{
 	{bench: "internal/mcp BenchmarkMCPListAgents", metric: "p50-ms", value: 1.5},
 	{bench: "internal/runtime BenchmarkWakeLatency", metric: "p99-ms", value: 50},
 	{bench: "internal/store/sqlite BenchmarkInboxAppend", metric: "msgs/s", value: 2000, min: true},
+	{bench: "internal/engine/openai BenchmarkLoopStep/store=mem", metric: "p50-ms", value: 1},
+	{bench: "internal/engine/openai BenchmarkLoopStep/store=mem", metric: "p99-ms", value: 1},
+	{bench: "internal/engine/openai BenchmarkLoopStep/store=sqlite", metric: "p50-ms", value: 1},
 }
 
 // ratio compares a benchmark run at two sizes: the median of metric at the

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/engine/openai"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/mcp"
 	"github.com/troupe-dev/troupe/internal/memory"
@@ -41,6 +42,9 @@ import (
 // The SQLite store keeps the agents' conversation ids (it cannot import
 // the runtime to say so itself).
 var _ runtime.Sessions = (*sqlite.DB)(nil)
+
+// It keeps the openai agents' conversations too.
+var _ openai.Store = (*sqlite.DB)(nil)
 
 // The registry's watcher reports memory-folder events to the notes' store.
 var _ project.MemoryWatcher = (*memory.Store)(nil)
@@ -188,7 +192,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// whose tools include the task manager's) are closed by reg.Listen and
 	// tasks.OnComplete, before anything runs.
 	hub := events.New(events.Options{})
-	engines, err := newEngines(cfg, log)
+	engines, err := newEngines(cfg, db, log)
 	if err != nil {
 		return err
 	}

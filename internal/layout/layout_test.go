@@ -69,6 +69,9 @@ var never = map[string][]string{
 	"internal/engine/claude": {mod + "internal/project", mod + "internal/runtime"},
 	"internal/engine/codex":  {mod + "internal/project", mod + "internal/runtime"},
 	"internal/engine/acp":    {mod + "internal/project", mod + "internal/runtime"},
+	// The openai engine keeps its conversations through its own Store
+	// interface: the SQLite store is the daemon's to give it.
+	"internal/engine/openai": {mod + "internal/project", mod + "internal/runtime", mod + "internal/store/sqlite"},
 	// The runtime drives engines through their seam and reads teams
 	// through its own interface: no project registry, store or transport.
 	"internal/runtime": {mod + "internal/project", mod + "internal/store/sqlite", mod + "internal/mcp", mod + "internal/api"},

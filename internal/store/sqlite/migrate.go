@@ -244,6 +244,27 @@ var migrations = []migration{
 			`ALTER TABLE memory_notes ADD COLUMN stamp TEXT NOT NULL DEFAULT ''`,
 		},
 	},
+	// version 10
+	{
+		name: "openai agents' conversations",
+		stmts: []string{
+			// openai.Store: the messages of each openai agent's
+			// conversation with its model, in order (id), each with its
+			// turn's number (trimmed from the oldest turn) and the
+			// engine's JSON of the message. One conversation per agent
+			// (KeepChat deletes the others). Not foreign-keyed to
+			// projects, like messages.
+			`CREATE TABLE openai_messages (
+				id           INTEGER PRIMARY KEY AUTOINCREMENT,
+				project      TEXT NOT NULL,
+				agent        TEXT NOT NULL,
+				conversation TEXT NOT NULL,
+				turn         INTEGER NOT NULL,
+				data         BLOB NOT NULL
+			)`,
+			`CREATE INDEX openai_messages_conversation ON openai_messages (project, agent, conversation, turn)`,
+		},
+	},
 }
 
 // latestVersion is the schema version this binary writes.
