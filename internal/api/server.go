@@ -50,6 +50,9 @@ type Options struct {
 	Journal  Journal // nil: no agent logs
 	// Worktrees serves the agents' worktrees (worktrees.go); nil: none.
 	Worktrees Worktrees
+	// Claude serves the machine's Claude Code sessions
+	// (claudesessions.go); nil: none.
+	Claude ClaudeSessions
 	Token     string // the bearer token of <state>/token
 	Logger    *slog.Logger
 	Version   string
@@ -119,6 +122,7 @@ func New(o Options) *Server {
 	s.routeAgentControl()
 	s.routePermissions()
 	s.routeWorktrees()
+	s.routeClaudeSessions()
 	s.mux.HandleFunc("GET /api/projects/{id}/agents/{agent}/log", s.agentLog)
 	s.mux.HandleFunc("GET /login", s.login)
 	if o.MCP != nil {
