@@ -52,12 +52,12 @@ type Options struct {
 	Worktrees Worktrees
 	// Claude serves the machine's Claude Code sessions
 	// (claudesessions.go); nil: none.
-	Claude ClaudeSessions
-	Token     string // the bearer token of <state>/token
-	Logger    *slog.Logger
-	Version   string
-	StateDir  string
-	Web       http.Handler // the web UI, served at / for logged-in browsers
+	Claude   ClaudeSessions
+	Token    string // the bearer token of <state>/token
+	Logger   *slog.Logger
+	Version  string
+	StateDir string
+	Web      http.Handler // the web UI, served at / for logged-in browsers
 	// MCP is the agents' endpoint, served at /mcp; it checks its own
 	// (per-session) tokens. Host and Origin are checked here first.
 	MCP http.Handler

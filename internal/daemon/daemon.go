@@ -244,7 +244,7 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return out
 		}})
-	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude),Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
+	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
 		Grants: tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db,
 		MessageDir: filepath.Join(cfg.StateDir, "messages")})
@@ -262,7 +262,7 @@ func Run(ctx context.Context, cfg Config) error {
 	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db, Token: token, Logger: log,
 		MCP:       mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
 		Worktrees: trees, Claude: claude,
-		Version:   cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
+		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
 		PublicName: cfg.PublicName})
 	srv.SetAddr(addr)
 
