@@ -3,6 +3,7 @@ package claudesessions
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -86,7 +87,9 @@ func ScanLine(b []byte) Line {
 			conflict = true
 		}
 	}
-	if conflict {
+	// A letter written as a \u escape could hide a "type" key or a line
+	// type from the scan (the CLI never writes one so): decode.
+	if conflict || escapedLetter(b) {
 		var top struct {
 			Type string `json:"type"`
 		}
@@ -147,6 +150,23 @@ func stringValues(b []byte, key string) func(yield func(string) bool) {
 			if !yield(string(v)) {
 				return
 			}
+		}
+	}
+}
+
+// escapedLetter reports whether b holds a \u00XX escape of a letter or
+// '-' (the characters of keys and line types).
+func escapedLetter(b []byte) bool {
+	for off := 0; ; {
+		i := bytes.Index(b[off:], []byte(`\u00`))
+		if i < 0 || off+i+6 > len(b) {
+			return false
+		}
+		i += off
+		off = i + 4
+		v, err := strconv.ParseUint(string(b[i+4:i+6]), 16, 8)
+		if err == nil && (v == '-' || v == '_' || (v >= 'a' && v <= 'z') || (v >= 'A' && v <= 'Z')) {
+			return true
 		}
 	}
 }

@@ -227,15 +227,15 @@ func (r *Registry) proc() string {
 }
 
 func (r *Registry) readStat(pid int) ([]byte, error) {
+	var b []byte
+	var err error
 	if r.ReadStat != nil {
-		return r.ReadStat(pid)
+		b, err = r.ReadStat(pid)
+	} else {
+		b, err = os.ReadFile(filepath.Join(r.proc(), strconv.Itoa(pid), "stat"))
 	}
-	b, err := os.ReadFile(filepath.Join(r.proc(), strconv.Itoa(pid), "stat"))
-	if err != nil {
-		// ESRCH: the process went between the open and the read
-		if errors.Is(err, syscall.ESRCH) {
-			return nil, errNoProcess
-		}
+	if errors.Is(err, syscall.ESRCH) { // the process went between the open and the read
+		return nil, errNoProcess
 	}
 	return b, err
 }
