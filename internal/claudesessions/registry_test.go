@@ -101,14 +101,14 @@ func writeReg(t *testing.T, dir string, pid int, sid, start, status string) {
 func TestRegistryLivenessC8(t *testing.T) {
 	dir := t.TempDir()
 	proc := fakeProc{
-		101: "5000",                                           // live, busy
-		102: "7777",                                           // pid reused: another start time
-		104: &fs.PathError{Op: "open", Err: syscall.EACCES},   // unreadable
-		105: "garbage stat",                                   // unparsable (no fields)
-		106: "6000",                                           // no procStart in the file
-		108: "8000",                                           // second process on session a
-		109: &fs.PathError{Op: "read", Err: syscall.ESRCH},    // went away mid-read
-		110: "9000",                                           // its file is garbage
+		101: "5000",                                         // live, busy
+		102: "7777",                                         // pid reused: another start time
+		104: &fs.PathError{Op: "open", Err: syscall.EACCES}, // unreadable
+		105: "garbage stat",                                 // unparsable (no fields)
+		106: "6000",                                         // no procStart in the file
+		108: "8000",                                         // second process on session a
+		109: &fs.PathError{Op: "read", Err: syscall.ESRCH},  // went away mid-read
+		110: "9000",                                         // its file is garbage
 	}
 	proc[105] = errors.New("odd")
 	writeReg(t, dir, 101, "a", "5000", "busy")
