@@ -34,8 +34,9 @@ const (
 
 // Follow reads session id's transcript from offset: complete lines only,
 // at most MaxFollowRead bytes. When nothing new is there it waits up to
-// wait for the file to grow (checked every 200 ms) before answering
-// empty. An offset past the end (the file was replaced) reads from 0.
+// wait for the file to grow or the session's liveness to change (checked
+// every 200 ms) before answering empty. An offset past the end (the file
+// was replaced) reads from 0.
 func (m *Machine) Follow(ctx context.Context, id string, offset int64, wait time.Duration) (Chunk, error) {
 	s, err := m.Get(ctx, id)
 	if err != nil {
@@ -48,7 +49,8 @@ func (m *Machine) Follow(ctx context.Context, id string, offset int64, wait time
 			return Chunk{}, err
 		}
 		_, c.Live = m.Live(id)
-		if c.Next > offset || !time.Now().Before(deadline) {
+		// new lines, the session's liveness changed, or time is up
+		if c.Next > offset || c.Live != s.Live || !time.Now().Before(deadline) {
 			return c, nil
 		}
 		if c.Next < offset {
