@@ -43,10 +43,14 @@ type ClaudeSession struct {
 	First     time.Time `json:"first"`
 	Last      time.Time `json:"last"`
 	Messages  int       `json:"messages"`
-	Model     string    `json:"model,omitempty"`
-	Version   string    `json:"version,omitempty"`
-	Size      int64     `json:"size"`
-	Path      string    `json:"path"`
+	// MessagesPartial: the transcript was read at its head and tail only
+	// so far (the index reads the rest in the background); Messages is a
+	// lower bound.
+	MessagesPartial bool   `json:"messages_partial,omitempty"`
+	Model           string `json:"model,omitempty"`
+	Version         string `json:"version,omitempty"`
+	Size            int64  `json:"size"`
+	Path            string `json:"path"`
 	// Skipped counts transcript lines not understood (truncated, garbled,
 	// foreign, over the line cap).
 	Skipped int `json:"skipped_lines"`
@@ -136,7 +140,7 @@ func (s *Server) claude(w http.ResponseWriter) bool {
 
 func wireClaude(c claudesessions.Session) ClaudeSession {
 	out := ClaudeSession{ID: c.ID, Cwd: c.Cwd, CwdExists: claudesessions.FolderExists(c.Cwd), Title: c.Title, TitleKind: c.TitleKind,
-		Prompt: c.Prompt, First: c.First, Last: c.Last, Messages: c.Messages, Model: c.Model, Version: c.Version,
+		Prompt: c.Prompt, First: c.First, Last: c.Last, Messages: c.Messages, MessagesPartial: !c.Complete, Model: c.Model, Version: c.Version,
 		Size: c.Stamp.Size, Path: c.Path, Skipped: c.Skipped, Agent: c.Agent, Live: c.Live, HeldBy: c.HeldBy}
 	if c.Project != nil {
 		id := c.Project.ID

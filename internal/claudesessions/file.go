@@ -46,11 +46,14 @@ type Summary struct {
 
 // File is one transcript file in the index: where it is, its stamp when
 // last read, how far it was read (the end of its last complete line) and
-// what it says.
+// what it says. A file not Complete was read at its head and tail only
+// (a listing needs no more): its Messages and Skipped count those parts,
+// a lower bound, until Index.Deepen reads it whole.
 type File struct {
-	Path   string
-	Stamp  Stamp
-	Offset int64
+	Path     string
+	Stamp    Stamp
+	Offset   int64
+	Complete bool
 	Summary
 }
 
@@ -68,6 +71,7 @@ const headTries = 64
 type reader struct {
 	maxLine int
 	buf     []byte
+	n       int64 // bytes read so far
 }
 
 // openFile opens path for reading without following a final symbolic link
@@ -94,27 +98,73 @@ func openFile(path string) (*os.File, fs.FileInfo, error) {
 // when the file only grew (same inode, not smaller, not rewritten at the
 // same size), else from the start with a fresh summary. Nothing past limit
 // bytes of the file is read (a hostile file's size bounds no work).
-func (r *reader) update(fl File, limit int64) (File, error) {
+//
+// headTail > 0 lets a file that is not Complete and is over 2×headTail be
+// read at its first and last headTail bytes only (then it stays not
+// Complete); 0 reads it whole.
+func (r *reader) update(fl File, limit, headTail int64) (File, error) {
 	f, fi, err := openFile(fl.Path)
 	if err != nil {
 		return fl, err
 	}
 	defer f.Close()
 	st := stampOf(fi)
-	if st.Inode != fl.Stamp.Inode || st.Size < fl.Offset || (st.Size == fl.Stamp.Size && st.ModTime != fl.Stamp.ModTime) {
+	if !fl.Complete || st.Inode != fl.Stamp.Inode || st.Size < fl.Offset || (st.Size == fl.Stamp.Size && st.ModTime != fl.Stamp.ModTime) {
 		fl = File{Path: fl.Path, Summary: Summary{ID: fl.ID}}
 	}
 	fl.Stamp = st
+	if fl.Offset == 0 && headTail > 0 && min(st.Size, limit) > 2*headTail {
+		return fl, r.headTail(f, &fl, min(st.Size, limit), headTail)
+	}
+	fl.Complete = true
 	if fl.Offset >= limit {
 		return fl, nil
 	}
-	err = r.read(f, &fl, min(st.Size, limit)-fl.Offset)
+	err = r.read(f, &fl, min(st.Size, limit)-fl.Offset, false)
 	return fl, err
 }
 
+// headTail reads the complete lines of the first n bytes, then those of
+// the last n bytes of a file of size bytes (the line cut at the tail's
+// start skipped): the head gives the folder and first prompt, the tail
+// the last time, model and title. A tail without a line with a time (its
+// last lines are long: a prompt snapshot, a request shape) is read again
+// twice as long, up to maxTail or the head's end. The model is the tail's
+// last assistant's, else the head's.
+func (r *reader) headTail(f *os.File, fl *File, size, n int64) error {
+	if err := r.read(f, fl, n, false); err != nil {
+		return err
+	}
+	head := *fl
+	for tail := n; ; tail *= 2 {
+		start := max(size-tail, head.Offset)
+		*fl = head
+		fl.Offset, fl.Model, fl.Last = start, "", time.Time{}
+		if err := r.read(f, fl, size-start, start > head.Offset); err != nil {
+			return err
+		}
+		seen := !fl.Last.IsZero() // the tail holds a line with a time
+		if fl.Model == "" {
+			fl.Model = head.Model
+		}
+		if !seen {
+			fl.Last = head.Last
+		}
+		if seen || start == head.Offset || tail >= maxTail {
+			fl.Complete = start == head.Offset
+			return nil
+		}
+	}
+}
+
+// maxTail bounds headTail's tail.
+const maxTail = 4 << 20
+
 // read reads the complete lines of the next n bytes from fl.Offset; the
-// offset stops at the end of the last complete line.
-func (r *reader) read(f *os.File, fl *File, n int64) error {
+// offset stops at the end of the last complete line. dropFirst: the bytes
+// up to the first newline are the end of a line cut by the read's start,
+// not looked at.
+func (r *reader) read(f *os.File, fl *File, n int64, dropFirst bool) error {
 	if r.buf == nil {
 		r.buf = make([]byte, min(1<<20, r.maxLine))
 	}
@@ -123,8 +173,9 @@ func (r *reader) read(f *os.File, fl *File, n int64) error {
 	var (
 		off  = fl.Offset // file offset of r.buf[0]
 		end  = fl.Offset + n
-		fill = 0     // bytes of r.buf holding unread data
-		skip = false // inside a line longer than maxLine
+		fill = 0         // bytes of r.buf holding unread data
+		skip = dropFirst // inside a line not to look at (over maxLine, or cut)
+		cutLine = dropFirst
 	)
 	for off+int64(fill) < end {
 		if fill == len(r.buf) {
@@ -142,6 +193,7 @@ func (r *reader) read(f *os.File, fl *File, n int64) error {
 		want := min(int64(len(r.buf)-fill), end-off-int64(fill))
 		got, err := f.ReadAt(r.buf[fill:fill+int(want)], off+int64(fill))
 		fill += got
+		r.n += int64(got)
 		data := r.buf[:fill]
 		start := 0
 		for {
@@ -151,7 +203,10 @@ func (r *reader) read(f *os.File, fl *File, n int64) error {
 			}
 			if skip {
 				skip = false
-				fl.Skipped++
+				if !cutLine {
+					fl.Skipped++
+				}
+				cutLine = false
 			} else {
 				acc.line(data[start : start+i])
 			}

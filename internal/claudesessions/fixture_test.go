@@ -59,6 +59,28 @@ func TestIndexFixtures(t *testing.T) {
 	if rep.Read != 13 || len(x.Files()) != 13 {
 		t.Fatalf("read %d files, indexed %d; want 13", rep.Read, len(x.Files()))
 	}
+	// The listing's fields from head and tail equal those of a whole read.
+	headTail := map[string]File{}
+	for _, f := range x.Files() {
+		headTail[f.ID] = f
+	}
+	for more := true; more; {
+		if more, err = x.Deepen(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range x.Files() {
+		h := headTail[f.ID]
+		if !f.Complete {
+			t.Errorf("%s not complete after Deepen", f.ID)
+		}
+		if h.Cwd != f.Cwd || h.Title != f.Title || h.Prompt != f.Prompt || !h.First.Equal(f.First) || !h.Last.Equal(f.Last) || h.Model != f.Model {
+			t.Errorf("%s: head and tail gave %+v\nwhole read gives %+v", f.ID, h.Summary, f.Summary)
+		}
+		if h.Messages > f.Messages || (!h.Complete && h.Stamp.Size <= 2*DefaultHeadTail) {
+			t.Errorf("%s: messages %d from head and tail, %d whole (complete %v, %d bytes)", f.ID, h.Messages, f.Messages, h.Complete, h.Stamp.Size)
+		}
+	}
 	// The print-mode session resumed from another cwd: its first cwd is the original.
 	f := fileByID(t, x, "aaaaaaaa-bbbb-4ccc-8ddd-000000000001")
 	want := Summary{ID: "aaaaaaaa-bbbb-4ccc-8ddd-000000000001", Cwd: "/home/lab-a/work/fixproj", Title: "hello", TitleKind: "prompt",

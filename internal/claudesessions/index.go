@@ -29,6 +29,9 @@ type Store interface {
 const (
 	DefaultMaxLine = 8 << 20 // a line longer than this is skipped and counted
 	DefaultMaxFile = 1 << 30 // nothing past this offset of a file is read
+	// DefaultHeadTail is how much of a new file's head and tail a sync
+	// reads when the file is bigger than twice this; Deepen reads the rest.
+	DefaultHeadTail = 16 << 10
 	// DefaultRescan is how old the last full stat pass may be when a
 	// watcher reports: after it, a listing stats every file again.
 	DefaultRescan = 30 * time.Second
@@ -43,7 +46,9 @@ type Options struct {
 	Logger  *slog.Logger
 	MaxLine int // default DefaultMaxLine
 	MaxFile int64
-	Rescan  time.Duration
+	// HeadTail: see DefaultHeadTail; negative: a sync reads new files whole.
+	HeadTail int64
+	Rescan   time.Duration
 	Now     func() time.Time
 	// Workers reading files at once; default GOMAXPROCS.
 	Workers int
@@ -77,12 +82,14 @@ type Index struct {
 	// mu guards the fields below.
 	mu       sync.Mutex
 	loaded   bool
-	files    map[string]File // by path
+	files    map[string]*File // by path; a File is never changed once stored, only replaced
 	watching bool            // a watcher reports every change
 	dirty    map[string]bool // paths reported since the last sync
 	full     bool            // a full stat pass is due (overflow, new folder, start)
 	lastFull time.Time
 	report   SyncReport
+
+	deepen chan struct{} // poked when a sync left files read at head and tail only
 }
 
 // SyncReport says what the last Sync did.
@@ -111,6 +118,12 @@ func NewIndex(o Options) *Index {
 	if o.MaxFile <= 0 {
 		o.MaxFile = DefaultMaxFile
 	}
+	if o.HeadTail == 0 {
+		o.HeadTail = DefaultHeadTail
+	}
+	if o.HeadTail < 0 {
+		o.HeadTail = 0
+	}
 	if o.Rescan <= 0 {
 		o.Rescan = DefaultRescan
 	}
@@ -121,7 +134,7 @@ func NewIndex(o Options) *Index {
 		o.Workers = runtime.GOMAXPROCS(0)
 	}
 	return &Index{o: o, log: o.Logger, root: filepath.Join(o.Dir, "projects"),
-		files: map[string]File{}, dirty: map[string]bool{}, full: true}
+		files: map[string]*File{}, dirty: map[string]bool{}, full: true, deepen: make(chan struct{}, 1)}
 }
 
 // Root is the folder of the transcripts' project folders.
@@ -171,9 +184,21 @@ func (x *Index) Sync(ctx context.Context) (SyncReport, error) {
 	dirty := x.dirty
 	x.dirty = map[string]bool{}
 	x.full = false
-	known := make(map[string]File, len(x.files))
-	for p, f := range x.files {
-		known[p] = f
+	// what the sync compares with: every stamp for a full pass, the
+	// reported files' otherwise (no copy of the whole table)
+	var known map[string]*File
+	if full {
+		known = make(map[string]*File, len(x.files))
+		for p, f := range x.files {
+			known[p] = f
+		}
+	} else {
+		known = make(map[string]*File, len(dirty))
+		for p := range dirty {
+			if f, ok := x.files[p]; ok {
+				known[p] = f
+			}
+		}
 	}
 	x.mu.Unlock()
 
@@ -192,7 +217,7 @@ func (x *Index) Sync(ctx context.Context) (SyncReport, error) {
 		for p, st := range seen {
 			f, ok := known[p]
 			if !ok || f.Stamp != st {
-				cands = append(cands, candidate{f: fileFor(p, f, ok)})
+				cands = append(cands, candidate{f: fileFor(p, f)})
 			}
 		}
 		for p := range known {
@@ -215,11 +240,11 @@ func (x *Index) Sync(ctx context.Context) (SyncReport, error) {
 				continue
 			}
 			if !ok || f.Stamp != stampOf(fi) {
-				cands = append(cands, candidate{f: fileFor(p, f, ok)})
+				cands = append(cands, candidate{f: fileFor(p, f)})
 			}
 		}
 	}
-	changed := x.readAll(ctx, cands, &rep)
+	changed := x.readAll(ctx, cands, x.o.HeadTail, &rep)
 	rep.Removed = len(removed)
 	if len(changed) > 0 || len(removed) > 0 {
 		if err := x.o.Store.SaveClaudeFiles(ctx, changed, removed); err != nil {
@@ -231,8 +256,8 @@ func (x *Index) Sync(ctx context.Context) (SyncReport, error) {
 		}
 	}
 	x.mu.Lock()
-	for _, f := range changed {
-		x.files[f.Path] = f
+	for i := range changed {
+		x.files[changed[i].Path] = &changed[i]
 	}
 	for _, p := range removed {
 		delete(x.files, p)
@@ -243,24 +268,106 @@ func (x *Index) Sync(ctx context.Context) (SyncReport, error) {
 	rep.Took = x.o.Now().Sub(start)
 	x.report = rep
 	x.mu.Unlock()
+	for _, f := range changed {
+		if !f.Complete {
+			x.pokeDeepen()
+			break
+		}
+	}
 	return rep, nil
+}
+
+func (x *Index) pokeDeepen() {
+	select {
+	case x.deepen <- struct{}{}:
+	default:
+	}
+}
+
+// complete reads path whole now if a sync read it at head and tail only
+// (a caller that shows one session wants its exact counts).
+func (x *Index) complete(ctx context.Context, path string) error {
+	x.syncMu.Lock()
+	defer x.syncMu.Unlock()
+	x.mu.Lock()
+	f, ok := x.files[path]
+	x.mu.Unlock()
+	if !ok || f.Complete {
+		return nil
+	}
+	var rep SyncReport
+	changed := x.readAll(ctx, []candidate{{f: *f}}, 0, &rep)
+	if len(changed) == 0 {
+		return nil // unreadable: the listing's summary stands
+	}
+	if err := x.o.Store.SaveClaudeFiles(ctx, changed, nil); err != nil {
+		return fmt.Errorf("save claude sessions index: %w", err)
+	}
+	x.mu.Lock()
+	x.files[path] = &changed[0]
+	x.mu.Unlock()
+	return nil
+}
+
+// DeepenBatch is how many files one Deepen call reads whole.
+const DeepenBatch = 128
+
+// Deepen reads whole up to DeepenBatch of the files a sync read at head
+// and tail only, saves them, and reports whether some are left. It holds
+// the sync lock while it reads (a listing waits for one batch at most).
+// Run calls it in the background until none is left.
+func (x *Index) Deepen(ctx context.Context) (more bool, err error) {
+	x.syncMu.Lock()
+	defer x.syncMu.Unlock()
+	x.mu.Lock()
+	var cands []candidate
+	for _, f := range x.files {
+		if !f.Complete {
+			if len(cands) == DeepenBatch {
+				more = true
+				break
+			}
+			cands = append(cands, candidate{f: *f})
+		}
+	}
+	x.mu.Unlock()
+	if len(cands) == 0 {
+		return false, nil
+	}
+	var rep SyncReport
+	changed := x.readAll(ctx, cands, 0, &rep)
+	if len(changed) > 0 {
+		if err := x.o.Store.SaveClaudeFiles(ctx, changed, nil); err != nil {
+			return true, fmt.Errorf("save claude sessions index: %w", err)
+		}
+	}
+	x.mu.Lock()
+	for i := range changed {
+		x.files[changed[i].Path] = &changed[i]
+	}
+	x.mu.Unlock()
+	if rep.Errors > 0 && len(changed) == 0 {
+		return false, nil // unreadable now: the next sync's full pass sees them again
+	}
+	return more, nil
 }
 
 type candidate struct {
 	f   File
 	err error
+	n   int64 // bytes read
 }
 
-func fileFor(path string, f File, ok bool) File {
-	if ok {
-		return f
+func fileFor(path string, f *File) File {
+	if f != nil {
+		return *f
 	}
 	return File{Path: path, Summary: Summary{ID: strings.TrimSuffix(filepath.Base(path), ".jsonl")}}
 }
 
 // readAll reads the candidates with o.Workers goroutines (owned here:
 // all have returned when it returns) and returns the files that read.
-func (x *Index) readAll(ctx context.Context, cands []candidate, rep *SyncReport) []File {
+func (x *Index) readAll(ctx context.Context, cands []candidate, headTail int64, rep *SyncReport) []File {
 	if len(cands) == 0 {
 		return nil
 	}
@@ -273,8 +380,9 @@ func (x *Index) readAll(ctx context.Context, cands []candidate, rep *SyncReport)
 		wg.Go(func() {
 			r := reader{maxLine: x.o.MaxLine}
 			for i := range next {
-				f, err := r.update(cands[i].f, x.o.MaxFile)
-				out[i] = candidate{f: f, err: err}
+				before := r.n
+				f, err := r.update(cands[i].f, x.o.MaxFile, headTail)
+				out[i] = candidate{f: f, err: err, n: r.n - before}
 			}
 		})
 	}
@@ -287,7 +395,7 @@ func (x *Index) readAll(ctx context.Context, cands []candidate, rep *SyncReport)
 	close(next)
 	wg.Wait()
 	var changed []File
-	for i, c := range out {
+	for _, c := range out {
 		if c.f.Path == "" { // not reached: ctx ended
 			continue
 		}
@@ -299,12 +407,7 @@ func (x *Index) readAll(ctx context.Context, cands []candidate, rep *SyncReport)
 			continue
 		}
 		rep.Read++
-		old := cands[i].f
-		if c.f.Offset >= old.Offset && c.f.Stamp.Inode == old.Stamp.Inode {
-			rep.Bytes += c.f.Offset - old.Offset
-		} else {
-			rep.Bytes += c.f.Offset
-		}
+		rep.Bytes += c.n
 		changed = append(changed, c.f)
 	}
 	return changed
@@ -373,7 +476,7 @@ func (x *Index) load(ctx context.Context) error {
 			other = append(other, f.Path)
 			continue
 		}
-		x.files[f.Path] = f
+		x.files[f.Path] = &f
 	}
 	x.loaded = true
 	x.mu.Unlock()
@@ -390,6 +493,17 @@ func (x *Index) Files() []File {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	out := make([]File, 0, len(x.files))
+	for _, f := range x.files {
+		out = append(out, *f)
+	}
+	return out
+}
+
+// snapshot returns the indexed files, shared: callers must not change them.
+func (x *Index) snapshot() []*File {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]*File, 0, len(x.files))
 	for _, f := range x.files {
 		out = append(out, f)
 	}

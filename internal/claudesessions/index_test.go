@@ -71,8 +71,8 @@ func TestIndexIncremental(t *testing.T) {
 	partial := `{"type":"assistant","timest`
 	writeT(t, p, more+partial, true)
 	rep, _ = x.Sync(ctx)
-	if rep.Read != 1 || rep.Bytes != int64(len(more)) {
-		t.Errorf("append: read %d files, %d bytes; want 1 file, %d bytes (the new complete line only)", rep.Read, rep.Bytes, len(more))
+	if rep.Read != 1 || rep.Bytes != int64(len(more+partial)) {
+		t.Errorf("append: read %d files, %d bytes; want 1 file, %d bytes (what was appended only)", rep.Read, rep.Bytes, len(more+partial))
 	}
 	f := fileByID(t, x, sid1)
 	if f.Messages != 3 || f.Model != "claude-sonnet-5-5" || f.Last.Hour() != 11 || f.Cwd != "/w/a" || f.Title != "fix the parser" || f.Skipped != 0 {

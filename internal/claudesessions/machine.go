@@ -91,44 +91,47 @@ type Listing struct {
 }
 
 // List syncs the index, reads the registry and answers q, newest first.
+// Only the sessions it returns are looked at beyond their summary.
 func (m *Machine) List(ctx context.Context, q Query) (Listing, error) {
 	rep, err := m.Index.Sync(ctx)
 	if err != nil {
 		return Listing{}, err
 	}
 	snap := m.Reg.Read()
-	agents := m.agents(ctx)
-	projects := m.projects()
-	var out []Session
 	search := strings.ToLower(q.Search)
-	for _, f := range m.Index.Files() {
+	var sel []*File
+	for _, f := range m.Index.snapshot() {
 		if q.Project != "" && !within(f.Cwd, q.Project) {
 			continue
 		}
 		if search != "" && !matches(f, search) {
 			continue
 		}
-		s := m.session(f, snap, agents, projects)
-		if q.Live && !s.Live {
+		if _, live := snap.Sessions[f.ID]; q.Live && !live {
 			continue
 		}
-		out = append(out, s)
+		sel = append(sel, f)
 	}
-	slices.SortFunc(out, func(a, b Session) int {
+	slices.SortFunc(sel, func(a, b *File) int {
 		if c := b.Last.Compare(a.Last); c != 0 {
 			return c
 		}
-		return strings.Compare(a.ID, b.ID)
+		return strings.Compare(a.Path, b.Path)
 	})
-	l := Listing{Total: len(out), Sync: rep, Unknown: snap.Unknown}
-	if q.Limit > 0 && len(out) > q.Limit {
-		out = out[:q.Limit]
+	l := Listing{Total: len(sel), Sync: rep, Unknown: snap.Unknown}
+	if q.Limit > 0 && len(sel) > q.Limit {
+		sel = sel[:q.Limit]
 	}
-	l.Sessions = out
+	agents := m.agents(ctx)
+	projects := m.projects()
+	l.Sessions = make([]Session, 0, len(sel))
+	for _, f := range sel {
+		l.Sessions = append(l.Sessions, m.session(*f, snap, agents, projects))
+	}
 	return l, nil
 }
 
-func matches(f File, s string) bool {
+func matches(f *File, s string) bool {
 	for _, v := range []string{f.Title, f.Prompt, f.Cwd, f.ID} {
 		if strings.Contains(strings.ToLower(v), s) {
 			return true
@@ -210,9 +213,9 @@ func (m *Machine) Get(ctx context.Context, id string) (Session, error) {
 		return Session{}, err
 	}
 	var found []File
-	for _, f := range m.Index.Files() {
+	for _, f := range m.Index.snapshot() {
 		if f.ID == id {
-			found = append(found, f)
+			found = append(found, *f)
 		}
 	}
 	if len(found) == 0 {
@@ -220,7 +223,18 @@ func (m *Machine) Get(ctx context.Context, id string) (Session, error) {
 	}
 	// The same id in two folders (a copied file): the oldest is the original.
 	slices.SortFunc(found, func(a, b File) int { return a.First.Compare(b.First) })
-	return m.session(found[0], m.Reg.Read(), m.agents(ctx), m.projects()), nil
+	f := found[0]
+	if !f.Complete {
+		if err := m.Index.complete(ctx, f.Path); err != nil {
+			return Session{}, err
+		}
+		for _, g := range m.Index.snapshot() {
+			if g.Path == f.Path {
+				f = *g
+			}
+		}
+	}
+	return m.session(f, m.Reg.Read(), m.agents(ctx), m.projects()), nil
 }
 
 // LiveError is the refusal to resume a live session (C9).

@@ -10,40 +10,52 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// Watch follows Root with an fsnotify watcher and reports to the index
-// (Watching, Changed) until ctx ends; it owns the watcher and closes it
-// when it returns. The watches: Claude's config folder (for projects/ to
-// appear), projects/ and each project folder in it. When a watch cannot be
-// added (inotify's limit) the index is told it is not watching: every
-// listing then stats every file, slower but right. It returns nil when ctx
-// ends, and nil at once (not watching) when no watcher can be made.
-func (x *Index) Watch(ctx context.Context) error {
+// Run is the index's background work, until ctx ends: it follows Root
+// with an fsnotify watcher and reports to the index (Watching, Changed),
+// and reads whole, batch by batch (Deepen), the files a sync read at head
+// and tail only. It owns the watcher and closes it when it returns. The
+// watches: Claude's config folder (for projects/ to appear), projects/ and
+// each project folder in it. When a watch cannot be added (inotify's
+// limit) or no watcher can be made, the index is told it is not watching:
+// every listing then stats every file, slower but right. It returns nil
+// when ctx ends.
+func (x *Index) Run(ctx context.Context) error {
+	var events <-chan fsnotify.Event
+	var errs <-chan error
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		x.log.Warn("watch claude sessions: no file watcher, every listing stats every transcript", "err", err)
-		return nil
+	} else {
+		defer w.Close()
+		defer x.Watching(false)
+		x.Watching(x.addWatches(w))
+		events, errs = w.Events, w.Errors
 	}
-	defer w.Close()
-	defer x.Watching(false)
-	ok := x.addWatches(w)
-	x.Watching(ok)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case err, open := <-w.Errors:
-			if !open {
-				return nil
+		case <-x.deepen:
+			more, err := x.Deepen(ctx)
+			if err != nil && ctx.Err() == nil {
+				x.log.Warn("index claude sessions", "err", err)
 			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				x.Changed("")
+			if more {
+				x.pokeDeepen() // one batch at a time: events are handled in between
+			}
+		case err, open := <-errs:
+			if !open {
+				errs = nil
 				continue
 			}
-			x.log.Warn("watch claude sessions", "err", err)
+			if !errors.Is(err, fsnotify.ErrEventOverflow) {
+				x.log.Warn("watch claude sessions", "err", err)
+			}
 			x.Changed("")
-		case ev, open := <-w.Events:
+		case ev, open := <-events:
 			if !open {
-				return nil
+				events = nil
+				continue
 			}
 			x.event(w, ev)
 		}

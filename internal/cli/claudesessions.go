@@ -71,7 +71,11 @@ func sessionsCmd(g *globals) *cobra.Command {
 				if s.Agent != nil {
 					title = "[troupe " + string(s.Agent.Agent) + "] " + title
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.ID, when(s.Last), s.Messages, state, folder, oneLine(title, 70))
+				msgs := fmt.Sprint(s.Messages)
+				if s.MessagesPartial {
+					msgs = "≥" + msgs // still being counted
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, when(s.Last), msgs, state, folder, oneLine(title, 70))
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -290,7 +290,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	})
 	wg.Go(func() {
-		if err := claude.Index.Watch(runCtx); err != nil {
+		if err := claude.Index.Run(runCtx); err != nil {
 			log.Error("claude sessions watcher stopped", "err", err)
 		}
 	})

@@ -17,7 +17,7 @@ var (
 
 // ClaudeFiles implements claudesessions.Store: every row of claude_files.
 func (db *DB) ClaudeFiles(ctx context.Context) ([]claudesessions.File, error) {
-	rows, err := db.r.QueryContext(ctx, `SELECT path, session_id, size, mtime, inode, read_to, cwd, title, title_kind,
+	rows, err := db.r.QueryContext(ctx, `SELECT path, session_id, size, mtime, inode, read_to, complete, cwd, title, title_kind,
 		prompt, version, git_branch, first_at, last_at, messages, model, skipped FROM claude_files`)
 	if err != nil {
 		return nil, fmt.Errorf("read claude sessions index: %w", err)
@@ -27,7 +27,7 @@ func (db *DB) ClaudeFiles(ctx context.Context) ([]claudesessions.File, error) {
 	for rows.Next() {
 		var f claudesessions.File
 		var inode, first, last int64
-		if err := rows.Scan(&f.Path, &f.ID, &f.Stamp.Size, &f.Stamp.ModTime, &inode, &f.Offset, &f.Cwd, &f.Title, &f.TitleKind,
+		if err := rows.Scan(&f.Path, &f.ID, &f.Stamp.Size, &f.Stamp.ModTime, &inode, &f.Offset, &f.Complete, &f.Cwd, &f.Title, &f.TitleKind,
 			&f.Prompt, &f.Version, &f.GitBranch, &first, &last, &f.Messages, &f.Model, &f.Skipped); err != nil {
 			return nil, fmt.Errorf("read claude sessions index: %w", err)
 		}
@@ -61,15 +61,15 @@ func claudeNanos(t time.Time) int64 {
 func (db *DB) SaveClaudeFiles(ctx context.Context, changed []claudesessions.File, removed []string) error {
 	err := db.writeRelaxed(ctx, func(tx *sql.Tx) error {
 		if len(changed) > 0 {
-			ins, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO claude_files (path, session_id, size, mtime, inode, read_to,
+			ins, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO claude_files (path, session_id, size, mtime, inode, read_to, complete,
 				cwd, title, title_kind, prompt, version, git_branch, first_at, last_at, messages, model, skipped)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 			if err != nil {
 				return err
 			}
 			defer ins.Close()
 			for _, f := range changed {
-				if _, err := ins.ExecContext(ctx, f.Path, f.ID, f.Stamp.Size, f.Stamp.ModTime, int64(f.Stamp.Inode), f.Offset,
+				if _, err := ins.ExecContext(ctx, f.Path, f.ID, f.Stamp.Size, f.Stamp.ModTime, int64(f.Stamp.Inode), f.Offset, f.Complete,
 					f.Cwd, f.Title, f.TitleKind, f.Prompt, f.Version, f.GitBranch, claudeNanos(f.First), claudeNanos(f.Last),
 					f.Messages, f.Model, f.Skipped); err != nil {
 					return err

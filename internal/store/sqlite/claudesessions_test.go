@@ -17,7 +17,7 @@ func TestClaudeFilesRoundTrip(t *testing.T) {
 	db := openTest(t, path)
 	first := time.Date(2026, 11, 29, 18, 19, 41, 233e6, time.UTC)
 	a := claudesessions.File{Path: "/h/.claude/projects/-x/a.jsonl", Stamp: claudesessions.Stamp{Size: 10, ModTime: 99, Inode: 1 << 63},
-		Offset: 8, Summary: claudesessions.Summary{ID: "a", Cwd: "/x", Title: "t", TitleKind: "ai", Prompt: "p", Version: "2.1.328",
+		Offset: 8, Complete: true, Summary: claudesessions.Summary{ID: "a", Cwd: "/x", Title: "t", TitleKind: "ai", Prompt: "p", Version: "2.1.328",
 			GitBranch: "main", First: first, Last: first.Add(time.Minute), Messages: 4, Model: "m", Skipped: 2}}
 	b := claudesessions.File{Path: "/h/.claude/projects/-x/b.jsonl", Summary: claudesessions.Summary{ID: "b"}}
 	if err := db.SaveClaudeFiles(ctx, []claudesessions.File{a, b}, nil); err != nil {

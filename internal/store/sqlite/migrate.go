@@ -258,6 +258,7 @@ var migrations = []migration{
 				mtime      INTEGER NOT NULL, -- unix nanoseconds
 				inode      INTEGER NOT NULL,
 				read_to    INTEGER NOT NULL, -- end of the last complete line read
+				complete   INTEGER NOT NULL, -- 1: read whole; 0: head and tail only (counts a lower bound)
 				cwd        TEXT NOT NULL,
 				title      TEXT NOT NULL,
 				title_kind TEXT NOT NULL,
