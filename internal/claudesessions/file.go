@@ -171,10 +171,10 @@ func (r *reader) read(f *os.File, fl *File, n int64, dropFirst bool) error {
 	acc := accumulator{fl: fl}
 	defer acc.finish()
 	var (
-		off  = fl.Offset // file offset of r.buf[0]
-		end  = fl.Offset + n
-		fill = 0         // bytes of r.buf holding unread data
-		skip = dropFirst // inside a line not to look at (over maxLine, or cut)
+		off     = fl.Offset // file offset of r.buf[0]
+		end     = fl.Offset + n
+		fill    = 0         // bytes of r.buf holding unread data
+		skip    = dropFirst // inside a line not to look at (over maxLine, or cut)
 		cutLine = dropFirst
 	)
 	for off+int64(fill) < end {

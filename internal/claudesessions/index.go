@@ -49,7 +49,7 @@ type Options struct {
 	// HeadTail: see DefaultHeadTail; negative: a sync reads new files whole.
 	HeadTail int64
 	Rescan   time.Duration
-	Now     func() time.Time
+	Now      func() time.Time
 	// Workers reading files at once; default GOMAXPROCS.
 	Workers int
 }
@@ -83,9 +83,9 @@ type Index struct {
 	mu       sync.Mutex
 	loaded   bool
 	files    map[string]*File // by path; a File is never changed once stored, only replaced
-	watching bool            // a watcher reports every change
-	dirty    map[string]bool // paths reported since the last sync
-	full     bool            // a full stat pass is due (overflow, new folder, start)
+	watching bool             // a watcher reports every change
+	dirty    map[string]bool  // paths reported since the last sync
+	full     bool             // a full stat pass is due (overflow, new folder, start)
 	lastFull time.Time
 	report   SyncReport
 
