@@ -46,6 +46,9 @@ var targets = []target{
 	{bench: "internal/mcp BenchmarkMCPListAgents", metric: "p50-ms", value: 1.5},
 	{bench: "internal/runtime BenchmarkWakeLatency", metric: "p99-ms", value: 50},
 	{bench: "internal/store/sqlite BenchmarkInboxAppend", metric: "msgs/s", value: 2000, min: true},
+	{bench: "internal/claudesessions BenchmarkClaudeIndexCold/sessions=10000/size=2GB/read=headtail", metric: "ms/op", value: 3000},
+	{bench: "internal/claudesessions BenchmarkClaudeListWarm/sessions=10000/size=2GB/watched=true", metric: "ms/op", value: 100},
+	{bench: "internal/claudesessions BenchmarkClaudeAppendReread/sessions=10000/size=2GB", metric: "ms/op", value: 5},
 }
 
 // ratio compares a benchmark run at two sizes: the median of metric at the
