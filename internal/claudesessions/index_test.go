@@ -184,3 +184,16 @@ func TestIndexWatchedSyncStatsReportedOnly(t *testing.T) {
 		t.Errorf("overflow: %+v, want a full pass", rep)
 	}
 }
+
+// CLAUDE_CONFIG_DIR wins over HOME, as in the CLI.
+func TestConfigDir(t *testing.T) {
+	env := map[string]string{"HOME": "/home/p"}
+	get := func(k string) string { return env[k] }
+	if d, err := ConfigDir(get); err != nil || d != "/home/p/.claude" {
+		t.Errorf("HOME only: %q, %v", d, err)
+	}
+	env["CLAUDE_CONFIG_DIR"] = "/etc/cc"
+	if d, err := ConfigDir(get); err != nil || d != "/etc/cc" {
+		t.Errorf("CLAUDE_CONFIG_DIR: %q, %v", d, err)
+	}
+}
