@@ -40,6 +40,11 @@ func (db *DB) SetSessionID(ctx context.Context, k troupe.RuntimeKey, eng troupe.
 			ON CONFLICT (project, agent) DO UPDATE SET engine = excluded.engine,
 				session_id = excluded.session_id, updated_at = excluded.updated_at`,
 			string(k.Project), string(k.Agent), string(eng), id, now)
+		if err != nil || eng != troupe.EngineClaude {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO claude_agent_sessions (session_id, project, agent, seen_at)
+			VALUES (?, ?, ?, ?)`, id, string(k.Project), string(k.Agent), now)
 		return err
 	})
 	if err != nil {
