@@ -55,6 +55,7 @@ type actor struct {
 	actAt      time.Time     // last activity seen by the actor itself (turn starts, tool results)
 	toolCalls  int           // troupe tool calls of this agent in flight
 	waiting    int           // permission requests of this agent waiting on the person
+	blocked    bool          // its terminal shows a dialog troupe does not know (EventBlocked)
 	starting   bool          // its engine's session is starting (a CLI's start takes seconds)
 	restart    bool          // the definition changed: new session at the next boundary
 	engine     troupe.Engine // the session's engine, recorded with its conversation id
@@ -129,7 +130,7 @@ func (a *actor) status() (troupe.AgentState, string) {
 func (a *actor) activity() engine.Activity {
 	a.mu.Lock()
 	act := engine.Activity{At: a.actAt}
-	if a.toolCalls > 0 || a.waiting > 0 || a.starting {
+	if a.toolCalls > 0 || a.waiting > 0 || a.starting || a.blocked {
 		act.At = time.Now()
 	}
 	s := a.sess
@@ -366,6 +367,22 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 			}
 			a.rt.publish(a.key, events.AgentPermission{Turn: ev.Turn, ID: p.ID, Tool: p.Tool, Title: p.Title,
 				Input: in, Cut: cut, State: st, Allow: d.Allow, Reason: d.Reason})
+		}
+	case engine.EventBlocked:
+		// A terminal agent's unknown dialog waits on the person, like a
+		// permission request: blocked (never idle), not silent.
+		a.mu.Lock()
+		a.blocked = ev.Text != ""
+		busy := a.turn != nil
+		a.mu.Unlock()
+		switch {
+		case ev.Text != "":
+			text, _ := events.Clip(ev.Text)
+			a.setState(troupe.StateBlocked, text)
+		case busy:
+			a.setState(troupe.StateBusy, "")
+		default:
+			a.setState(troupe.StateIdle, "")
 		}
 	case engine.EventTurnEnd:
 		t := a.currentTurn()

@@ -60,6 +60,7 @@ type Emulator struct {
 	vt    *vt.Emulator
 	title string
 	alt   bool
+	paste bool // the program turned bracketed paste on (DECSET 2004)
 
 	pw        *io.PipeWriter // the emulator's reply pipe, closed by Close
 	drainDone chan struct{}
@@ -76,6 +77,16 @@ func NewEmulator(cols, rows int, reply func([]byte)) *Emulator {
 	e.vt.SetCallbacks(vt.Callbacks{
 		Title:     func(t string) { e.title = t }, // called inside Write, mu held
 		AltScreen: func(on bool) { e.alt = on },
+		EnableMode: func(m ansi.Mode) {
+			if m == ansi.ModeBracketedPaste {
+				e.paste = true
+			}
+		},
+		DisableMode: func(m ansi.Mode) {
+			if m == ansi.ModeBracketedPaste {
+				e.paste = false
+			}
+		},
 	})
 	e.fixEraseDisplay()
 	// The reply pipe is synchronous: a query blocks Write until someone
@@ -142,6 +153,13 @@ func (e *Emulator) Write(p []byte) (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.vt.Write(p)
+}
+
+// BracketedPaste reports whether the program turned bracketed paste on.
+func (e *Emulator) BracketedPaste() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.paste
 }
 
 // Resize changes the emulator's size.

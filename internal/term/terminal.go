@@ -323,11 +323,19 @@ func (t *Terminal) Write(ctx context.Context, b []byte) error {
 }
 
 // Paste writes text as a bracketed paste (so a TUI takes it as text, its
-// newlines included, not as keys). Escape and other control characters
-// but newline and tab are removed first: a message holding the end of
-// paste sequence could otherwise type keys into the program.
+// newlines included, not as keys) when the program turned bracketed paste
+// on, else as one typed line. Escape and other control characters but newline
+// and tab are removed first: a message holding the end of paste sequence
+// could otherwise type keys into the program.
 func (t *Terminal) Paste(ctx context.Context, text string) error {
-	return t.Write(ctx, []byte("\x1b[200~"+PasteSafe(text)+"\x1b[201~"))
+	text = PasteSafe(text)
+	if !t.emu.BracketedPaste() {
+		// Typed: a newline would be Enter and a tab completion, so the
+		// text goes as one line.
+		text = strings.Join(strings.Fields(text), " ")
+		return t.Write(ctx, []byte(text))
+	}
+	return t.Write(ctx, []byte("\x1b[200~"+text+"\x1b[201~"))
 }
 
 // PasteSafe is text without the control characters that could end a

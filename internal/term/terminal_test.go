@@ -25,7 +25,7 @@ func waitText(t *testing.T, term *Terminal, want string) Screen {
 // program, an attached viewer getting the snapshot and the stream, and a
 // stop by escalation that reaps the child.
 func TestTerminalREPL(t *testing.T) {
-	script := `stty -echo; printf 'ready> '; while IFS= read -r line; do
+	script := `stty -echo; printf "\\033[?2004h"; printf 'ready> '; while IFS= read -r line; do
 case "$line" in size) stty size;; *) printf 'got[%s]\n' "$line";; esac; printf 'ready> '; done`
 	term, err := Start(Options{Argv: []string{"/bin/sh", "-c", script}, Env: []string{"PATH=" + os.Getenv("PATH")}, Cols: 80, Rows: 24, StopTimeout: 200 * time.Millisecond})
 	if err != nil {
