@@ -230,6 +230,7 @@ type generic struct {
 func newGeneric(p patterns) *generic { return &generic{p: p, changedAt: time.Now()} }
 
 func (g *generic) Poll() time.Duration   { return Settle / 2 }
+func (g *generic) TakeOutput() []string  { return nil }
 func (g *generic) InterruptKeys() []byte { return []byte(g.p.interrupt) }
 
 func (g *generic) Quit(ctx context.Context, w Writer) {
@@ -301,4 +302,3 @@ func (g *generic) TurnEnded(s term.Screen, interrupting bool) (bool, string, str
 	from := min(g.startRow+1, len(lines))
 	return true, strings.TrimSpace(strings.Join(lines[from:], "\n")), ""
 }
-

@@ -17,12 +17,14 @@ import (
 // replScript is a small scripted REPL: it answers each line after a
 // "working..." spell, asks a question of its own on "dialog", and sleeps
 // on "slow" until interrupted (Ctrl-C ends the spell, not the REPL).
-const replScript = `trap 'printf "\r\033[K"; echo cancelled' INT
+const replScript = `trap 'cancelled=1' INT
 printf 'repl> '
 while IFS= read -r line; do
   case "$line" in
     *dialog*) printf 'Overwrite everything? [y/n] '; read -r a; echo "you said $a";;
-    *slow*) printf 'working...'; sleep 30 & wait $!;;
+    *slow*) cancelled=; printf 'working...'
+      for i in $(seq 300); do sleep 0.1; [ -n "$cancelled" ] && break; done
+      printf '\r\033[K'; echo cancelled;;
     *) printf 'working...'; sleep 0.2; printf '\r\033[K'; echo "answer: $(echo "$line" | tr a-z A-Z)";;
   esac
   printf 'repl> '

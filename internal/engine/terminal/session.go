@@ -25,6 +25,12 @@ const pasteSettle = 2 * time.Second
 // maxDialogSteps bounds the keys pressed to reach one dialog's option.
 const maxDialogSteps = 12
 
+// dialogPace is the least time between two keys answering a dialog: a
+// TUI that draws the moved marker may not have taken the move yet (Claude
+// Code's trust dialog, given Down then Enter at once, exits "not
+// trusted").
+const dialogPace = 400 * time.Millisecond
+
 // State is what a program is doing, as a Driver reads it.
 type State int
 
@@ -63,6 +69,10 @@ type Driver interface {
 	// final text, or why it failed. interrupting: the session sent the
 	// interrupt keys.
 	TurnEnded(s term.Screen, interrupting bool) (ended bool, text, failure string)
+	// TakeOutput returns what the agent wrote since the last call, in
+	// chunks, while its turn runs (nil when the driver reads no output
+	// before the turn ends: the turn's final text is then its output).
+	TakeOutput() []string
 	// InterruptKeys stop a running turn (Esc for Claude Code).
 	InterruptKeys() []byte
 	// Quit asks the program to exit its own way (/exit, Ctrl-D) before
@@ -156,6 +166,9 @@ func NewSession(spec SessionSpec) *Session {
 	if spec.Bump != nil {
 		spec.Bump(s.Bump)
 	}
+	if a, ok := spec.Driver.(interface{ SetBump(func()) }); ok {
+		a.SetBump(s.Bump) // what the driver reads is activity too
+	}
 	go s.loop()
 	go s.watch()
 	return s
@@ -246,6 +259,8 @@ type loopState struct {
 	blocked      string // the reason last reported with EventBlocked
 	dialogSteps  int
 	lastDialog   string
+	lastKeyAt    time.Time // the last key answering a dialog
+	outputs      int       // output events of the submitted turn
 }
 
 // loop reads the screen after every change, poll, Send or Interrupt and
@@ -289,8 +304,7 @@ func (s *Session) step(ctx context.Context, ls *loopState) time.Duration {
 
 	switch obs.State {
 	case Dialog:
-		s.answerDialog(ctx, ls, scr, obs)
-		return 0
+		return s.answerDialog(ctx, ls, scr, obs)
 	case Blocked:
 		if ls.blocked != obs.Why {
 			ls.blocked = obs.Why
@@ -327,6 +341,10 @@ func (s *Session) step(ctx context.Context, ls *loopState) time.Duration {
 	}
 
 	if ls.submitted == turn {
+		for _, out := range s.d.TakeOutput() {
+			ls.outputs++
+			s.Emit(engine.Event{Kind: engine.EventOutput, Turn: turn, Text: out})
+		}
 		if interrupt && !ls.interrupting {
 			ls.interrupting = true
 			if err := s.t.Write(ctx, s.d.InterruptKeys()); err != nil {
@@ -340,7 +358,14 @@ func (s *Session) step(ctx context.Context, ls *loopState) time.Duration {
 		if ls.interrupting && failure == "" {
 			failure = "interrupted"
 		}
-		ls.submitted, ls.interrupting = "", false
+		for _, out := range s.d.TakeOutput() {
+			ls.outputs++
+			s.Emit(engine.Event{Kind: engine.EventOutput, Turn: turn, Text: out})
+		}
+		if ls.outputs == 0 && text != "" && failure == "" {
+			s.Emit(engine.Event{Kind: engine.EventOutput, Turn: turn, Text: text})
+		}
+		ls.submitted, ls.interrupting, ls.outputs = "", false, 0
 		s.endTurn(turn, text, failure)
 		return 0
 	}
@@ -360,7 +385,7 @@ func (s *Session) step(ctx context.Context, ls *loopState) time.Duration {
 			return 0
 		}
 		ls.pasted = false
-		ls.submitted = turn
+		ls.submitted, ls.outputs = turn, 0
 		s.Mu.Lock()
 		s.pending = nil
 		s.Mu.Unlock()
@@ -402,9 +427,6 @@ func pasteShown(scr term.Screen, in *engine.Input) bool {
 
 // endTurn ends the running turn turn with its text or failure.
 func (s *Session) endTurn(turn troupe.TurnID, text, failure string) {
-	if text != "" && failure == "" {
-		s.Emit(engine.Event{Kind: engine.EventOutput, Turn: turn, Text: text})
-	}
 	s.Mu.Lock()
 	cur, _ := s.TurnLocked()
 	if cur != turn {
@@ -422,7 +444,10 @@ func (s *Session) endTurn(turn troupe.TurnID, text, failure string) {
 // choose, or presses Enter once it is on it: one key per step, each step
 // after the screen changed. A dialog it cannot answer after
 // maxDialogSteps keys is reported blocked.
-func (s *Session) answerDialog(ctx context.Context, ls *loopState, scr term.Screen, obs Observation) {
+func (s *Session) answerDialog(ctx context.Context, ls *loopState, scr term.Screen, obs Observation) time.Duration {
+	if wait := dialogPace - time.Since(ls.lastKeyAt); wait > 0 {
+		return wait
+	}
 	key := obs.Keys
 	if obs.Choose != "" {
 		key = selectKey(scr, obs.Choose)
@@ -439,12 +464,14 @@ func (s *Session) answerDialog(ctx context.Context, ls *loopState, scr term.Scre
 			s.Emit(engine.Event{Kind: engine.EventBlocked, Turn: s.CurrentTurn(),
 				Text: fmt.Sprintf("%s; attach to answer it (troupe attach %s). The screen:\n%s", why, s.name, scr.Text())})
 		}
-		return
+		return 0
 	}
 	s.log.Debug("answering a dialog", "choose", obs.Choose, "key", fmt.Sprintf("%q", key))
 	if err := s.t.Write(ctx, key); err != nil {
 		s.log.Warn("answer dialog", "err", err)
 	}
+	ls.lastKeyAt = time.Now()
+	return dialogPace
 }
 
 // Keys of a dialog.
