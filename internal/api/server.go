@@ -117,6 +117,7 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("GET /api/events", s.events)
 	s.routeTasks()
 	s.routeAgentControl()
+	s.routeTerminal()
 	s.routePermissions()
 	s.routeWorktrees()
 	s.mux.HandleFunc("GET /api/projects/{id}/agents/{agent}/log", s.agentLog)

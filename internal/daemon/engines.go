@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/engine/claude"
 	"github.com/troupe-dev/troupe/internal/engine/codex"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
+	"github.com/troupe-dev/troupe/internal/engine/terminal"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -31,6 +32,7 @@ func newEngines(cfg Config, log *slog.Logger) (map[troupe.Engine]engine.Engine, 
 		troupe.EngineCodex:    codex.New(codex.Options{Logger: log}),
 		troupe.EngineACP:      acp.New(acp.Options{Logger: log}),
 		troupe.EngineOpenCode: acp.NewOpenCode(acp.Options{Logger: log}),
+		troupe.EngineTerminal: terminal.New(terminal.Options{Logger: log}),
 	}, nil
 }
 

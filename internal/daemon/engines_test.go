@@ -22,7 +22,7 @@ func TestEngineNotBuiltIsATeamError(t *testing.T) {
 	for _, eng := range []string{"openai"} {
 		src := "[[agent]]\nname = \"lead\"\nengine = \"fake\"\n\n[[agent]]\nname = \"b\"\nengine = \"" + eng + "\"\n"
 		_, err := project.ParseTeamChecked(".troupe/team.toml", []byte(src), check)
-		want := `.troupe/team.toml:7: agent "b": engine: "` + eng + `" is not built into this troupe (this build has: claude, codex, opencode, acp, fake): use one of these`
+		want := `.troupe/team.toml:7: agent "b": engine: "` + eng + `" is not built into this troupe (this build has: claude, codex, opencode, acp, terminal, fake): use one of these`
 		if err == nil || err.Error() != want {
 			t.Errorf("engine %s: err = %v\nwant %s", eng, err, want)
 		}
