@@ -2,8 +2,10 @@ package term
 
 import (
 	"io"
+	"reflect"
 	"strings"
 	"sync"
+	"unsafe"
 
 	uv "github.com/charmbracelet/ultraviolet"
 	"github.com/charmbracelet/x/ansi"
@@ -74,6 +76,7 @@ func NewEmulator(cols, rows int, reply func([]byte)) *Emulator {
 	cols, rows = max(cols, 1), max(rows, 1)
 	e := &Emulator{vt: vt.NewEmulator(cols, rows), drainDone: make(chan struct{})}
 	e.vt.SetScrollbackSize(DefaultScrollback)
+	shrinkParser(e.vt)
 	e.vt.SetCallbacks(vt.Callbacks{
 		Title:     func(t string) { e.title = t }, // called inside Write, mu held
 		AltScreen: func(on bool) { e.alt = on },
@@ -249,4 +252,27 @@ func (e *Emulator) Close() error {
 	})
 	<-e.drainDone
 	return nil
+}
+
+// parserData is the size of the buffer the emulator's parser keeps for the
+// data of one OSC, DCS or APC sequence (a title, a hyperlink, a clipboard
+// write): longer ones are cut. The library's own parser default.
+const parserData = 64 << 10
+
+// shrinkParser gives the emulator's parser a parserData buffer instead of
+// the 4 MB the library's NewEmulator reserves for each (100 terminal agents
+// held 400 MB of heap for it). The library has no option for it, so the
+// unexported field is reached through reflection; if a later version
+// renames it, nothing is changed (TestParserShrunk says so).
+func shrinkParser(v *vt.Emulator) bool {
+	f := reflect.ValueOf(v).Elem().FieldByName("parser")
+	if !f.IsValid() || f.Type() != reflect.TypeFor[*ansi.Parser]() {
+		return false
+	}
+	p := *(**ansi.Parser)(unsafe.Pointer(f.UnsafeAddr()))
+	if p == nil {
+		return false
+	}
+	p.SetDataSize(parserData)
+	return true
 }
