@@ -46,6 +46,10 @@ var targets = []target{
 	{bench: "internal/mcp BenchmarkMCPListAgents", metric: "p50-ms", value: 1.5},
 	{bench: "internal/runtime BenchmarkWakeLatency", metric: "p99-ms", value: 50},
 	{bench: "internal/store/sqlite BenchmarkInboxAppend", metric: "msgs/s", value: 2000, min: true},
+	{bench: "internal/term BenchmarkEmulator/synthetic-50MB", metric: "cpu-speed-ratio", value: 1, min: true, note: "≥ 1× @xterm/headless (goal 2×), CPU time"},
+	{bench: "internal/term BenchmarkEmulator/synthetic-50MB", metric: "same-screen", value: 1, min: true, note: "the same final screen text as @xterm/headless"},
+	{bench: "internal/term BenchmarkEmulator/tui_mcp_flow", metric: "same-screen", value: 1, min: true},
+	{bench: "internal/term BenchmarkEmulator/tui_trust_flow", metric: "same-screen", value: 1, min: true},
 }
 
 // ratio compares a benchmark run at two sizes: the median of metric at the

@@ -12,6 +12,9 @@ import (
 	"github.com/charmbracelet/x/vt"
 )
 
+// noFastScroll turns fastScroll off (the differential tests compare).
+var noFastScroll = false
+
 // DefaultScrollback is how many lines scrolled off the main screen an
 // Emulator keeps.
 const DefaultScrollback = 2000
@@ -63,6 +66,7 @@ type Emulator struct {
 	title string
 	alt   bool
 	paste bool // the program turned bracketed paste on (DECSET 2004)
+	lnm   bool // newline mode (LNM) is on
 
 	pw        *io.PipeWriter // the emulator's reply pipe, closed by Close
 	drainDone chan struct{}
@@ -81,16 +85,25 @@ func NewEmulator(cols, rows int, reply func([]byte)) *Emulator {
 		Title:     func(t string) { e.title = t }, // called inside Write, mu held
 		AltScreen: func(on bool) { e.alt = on },
 		EnableMode: func(m ansi.Mode) {
-			if m == ansi.ModeBracketedPaste {
+			switch m {
+			case ansi.ModeBracketedPaste:
 				e.paste = true
+			case ansi.ModeLineFeedNewLine:
+				e.lnm = true
 			}
 		},
 		DisableMode: func(m ansi.Mode) {
-			if m == ansi.ModeBracketedPaste {
+			switch m {
+			case ansi.ModeBracketedPaste:
 				e.paste = false
+			case ansi.ModeLineFeedNewLine:
+				e.lnm = false
 			}
 		},
 	})
+	if !noFastScroll {
+		installFastScroll(e.vt, &e.lnm)
+	}
 	e.fixEraseDisplay()
 	// The reply pipe is synchronous: a query blocks Write until someone
 	// reads its answer, so a goroutine always reads.
