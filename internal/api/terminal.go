@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -149,7 +150,7 @@ func (s *Server) attachTerminal(w http.ResponseWriter, r *http.Request) {
 // clipReason fits a close reason in a control frame (123 bytes).
 func clipReason(s string) string {
 	if len(s) > 120 {
-		return s[:120]
+		return strings.ToValidUTF8(s[:120], "")
 	}
 	return s
 }

@@ -247,7 +247,10 @@ func TestTUIContract(t *testing.T) {
 			case enginetest.Hang:
 				return `[[text:` + turn.Text + `]] [[tool:Bash {"command":"tail -f /dev/null"}]]`
 			case enginetest.Die:
-				return `[[text:` + turn.Text + `]] [[tool:Bash {"command":"kill -9 $PPID"}]]`
+				// A second before the kill: the TUI writes its transcript
+				// lines a moment after it shows them, and a process killed
+				// at once loses the last ones (so does its output here).
+				return `[[text:` + turn.Text + `]] [[tool:Bash {"command":"sleep 1; kill -9 $PPID"}]]`
 			default:
 				return "[[text:" + turn.Text + "]]"
 			}

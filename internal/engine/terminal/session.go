@@ -287,6 +287,13 @@ func (s *Session) loop() {
 		case <-ctx.Done():
 			return
 		case <-s.t.Done():
+			// What the program wrote before it died is still the turn's
+			// output (no turn end is invented: Events just closes).
+			if ls.submitted != "" {
+				for _, out := range s.d.TakeOutput() {
+					s.Emit(engine.Event{Kind: engine.EventOutput, Turn: ls.submitted, Text: out})
+				}
+			}
 			return
 		case <-changed:
 		case <-poll:
