@@ -225,12 +225,34 @@ type generic struct {
 	changedAt  time.Time // when it last changed
 	startRow   int       // where the submitted input is, in Screen.All's lines
 	submitText string    // the screen's text at submission
+	last       term.Screen
+	emitted    int  // rows of the turn (absolute, Screen.All's) already given as output
+	turnOn     bool // a turn was submitted and has not ended
 }
 
 func newGeneric(p patterns) *generic { return &generic{p: p, changedAt: time.Now()} }
 
 func (g *generic) Poll() time.Duration   { return Settle / 2 }
-func (g *generic) TakeOutput() []string  { return nil }
+// TakeOutput: the turn's rows above the cursor's (finished lines: the
+// cursor's row may still change, a spinner or the prompt) not given yet.
+func (g *generic) TakeOutput() []string {
+	if !g.turnOn {
+		return nil
+	}
+	s := g.last
+	lines := strings.Split(s.All(), "\n")
+	upTo := min(len(s.Scrollback)+s.CursorY, len(lines)) // the cursor's row, absolute
+	from := max(g.emitted, g.startRow+1)
+	if from >= upTo {
+		return nil
+	}
+	g.emitted = upTo
+	text := strings.TrimRight(strings.Join(lines[from:upTo], "\n"), "\n ")
+	if strings.TrimSpace(text) == "" {
+		return nil
+	}
+	return []string{text}
+}
 func (g *generic) InterruptKeys() []byte { return []byte(g.p.interrupt) }
 
 func (g *generic) Quit(ctx context.Context, w Writer) {
@@ -257,6 +279,7 @@ func matchAny(ps []term.Pattern, text string) (term.Pattern, bool) {
 // its prompt, its spinner and its questions (older lines above, its
 // answers included, are not read).
 func (g *generic) Observe(s term.Screen) Observation {
+	g.last = s
 	text := s.Text()
 	if text != g.lastText {
 		g.lastText, g.changedAt = text, time.Now()
@@ -282,6 +305,7 @@ func (g *generic) Observe(s term.Screen) Observation {
 func (g *generic) Submitted(s term.Screen) {
 	g.startRow = len(s.Scrollback) + s.CursorY
 	g.submitText = s.All()
+	g.emitted, g.turnOn = 0, true
 }
 
 // TurnEnded: the screen changed since the input was submitted and the

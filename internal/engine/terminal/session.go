@@ -290,6 +290,7 @@ func (s *Session) loop() {
 			// What the program wrote before it died is still the turn's
 			// output (no turn end is invented: Events just closes).
 			if ls.submitted != "" {
+				s.d.Observe(s.t.Screen())
 				for _, out := range s.d.TakeOutput() {
 					s.Emit(engine.Event{Kind: engine.EventOutput, Turn: ls.submitted, Text: out})
 				}
