@@ -37,6 +37,8 @@ import (
 // Interrupt ends a waiting turn (silent, work, perm) with the error
 // "interrupted", as real engines do.
 //
+//	blocked DUR then TEXT        report EventBlocked ("a dialog"), no output
+//	                             for DUR, unblock, end with TEXT
 //	session ID                   report conversation id ID, answer "ok"
 //	anything else                "echo: " + the texts of the batch
 type memEngine struct {
@@ -267,6 +269,18 @@ func (s *memSession) play(in engine.Input) {
 			end(then)
 		} else {
 			<-s.closed
+		}
+	case len(f) >= 4 && f[0] == "blocked":
+		dur, _ := time.ParseDuration(f[1])
+		if !s.emit(engine.Event{Kind: engine.EventBlocked, Turn: in.Turn, Text: "a dialog troupe does not know"}) {
+			return
+		}
+		if !s.wait(dur) {
+			s.endInterrupted(in.Turn)
+			return
+		}
+		if s.emit(engine.Event{Kind: engine.EventBlocked, Turn: in.Turn}) {
+			end(text[strings.Index(text, " then ")+6:])
 		}
 	case len(f) >= 4 && f[0] == "silent":
 		dur, _ := time.ParseDuration(f[1])
