@@ -49,8 +49,11 @@ respond = "!say helper knows: {text}"
 
 const termREPL = `printf 'repl> '
 while IFS= read -r line; do
-  printf 'working...'; sleep 0.2; printf '\r\033[K'
-  echo "repl heard: $line" | tr a-z A-Z
+  case "$line" in
+    size) echo "size is $(stty size)";;
+    *) printf 'working...'; sleep 0.2; printf '\r\033[K'
+       echo "repl heard: $line" | tr a-z A-Z;;
+  esac
   printf 'repl> '
 done`
 
@@ -132,5 +135,79 @@ func TestTerminalAgents(t *testing.T) {
 	}
 	if _, err := cl.AttachTerminal(ctx, p.ID, "helper"); err == nil || !strings.Contains(err.Error(), "not in terminal mode") {
 		t.Errorf("attach to a structured agent: %v", err)
+	}
+}
+
+// TestAttachCLI runs `troupe attach` on a terminal of its own (as a person
+// would): it shows the agent's screen (starting its session), sends the
+// person's keys and window size, detaches on Ctrl-] with exit status 0,
+// and the agent keeps working afterwards.
+func TestAttachCLI(t *testing.T) {
+	state, proj := t.TempDir(), filepath.Join(t.TempDir(), "app")
+	script := filepath.Join(t.TempDir(), "repl.sh")
+	if err := os.WriteFile(script, []byte(termREPL), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeTeam(t, proj, fmt.Sprintf(`
+[[agent]]
+name = "repl"
+engine = "terminal"
+command = "/bin/sh"
+args = [%q]
+
+[agent.terminal]
+idle = "repl>"
+busy = "working..."
+`, script))
+	d := startDaemon(t, state, "--project", proj)
+	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	cli, err := term.Start(term.Options{Argv: []string{binary, "attach", "repl", "--project", proj, "--state-dir", state},
+		Env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, Cols: 100, Rows: 30, StopTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close(context.Background())
+	wait := func(want string) {
+		t.Helper()
+		if s, err := cli.WaitFor(ctx, func(s term.Screen) bool { return term.Contains(s.All(), want) }); err != nil {
+			t.Fatalf("waiting for %q on the attached terminal: %v; screen:\n%s", want, err, s.All())
+		}
+	}
+	wait("repl>")
+	if err := cli.Write(ctx, []byte("hello\r")); err != nil {
+		t.Fatal(err)
+	}
+	wait("REPL HEARD: HELLO")
+	if err := cli.Write(ctx, []byte("size\r")); err != nil {
+		t.Fatal(err)
+	}
+	wait("size is 30 100") // the person's window size, not the agent's default
+	if err := cli.Write(ctx, []byte{0x1d}); err != nil { // Ctrl-]
+		t.Fatal(err)
+	}
+	wait("detached from repl")
+	select {
+	case <-cli.Done():
+	case <-ctx.Done():
+		t.Fatal("troupe attach still runs after Ctrl-]")
+	}
+	if err := cli.ExitErr(); err != nil {
+		t.Errorf("troupe attach exited with %v", err)
+	}
+
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := cl.Ask(ctx, p.ID, "repl", "still there", 0)
+	if err != nil || req.State != troupe.ReqAnswered || !strings.Contains(req.Answer, "STILL THERE") {
+		t.Fatalf("ask after detaching = %+v, %v", req, err)
 	}
 }
