@@ -34,6 +34,7 @@ type termAdapter struct{ t *term.Terminal }
 
 func (a termAdapter) Attach() (engine.TerminalViewer, error) { return a.t.Attach() }
 func (a termAdapter) Size() (int, int)                       { return a.t.Size() }
+func (a termAdapter) InUse() bool                            { return a.t.Viewers() > 0 }
 
 // TestAPITerminalWebSocket attaches through the API: the screen first, then
 // the live output; keys reach the program; a resize reaches it as its

@@ -232,6 +232,9 @@ type Terminal interface {
 	Attach() (TerminalViewer, error)
 	// Size is the terminal's columns and rows.
 	Size() (cols, rows int)
+	// InUse reports whether a person is attached: the session is theirs
+	// too, so an idle_timeout does not stop it under them.
+	InUse() bool
 }
 
 // TerminalViewer is one attached person. While they type, the session

@@ -92,7 +92,40 @@ func (e *memEngine) Start(ctx context.Context, spec engine.StartSpec) (engine.Se
 			return nil, context.Cause(ctx)
 		}
 	}
-	return &memSession{e: e, spec: spec, events: make(chan engine.Event, 64), closed: make(chan struct{})}, nil
+	ms := &memSession{e: e, spec: spec, events: make(chan engine.Event, 64), closed: make(chan struct{})}
+	if spec.Agent.Mode == troupe.ModeTerminal {
+		return &memTermSession{memSession: ms, term: &memTerminal{}}, nil
+	}
+	return ms, nil
+}
+
+// memTermSession is a memSession in terminal mode: it has a terminal,
+// which the test marks attached or not.
+type memTermSession struct {
+	*memSession
+	term *memTerminal
+}
+
+func (s *memTermSession) Terminal() engine.Terminal { return s.term }
+
+type memTerminal struct {
+	mu       sync.Mutex
+	attached bool
+}
+
+func (t *memTerminal) Attach() (engine.TerminalViewer, error) {
+	return nil, errors.New("memTerminal: no viewer")
+}
+func (t *memTerminal) Size() (int, int) { return 80, 24 }
+func (t *memTerminal) InUse() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.attached
+}
+func (t *memTerminal) set(on bool) {
+	t.mu.Lock()
+	t.attached = on
+	t.mu.Unlock()
 }
 
 func (e *memEngine) Specs() []engine.StartSpec {

@@ -401,6 +401,13 @@ func (t *Terminal) Close(ctx context.Context) error {
 	return err
 }
 
+// Viewers is how many viewers are attached.
+func (t *Terminal) Viewers() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.viewers)
+}
+
 // PersonTypedAt is when an attached person last typed (zero: never).
 func (t *Terminal) PersonTypedAt() time.Time {
 	t.mu.Lock()

@@ -39,3 +39,5 @@ func (a attachable) Attach() (engine.TerminalViewer, error) {
 }
 
 func (a attachable) Size() (cols, rows int) { return a.t.Size() }
+
+func (a attachable) InUse() bool { return a.t.Viewers() > 0 }
