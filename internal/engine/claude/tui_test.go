@@ -138,6 +138,9 @@ func TestTUITurns(t *testing.T) {
 	if s.Err() != nil {
 		t.Errorf("Err after Close = %v", s.Err())
 	}
+	if err := s.ExitErr(); err != nil {
+		t.Errorf("the TUI exited with %v, want status 0 (its own /exit, not the escalation's signals)", err)
+	}
 	if _, err := os.Stat(reg[0]); !os.IsNotExist(err) {
 		t.Errorf("registry file %s still there after Close (err %v): not a clean exit", reg[0], err)
 	}

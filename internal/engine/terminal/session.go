@@ -174,6 +174,13 @@ func NewSession(spec SessionSpec) *Session {
 	return s
 }
 
+// ExitErr is the program's exit error (nil: status 0) once the session
+// ended; it blocks until the program is gone.
+func (s *Session) ExitErr() error {
+	<-s.t.Done()
+	return s.t.ExitErr()
+}
+
 // Terminal implements engine.TerminalSession.
 func (s *Session) Terminal() engine.Terminal { return s.attach }
 
