@@ -184,7 +184,7 @@ busy = "working..."
 	if err := cli.Write(ctx, []byte("size\r")); err != nil {
 		t.Fatal(err)
 	}
-	wait("size is 30 100") // the person's window size, not the agent's default
+	wait("size is 30 100")                               // the person's window size, not the agent's default
 	if err := cli.Write(ctx, []byte{0x1d}); err != nil { // Ctrl-]
 		t.Fatal(err)
 	}

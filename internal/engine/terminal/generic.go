@@ -232,7 +232,8 @@ type generic struct {
 
 func newGeneric(p patterns) *generic { return &generic{p: p, changedAt: time.Now()} }
 
-func (g *generic) Poll() time.Duration   { return Settle / 2 }
+func (g *generic) Poll() time.Duration { return Settle / 2 }
+
 // TakeOutput: the turn's rows above the cursor's (finished lines: the
 // cursor's row may still change, a spinner or the prompt) not given yet.
 func (g *generic) TakeOutput() []string {
