@@ -184,8 +184,9 @@ busy = "working..."
 	if err := cli.Write(ctx, []byte("size\r")); err != nil {
 		t.Fatal(err)
 	}
-	wait("size is 30 100")                               // the person's window size, not the agent's default
-	if err := cli.Write(ctx, []byte{0x1d}); err != nil { // Ctrl-]
+	wait("size is 30 100") // the person's window size, not the agent's default
+	// Ctrl-] detaches.
+	if err := cli.Write(ctx, []byte{0x1d}); err != nil {
 		t.Fatal(err)
 	}
 	wait("detached from repl")
