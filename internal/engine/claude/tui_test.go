@@ -214,9 +214,14 @@ func TestTUIUnknownDialog(t *testing.T) {
 		t.Fatal(err)
 	}
 	v.Detach()
-	ev, ok = next(t, s)
-	if !ok || ev.Kind != engine.EventBlocked || ev.Text != "" {
-		t.Fatalf("event %+v, want unblocked", ev)
+	for { // blocked events again while the screen changes, then unblocked
+		ev, ok = next(t, s)
+		if !ok || ev.Kind != engine.EventBlocked {
+			t.Fatalf("event %+v (open %v), want unblocked", ev, ok)
+		}
+		if ev.Text == "" {
+			break
+		}
 	}
 	_, end := untilEnd(t, s, "t1")
 	if end.Error != "" || end.Text != "after the dialog" {
@@ -260,4 +265,61 @@ func TestTUIContract(t *testing.T) {
 		},
 		Patience: patience,
 	})
+}
+
+// TestTUIPermissionPromptBlocks: a tool the agent may not use without
+// asking shows Claude Code's permission prompt on its screen (registry
+// status "waiting"): the agent is blocked, never idle, until the person
+// answers on the terminal; then the turn goes on and ends.
+func TestTUIPermissionPromptBlocks(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	s := r.startTUI(t, troupe.AgentSpec{PermissionMode: "default"}, engine.StartSpec{})
+	sessionEvent(t, s)
+	msg := `[[tool:Bash {"command":"echo hi-from-bash > out.txt && cat out.txt","description":"write a file"}]]`
+	if err := s.Send(context.Background(), input("t1", msg)); err != nil {
+		t.Fatal(err)
+	}
+	// Blocked at once ("waiting" comes a moment before the prompt is
+	// drawn), then reported again with the prompt on the screen.
+	deadline := time.Now().Add(patience)
+	for {
+		ev, ok := next(t, s)
+		if time.Now().After(deadline) {
+			t.Fatalf("no blocked event showing the prompt in %v; the last: %+v", patience, ev)
+		}
+		if !ok || ev.Kind == engine.EventTurnEnd || ev.Kind == engine.EventBlocked && ev.Text == "" {
+			t.Fatalf("event %+v (open %v) before the permission prompt showed; screen:\n%s", ev, ok, screenOf(s))
+		}
+		if ev.Kind == engine.EventBlocked && !strings.Contains(ev.Text, "(permission prompt)") {
+			t.Fatalf("blocked event %q, want it to say Claude Code waits on a permission prompt", ev.Text)
+		}
+		if ev.Kind == engine.EventBlocked && term.Contains(ev.Text, "Do you want to proceed?") {
+			break
+		}
+	}
+	v, err := s.Terminal().Attach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Type(context.Background(), []byte("1")); err != nil { // "1. Yes"
+		t.Fatal(err)
+	}
+	v.Detach()
+	var unblocked bool
+	for {
+		ev, ok := next(t, s)
+		if !ok {
+			t.Fatalf("events closed: %v", s.Err())
+		}
+		if ev.Kind == engine.EventBlocked && ev.Text == "" {
+			unblocked = true
+		}
+		if ev.Kind == engine.EventTurnEnd {
+			if !unblocked || ev.Error != "" || !strings.Contains(ev.Text, "hi-from-bash") {
+				t.Fatalf("after the prompt: unblocked %v, turn end %+v", unblocked, ev)
+			}
+			return
+		}
+	}
 }

@@ -22,6 +22,10 @@ const DefaultQuietFor = 3 * time.Second
 // to show the pasted text.
 const pasteSettle = 2 * time.Second
 
+// blockedRefresh is how often at most a blocked session reports its
+// screen again while it changes.
+const blockedRefresh = time.Second
+
 // maxDialogSteps bounds the keys pressed to reach one dialog's option.
 const maxDialogSteps = 12
 
@@ -259,15 +263,17 @@ func (s *Session) Close(ctx context.Context) error {
 
 // loopState is the loop's own state.
 type loopState struct {
-	submitted    troupe.TurnID // the turn whose input was submitted
-	interrupting bool          // interrupt keys were sent for it
-	pasted       bool          // the pending input is pasted, Enter not yet
-	pastedAt     time.Time
-	blocked      string // the reason last reported with EventBlocked
-	dialogSteps  int
-	lastDialog   string
-	lastKeyAt    time.Time // the last key answering a dialog
-	outputs      int       // output events of the submitted turn
+	submitted     troupe.TurnID // the turn whose input was submitted
+	interrupting  bool          // interrupt keys were sent for it
+	pasted        bool          // the pending input is pasted, Enter not yet
+	pastedAt      time.Time
+	blocked       string    // the reason last reported with EventBlocked
+	blockedScreen string    // the screen's text then
+	blockedAt     time.Time // when
+	dialogSteps   int
+	lastDialog    string
+	lastKeyAt     time.Time // the last key answering a dialog
+	outputs       int       // output events of the submitted turn
 }
 
 // loop reads the screen after every change, poll, Send or Interrupt and
@@ -321,19 +327,45 @@ func (s *Session) step(ctx context.Context, ls *loopState) time.Duration {
 	case Dialog:
 		return s.answerDialog(ctx, ls, scr, obs)
 	case Blocked:
-		if ls.blocked != obs.Why {
-			ls.blocked = obs.Why
-			s.Emit(engine.Event{Kind: engine.EventBlocked, Turn: s.CurrentTurn(),
-				Text: fmt.Sprintf("%s; attach to answer it (troupe attach %s). The screen:\n%s", obs.Why, s.name, scr.Text())})
+		// Reported at once, then again while the screen changes (a dialog
+		// is often drawn a moment after the program says it waits), at
+		// most every blockedRefresh: the person sees what it asks.
+		text := scr.Text()
+		switch {
+		case ls.blocked != obs.Why:
+		case text == ls.blockedScreen:
+			return s.turnStep(ctx, ls, scr, obs)
+		case time.Since(ls.blockedAt) < blockedRefresh:
+			return minWait(blockedRefresh-time.Since(ls.blockedAt), s.turnStep(ctx, ls, scr, obs))
 		}
+		ls.blocked, ls.blockedScreen, ls.blockedAt = obs.Why, text, time.Now()
+		s.Emit(engine.Event{Kind: engine.EventBlocked, Turn: s.CurrentTurn(),
+			Text: fmt.Sprintf("%s; attach to answer it (troupe attach %s). The screen:\n%s", obs.Why, s.name, text)})
 	default:
 		ls.lastDialog, ls.dialogSteps = "", 0
 		if ls.blocked != "" {
-			ls.blocked = ""
+			ls.blocked, ls.blockedScreen = "", ""
 			s.Emit(engine.Event{Kind: engine.EventBlocked, Turn: s.CurrentTurn()})
 		}
 	}
 
+	return s.turnStep(ctx, ls, scr, obs)
+}
+
+// minWait is the shorter of two waits, 0 meaning none.
+func minWait(a, b time.Duration) time.Duration {
+	if a <= 0 {
+		return b
+	}
+	if b <= 0 {
+		return a
+	}
+	return min(a, b)
+}
+
+// turnStep moves the running turn on: its input written when the moment
+// is right, its output taken, its interrupt sent, its end reported.
+func (s *Session) turnStep(ctx context.Context, ls *loopState, scr term.Screen, obs Observation) time.Duration {
 	s.Mu.Lock()
 	turn, _ := s.TurnLocked()
 	pending, interrupt := s.pending, s.interruptReq
