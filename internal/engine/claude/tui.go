@@ -259,10 +259,36 @@ func (d *tuiDriver) Observe(s term.Screen) terminal.Observation {
 			return terminal.Observation{State: terminal.Blocked, Why: "Claude Code shows a dialog troupe does not know"}
 		}
 		return terminal.Observation{State: terminal.Idle}
+	case "":
+		if d.regFile != "" {
+			// A registry file without status (2.1.197 writes none): the
+			// screen says it, the footer's "esc to interrupt" while busy.
+			return screenState(text)
+		}
 	}
 	// No registry file yet: the REPL has not started.
 	if shown(text, dialogMarks) {
 		return terminal.Observation{State: terminal.Blocked, Why: "Claude Code shows a dialog troupe does not know"}
+	}
+	return terminal.Observation{State: terminal.Starting}
+}
+
+// screenState reads busy, idle or a dialog from the TUI's screen alone:
+// busy while its footer offers "esc to interrupt", a dialog when one of
+// dialogMarks shows, idle at its prompt (a row starting with ❯ under a
+// rule).
+func screenState(text string) terminal.Observation {
+	switch {
+	case term.Contains(text, "esc to interrupt"):
+		return terminal.Observation{State: terminal.Busy}
+	case shown(text, dialogMarks):
+		return terminal.Observation{State: terminal.Blocked, Why: "Claude Code shows a dialog troupe does not know"}
+	}
+	lines := strings.Split(text, "\n")
+	for i := 1; i < len(lines); i++ {
+		if strings.HasPrefix(lines[i], "❯") && strings.HasPrefix(strings.TrimSpace(lines[i-1]), "────") {
+			return terminal.Observation{State: terminal.Idle}
+		}
 	}
 	return terminal.Observation{State: terminal.Starting}
 }

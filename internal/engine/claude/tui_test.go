@@ -323,3 +323,25 @@ func TestTUIPermissionPromptBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestScreenState reads the TUI's state off the captured screens, for a
+// registry file without status (2.1.197).
+func TestScreenState(t *testing.T) {
+	for file, want := range map[string]terminal.State{
+		"21_v2.1.197_main.txt":          terminal.Idle,
+		"04_main_prompt.txt":            terminal.Idle,
+		"06_busy.txt":                   terminal.Busy,
+		"15_bash_permission_prompt.txt": terminal.Blocked,
+		"19_bypass_dialog.txt":          terminal.Blocked,
+		"01_first_screen.txt":           terminal.Starting,
+	} {
+		// Copied from ../shared/fixtures/claude-code/tui/screens.
+		b, err := os.ReadFile(filepath.Join("testdata", "screens", file))
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if got := screenState(string(b)).State; got != want {
+			t.Errorf("%s: state %v, want %v", file, got, want)
+		}
+	}
+}
