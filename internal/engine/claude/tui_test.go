@@ -3,6 +3,7 @@ package claude
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -343,5 +344,39 @@ func TestScreenState(t *testing.T) {
 		if got := screenState(string(b)).State; got != want {
 			t.Errorf("%s: state %v, want %v", file, got, want)
 		}
+	}
+}
+
+// TestTUIResume: a new session given the conversation id the first one
+// reported continues that conversation (--resume): the model sees the
+// earlier exchange; an id without a transcript starts a new one.
+func TestTUIResume(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	s := r.startTUI(t, troupe.AgentSpec{}, engine.StartSpec{})
+	id := sessionEvent(t, s)
+	if _, end := runTurn(t, s, "t1", "[[text:the word is heliotrope]]"); end.Error != "" {
+		t.Fatalf("turn 1: %+v", end)
+	}
+	closeSession(t, s)
+
+	s2 := r.startTUI(t, troupe.AgentSpec{}, engine.StartSpec{Resume: id})
+	if got := sessionEvent(t, s2); got != id {
+		t.Fatalf("resumed session reports %s, want %s", got, id)
+	}
+	if _, end := runTurn(t, s2, "t2", "[[text:resumed]]"); end.Error != "" || end.Text != "resumed" {
+		t.Fatalf("turn 2: %+v", end)
+	}
+	reqs := r.model.Requests()
+	last := reqs[len(reqs)-1]
+	msgs, _ := last.Body["messages"].([]any)
+	body := fmt.Sprint(msgs)
+	if !strings.Contains(body, "heliotrope") {
+		t.Errorf("the resumed conversation's request lacks the first turn (%d messages)", len(msgs))
+	}
+
+	s3 := r.startTUI(t, troupe.AgentSpec{}, engine.StartSpec{Resume: "00000000-0000-4000-8000-000000000000"})
+	if got := sessionEvent(t, s3); got == "00000000-0000-4000-8000-000000000000" {
+		t.Errorf("an id without a transcript was resumed")
 	}
 }
