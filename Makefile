@@ -64,7 +64,16 @@ test: tools
 # big/small ratios. About 2 minutes on 2 quiet cores, 5 when they are shared.
 BENCH = $(TOOL_ENV) $(GO) test -run '^$$' -benchmem -count 3
 
-bench: build tools
+# The reference terminal emulator the term benchmarks compare with,
+# pinned by internal/term/testdata/xterm/package-lock.json.
+XTERM_DIR := internal/term/testdata/xterm
+XTERM     := $(XTERM_DIR)/node_modules/@xterm/headless/package.json
+
+$(XTERM): $(XTERM_DIR)/package.json $(XTERM_DIR)/package-lock.json
+	cd $(XTERM_DIR) && npm ci --no-audit --no-fund
+	touch $@
+
+bench: build tools $(XTERM)
 	@rm -f bench.out
 	$(BENCH) -benchtime 10x -bench '^BenchmarkStartup$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToOwnerTurn$$' ./cmd/troupe | tee -a bench.out
@@ -92,6 +101,8 @@ bench: build tools
 	$(BENCH) -benchtime 3x -bench '^BenchmarkCreate10kFiles$$' ./internal/worktree | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 3x -bench '^BenchmarkClaude(IndexCold|ListWarm|AppendReread|Restart)$$' ./internal/claudesessions | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkClaudeFullParseBaseline$$' ./internal/claudesessions | tee -a bench.out
+	TROUPE_XTERM_DIR=$(CURDIR)/$(XTERM_DIR) $(BENCH) -count 1 -benchtime 3x -bench '^BenchmarkEmulator$$' ./internal/term | tee -a bench.out
+	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkIdleTerminals$$' ./internal/term | tee -a bench.out
 	$(GO) run ./internal/benchreport bench.out
 
 fuzz:

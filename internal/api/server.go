@@ -123,6 +123,7 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("GET /api/events", s.events)
 	s.routeTasks()
 	s.routeAgentControl()
+	s.routeTerminal()
 	s.routePermissions()
 	s.routeWorktrees()
 	s.routeClaudeSessions()

@@ -52,6 +52,10 @@ var targets = []target{
 	{bench: "internal/claudesessions BenchmarkClaudeIndexCold/sessions=10000/size=2GB/read=headtail", metric: "ms/op", value: 3000},
 	{bench: "internal/claudesessions BenchmarkClaudeListWarm/sessions=10000/size=2GB/watched=true", metric: "ms/op", value: 100},
 	{bench: "internal/claudesessions BenchmarkClaudeAppendReread/sessions=10000/size=2GB", metric: "ms/op", value: 5},
+	{bench: "internal/term BenchmarkEmulator/synthetic-50MB", metric: "cpu-speed-ratio", value: 1, min: true, note: "≥ 1× @xterm/headless (goal 2×), CPU time"},
+	{bench: "internal/term BenchmarkEmulator/synthetic-50MB", metric: "same-screen", value: 1, min: true, note: "the same final screen text as @xterm/headless"},
+	{bench: "internal/term BenchmarkEmulator/tui_mcp_flow", metric: "same-screen", value: 1, min: true},
+	{bench: "internal/term BenchmarkEmulator/tui_trust_flow", metric: "same-screen", value: 1, min: true},
 }
 
 // ratio compares a benchmark run at two sizes: the median of metric at the

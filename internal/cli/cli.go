@@ -151,6 +151,7 @@ func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *gl
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(resetCmd(g), interruptCmd(g))
+	root.AddCommand(attachCmd(g))
 	root.AddCommand(permissionsCmd(g), allowCmd(g), denyCmd(g))
 	root.AddCommand(diffCmd(g), mergeCmd(g), worktreeCmd(g))
 	root.AddCommand(sessionsCmd(g), resumeCmd(g), forkCmd(g), observeCmd(g))

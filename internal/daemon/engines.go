@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/engine/codex"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
 	"github.com/troupe-dev/troupe/internal/engine/openai"
+	"github.com/troupe-dev/troupe/internal/engine/terminal"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -34,6 +35,7 @@ func newEngines(cfg Config, conv openai.Store, log *slog.Logger) (map[troupe.Eng
 		troupe.EngineACP:      acp.New(acp.Options{Logger: log}),
 		troupe.EngineOpenCode: acp.NewOpenCode(acp.Options{Logger: log}),
 		troupe.EngineOpenAI:   openai.New(openai.Options{Logger: log, Store: conv}),
+		troupe.EngineTerminal: terminal.New(terminal.Options{Logger: log}),
 	}, nil
 }
 

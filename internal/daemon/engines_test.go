@@ -26,7 +26,7 @@ func TestEngineNotBuiltIsATeamError(t *testing.T) {
 	delete(without, troupe.EngineOpenAI)
 	src0 := "[[agent]]\nname = \"lead\"\nengine = \"fake\"\n\n[[agent]]\nname = \"b\"\nengine = \"openai\"\nmodel = \"m\"\n"
 	_, err = project.ParseTeamChecked(".troupe/team.toml", []byte(src0), checkAgent(without))
-	want := `.troupe/team.toml:7: agent "b": engine: "openai" is not built into this troupe (this build has: claude, codex, opencode, acp, fake): use one of these`
+	want := `.troupe/team.toml:7: agent "b": engine: "openai" is not built into this troupe (this build has: claude, codex, opencode, acp, terminal, fake): use one of these`
 	if err == nil || err.Error() != want {
 		t.Errorf("engine openai: err = %v\nwant %s", err, want)
 	}

@@ -176,6 +176,11 @@ const (
 	// output of the agent's (the oldest turns of the conversation dropped
 	// to fit the model's context): Text.
 	EventNotice EventKind = "notice"
+
+	// EventBlocked: the agent cannot go on until the person acts (a
+	// terminal agent shows a dialog troupe does not know): Text says what,
+	// with the screen. A later EventBlocked with empty Text: it goes on.
+	EventBlocked EventKind = "blocked"
 )
 
 // Event is one thing a session reports. Which fields are set depends on
@@ -218,4 +223,38 @@ type Usage struct {
 	CacheReadTokens  int64   `json:"cache_read_tokens,omitempty"`
 	CacheWriteTokens int64   `json:"cache_write_tokens,omitempty"`
 	CostUSD          float64 `json:"cost_usd,omitempty"`
+}
+
+// TerminalSession is implemented by sessions that run their agent's own
+// TUI on a terminal (mode = "terminal"): the person can attach to it.
+type TerminalSession interface {
+	Terminal() Terminal
+}
+
+// Terminal is an agent's terminal as a person sees it.
+type Terminal interface {
+	// Attach adds a viewer: the screen now, then the live output.
+	Attach() (TerminalViewer, error)
+	// Size is the terminal's columns and rows.
+	Size() (cols, rows int)
+	// InUse reports whether a person is attached: the session is theirs
+	// too, so an idle_timeout does not stop it under them.
+	InUse() bool
+}
+
+// TerminalViewer is one attached person. While they type, the session
+// does not write its own input (queued turns wait for the next idle
+// moment after they stop).
+type TerminalViewer interface {
+	// Snapshot redraws the screen as it was when the viewer attached.
+	Snapshot() []byte
+	// Output is the program's output since the snapshot; it closes when
+	// the viewer is detached, Reason saying why.
+	Output() <-chan []byte
+	Reason() string
+	// Type writes the person's keys to the program.
+	Type(ctx context.Context, keys []byte) error
+	// Resize resizes the terminal (the program gets SIGWINCH).
+	Resize(cols, rows int) error
+	Detach()
 }

@@ -49,6 +49,8 @@ var only = map[string][]string{
 	"github.com/modelcontextprotocol/go-sdk": {"internal/mcp"},
 	"github.com/creack/pty":                  {"internal/term"},
 	"github.com/charmbracelet/x/vt":          {"internal/term"},
+	"github.com/charmbracelet/ultraviolet":   {"internal/term"},
+	"github.com/coder/websocket":             {"internal/api", "internal/client"},
 	"github.com/spf13/cobra":                 {"internal/cli"},
 	"github.com/BurntSushi/toml":             {"internal/project"},
 	"github.com/fsnotify/fsnotify":           {"internal/project", "internal/claudesessions"},
@@ -64,11 +66,14 @@ var never = map[string][]string{
 	"internal/events": {mod + "internal/project", mod + "internal/api"},
 	"internal/troupe": {}, // checked separately: standard library only
 	// Engines see the vocabulary, the tool catalogue and their own seam only.
-	"internal/engine":        {mod + "internal/project", mod + "internal/runtime"},
-	"internal/engine/fake":   {mod + "internal/project", mod + "internal/runtime"},
-	"internal/engine/claude": {mod + "internal/project", mod + "internal/runtime"},
-	"internal/engine/codex":  {mod + "internal/project", mod + "internal/runtime"},
-	"internal/engine/acp":    {mod + "internal/project", mod + "internal/runtime"},
+	"internal/engine":          {mod + "internal/project", mod + "internal/runtime"},
+	"internal/engine/fake":     {mod + "internal/project", mod + "internal/runtime"},
+	"internal/engine/claude":   {mod + "internal/project", mod + "internal/runtime"},
+	"internal/engine/terminal": {mod + "internal/project", mod + "internal/runtime"},
+	// The terminal layer knows processes, not agents.
+	"internal/term":         {mod + "internal/project", mod + "internal/runtime", mod + "internal/api"},
+	"internal/engine/codex": {mod + "internal/project", mod + "internal/runtime"},
+	"internal/engine/acp":   {mod + "internal/project", mod + "internal/runtime"},
 	// The openai engine keeps its conversations through its own Store
 	// interface: the SQLite store is the daemon's to give it.
 	"internal/engine/openai": {mod + "internal/project", mod + "internal/runtime", mod + "internal/store/sqlite"},

@@ -232,11 +232,11 @@ var badTeams = []struct {
 
 	// engine.
 	{"missing engine", "[[agent]]\nname = \"lead\"\n",
-		`.troupe/team.toml:1: agent "lead": engine: missing: set it to one of claude, codex, opencode, acp, openai, fake`},
+		`.troupe/team.toml:1: agent "lead": engine: missing: set it to one of claude, codex, opencode, acp, openai, terminal, fake`},
 	{"unknown engine", "[[agent]]\nname = \"lead\"\nengine = \"gpt\"\n",
-		`.troupe/team.toml:3: agent "lead": engine: unknown engine "gpt": use one of claude, codex, opencode, acp, openai, fake`},
+		`.troupe/team.toml:3: agent "lead": engine: unknown engine "gpt": use one of claude, codex, opencode, acp, openai, terminal, fake`},
 	{"engine in the wrong case", "[[agent]]\nname = \"lead\"\nengine = \"Claude\"\n",
-		`.troupe/team.toml:3: agent "lead": engine: unknown engine "Claude": use one of claude, codex, opencode, acp, openai, fake`},
+		`.troupe/team.toml:3: agent "lead": engine: unknown engine "Claude": use one of claude, codex, opencode, acp, openai, terminal, fake`},
 	{"engine not a string", "[[agent]]\nname = \"lead\"\nengine = [\"fake\"]\n",
 		`.troupe/team.toml:3: agent "lead": engine: must be a string, not an array: write it like engine = "claude"`},
 
@@ -346,7 +346,7 @@ var badTeams = []struct {
 	{"bad key before a bad name", "[[agent]]\nengine = \"fake\"\nmode = \"x\"\nname = \"Bad\"\n",
 		`.troupe/team.toml:3: agent #1: mode: unknown mode "x": use "structured" (the default) or "terminal"`},
 	{"unknown engine after an engine table", "[[agent]]\nname = \"lead\"\nclaude.x = 1\nengine = \"bogus\"\n",
-		`.troupe/team.toml:4: agent "lead": engine: unknown engine "bogus": use one of claude, codex, opencode, acp, openai, fake`},
+		`.troupe/team.toml:4: agent "lead": engine: unknown engine "bogus": use one of claude, codex, opencode, acp, openai, terminal, fake`},
 	{"first bad env entry", leadHead + "env = { 1A = \"x\", 2B = \"y\" }\n",
 		`.troupe/team.toml:4: agent "lead": env: bad variable name "1A": use letters, digits and '_', not starting with a digit`},
 	{"error after a multi-line string", leadHead + "prompt = '''\n[[agent]]\nname = 1\n'''\nmode = 'x'\n",

@@ -56,6 +56,7 @@ type actor struct {
 	actAt      time.Time     // last activity seen by the actor itself (turn starts, tool results)
 	toolCalls  int           // troupe tool calls of this agent in flight
 	waiting    int           // permission requests of this agent waiting on the person
+	blocked    bool          // its terminal shows a dialog troupe does not know (EventBlocked)
 	starting   bool          // its engine's session is starting (a CLI's start takes seconds)
 	cold       bool          // its session has not reported a turn's event yet
 	coldUntil  time.Time     // while a cold session's first turn waits for its first event, at most StartTimeout
@@ -133,7 +134,7 @@ func (a *actor) activity() engine.Activity {
 	a.mu.Lock()
 	act := engine.Activity{At: a.actAt}
 	now := time.Now()
-	if a.toolCalls > 0 || a.waiting > 0 || a.starting || now.Before(a.coldUntil) {
+	if a.toolCalls > 0 || a.waiting > 0 || a.starting || a.blocked || now.Before(a.coldUntil) {
 		act.At = now
 	}
 	s := a.sess
@@ -177,6 +178,9 @@ func (a *actor) session() engine.Session {
 func (a *actor) waitOnPerson(delta int, reason string) {
 	a.mu.Lock()
 	a.waiting += delta
+	if delta < 0 {
+		a.actAt = time.Now() // the person's answer is news: the window counts from here
+	}
 	st, why := a.state, a.reason
 	switch {
 	case delta > 0 && (a.state == troupe.StateBusy || a.state == troupe.StateWaiting):
@@ -381,6 +385,25 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 			}
 			a.rt.publish(a.key, events.AgentPermission{Turn: ev.Turn, ID: p.ID, Tool: p.Tool, Title: p.Title,
 				Input: in, Cut: cut, State: st, Allow: d.Allow, Reason: d.Reason})
+		}
+	case engine.EventBlocked:
+		// A terminal agent's unknown dialog waits on the person, like a
+		// permission request: blocked (never idle), not silent.
+		a.mu.Lock()
+		if a.blocked && ev.Text == "" {
+			a.actAt = time.Now() // the block's end is news: the window counts from here
+		}
+		a.blocked = ev.Text != ""
+		busy := a.turn != nil
+		a.mu.Unlock()
+		switch {
+		case ev.Text != "":
+			text, _ := events.Clip(ev.Text)
+			a.setState(troupe.StateBlocked, text)
+		case busy:
+			a.setState(troupe.StateBusy, "")
+		default:
+			a.setState(troupe.StateIdle, "")
 		}
 	case engine.EventTurnEnd:
 		t := a.currentTurn()

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -74,14 +75,15 @@ func (a *actor) stopIfIdle() {
 		return
 	}
 	a.mu.Lock()
-	live, busy := a.sess != nil, a.turn != nil || a.waiting > 0 || a.toolCalls > 0
+	live, busy := a.sess != nil, a.turn != nil || a.waiting > 0 || a.toolCalls > 0 || attached(a.sess)
 	a.mu.Unlock()
 	switch {
 	case !live:
 		return
 	case busy:
 		// A turn keeps the session; so does a permission request or a
-		// troupe tool call still open: check again a whole timeout later.
+		// troupe tool call still open, or a person attached to its
+		// terminal: check again a whole timeout later.
 		a.idleSince = time.Now()
 		a.armIdleStop()
 		return
@@ -133,4 +135,15 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// attached reports whether a person is attached to s's terminal (a
+// terminal-mode session).
+func attached(s engine.Session) bool {
+	ts, ok := s.(engine.TerminalSession)
+	if !ok {
+		return false
+	}
+	t := ts.Terminal()
+	return t != nil && t.InUse()
 }

@@ -37,6 +37,8 @@ import (
 // Interrupt ends a waiting turn (silent, work, perm) with the error
 // "interrupted", as real engines do.
 //
+//	blocked DUR then TEXT        report EventBlocked ("a dialog"), no output
+//	                             for DUR, unblock, end with TEXT
 //	session ID                   report conversation id ID, answer "ok"
 //	anything else                "echo: " + the texts of the batch
 type memEngine struct {
@@ -90,7 +92,40 @@ func (e *memEngine) Start(ctx context.Context, spec engine.StartSpec) (engine.Se
 			return nil, context.Cause(ctx)
 		}
 	}
-	return &memSession{e: e, spec: spec, events: make(chan engine.Event, 64), closed: make(chan struct{})}, nil
+	ms := &memSession{e: e, spec: spec, events: make(chan engine.Event, 64), closed: make(chan struct{})}
+	if spec.Agent.Mode == troupe.ModeTerminal {
+		return &memTermSession{memSession: ms, term: &memTerminal{}}, nil
+	}
+	return ms, nil
+}
+
+// memTermSession is a memSession in terminal mode: it has a terminal,
+// which the test marks attached or not.
+type memTermSession struct {
+	*memSession
+	term *memTerminal
+}
+
+func (s *memTermSession) Terminal() engine.Terminal { return s.term }
+
+type memTerminal struct {
+	mu       sync.Mutex
+	attached bool
+}
+
+func (t *memTerminal) Attach() (engine.TerminalViewer, error) {
+	return nil, errors.New("memTerminal: no viewer")
+}
+func (t *memTerminal) Size() (int, int) { return 80, 24 }
+func (t *memTerminal) InUse() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.attached
+}
+func (t *memTerminal) set(on bool) {
+	t.mu.Lock()
+	t.attached = on
+	t.mu.Unlock()
 }
 
 func (e *memEngine) Specs() []engine.StartSpec {
@@ -267,6 +302,18 @@ func (s *memSession) play(in engine.Input) {
 			end(then)
 		} else {
 			<-s.closed
+		}
+	case len(f) >= 4 && f[0] == "blocked":
+		dur, _ := time.ParseDuration(f[1])
+		if !s.emit(engine.Event{Kind: engine.EventBlocked, Turn: in.Turn, Text: "a dialog troupe does not know"}) {
+			return
+		}
+		if !s.wait(dur) {
+			s.endInterrupted(in.Turn)
+			return
+		}
+		if s.emit(engine.Event{Kind: engine.EventBlocked, Turn: in.Turn}) {
+			end(text[strings.Index(text, " then ")+6:])
 		}
 	case len(f) >= 4 && f[0] == "silent":
 		dur, _ := time.ParseDuration(f[1])

@@ -58,10 +58,13 @@ const (
 	EngineACP      Engine = "acp"
 	EngineOpenAI   Engine = "openai"
 	EngineFake     Engine = "fake"
+	// EngineTerminal is any CLI run on a terminal (mode terminal), read
+	// through the patterns of its [agent.terminal] table.
+	EngineTerminal Engine = "terminal"
 )
 
 // Engines lists every engine troupe knows, in the order shown to users.
-var Engines = []Engine{EngineClaude, EngineCodex, EngineOpenCode, EngineACP, EngineOpenAI, EngineFake}
+var Engines = []Engine{EngineClaude, EngineCodex, EngineOpenCode, EngineACP, EngineOpenAI, EngineTerminal, EngineFake}
 
 // Mode is how an engine is driven.
 type Mode string

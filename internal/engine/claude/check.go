@@ -30,13 +30,10 @@ type options struct {
 	toolTimeout time.Duration // 0: not set
 }
 
-// Check implements engine.Engine: the mode is structured (terminal mode is
-// a later issue), permission_mode is one Claude Code knows, and the
+// Check implements engine.Engine: either mode (structured, terminal),
+// permission_mode is one Claude Code knows, and the
 // [agent.claude] table holds only tool_timeout, a duration of at least 1s.
 func (e *Engine) Check(agent troupe.AgentSpec) error {
-	if agent.Mode == troupe.ModeTerminal {
-		return &troupe.FieldError{Field: "mode", Msg: `terminal mode of the claude engine is not built yet (a later issue): remove mode, or set it to "structured"`}
-	}
 	if agent.PermissionMode != "" && !slices.Contains(PermissionModes, agent.PermissionMode) {
 		return &troupe.FieldError{Field: "permission_mode", Msg: fmt.Sprintf("%q is not a Claude Code permission mode: use one of %s", agent.PermissionMode, strings.Join(PermissionModes, ", "))}
 	}

@@ -150,9 +150,6 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("start claude agent %s: %w", name, err)
 	}
-	if spec.Agent.Mode == troupe.ModeTerminal {
-		return nil, fmt.Errorf("start claude agent %s: terminal mode is not built yet: remove mode from the agent in .troupe/team.toml", name)
-	}
 	o, err := parseOptions(spec.Agent.Options)
 	if err != nil {
 		return nil, fmt.Errorf("start claude agent %s: %w", name, err)
@@ -184,6 +181,16 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		if tmp, l.mcpFile, err = writeMCPConfig(spec.MCP, limit); err != nil {
 			return nil, fmt.Errorf("start claude agent %s: %w", name, err)
 		}
+	}
+	if spec.Agent.Mode == troupe.ModeTerminal {
+		s, err := e.startTUI(spec, l, tmp, log)
+		if err != nil {
+			if tmp != "" {
+				os.RemoveAll(tmp)
+			}
+			return nil, fmt.Errorf("start claude agent %s in terminal mode: %w", name, err)
+		}
+		return s, nil
 	}
 	s, err := start(sessionSpec{
 		launch:      l,

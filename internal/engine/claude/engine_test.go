@@ -24,7 +24,8 @@ func TestCheck(t *testing.T) {
 	}{
 		{"empty", troupe.AgentSpec{}, ""},
 		{"structured", troupe.AgentSpec{Mode: troupe.ModeStructured}, ""},
-		{"terminal", troupe.AgentSpec{Mode: troupe.ModeTerminal}, "mode"},
+		{"terminal", troupe.AgentSpec{Mode: troupe.ModeTerminal}, ""},
+		{"terminal bad mode", troupe.AgentSpec{Mode: troupe.ModeTerminal, PermissionMode: "yolo"}, "permission_mode"},
 		{"acceptEdits", troupe.AgentSpec{PermissionMode: "acceptEdits"}, ""},
 		{"default mode", troupe.AgentSpec{PermissionMode: "default"}, ""},
 		{"plan", troupe.AgentSpec{PermissionMode: "plan"}, ""},

@@ -183,4 +183,3 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	}
 	return s, nil
 }
-

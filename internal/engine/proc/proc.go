@@ -74,6 +74,13 @@ type Spec struct {
 	// child writes to stderr (the slice is reused after it returns). It
 	// must not block: engines bump their activity token with it.
 	OnStderr func(chunk []byte)
+	// TTY, if set, is the slave side of a pseudo-terminal (internal/term
+	// opens it): it becomes the child's stdin, stdout, stderr and
+	// controlling terminal, in a session of its own (so its process group
+	// too). No pipes are made: Stdin is closed from the start, Stdout is
+	// nil, and the caller reads the PTY's master. The caller closes its
+	// copy of TTY once Start returned.
+	TTY *os.File
 }
 
 // Process is one running child in its own process group.
@@ -111,6 +118,9 @@ func Start(spec Spec) (*Process, error) {
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("start process: no command")
 	}
+	if spec.TTY != nil {
+		return startTTY(spec)
+	}
 	var files []*os.File // every pipe end, closed on failure
 	pipe := func() (r, w *os.File, err error) {
 		if r, w, err = os.Pipe(); err == nil {
@@ -139,28 +149,9 @@ func Start(spec Spec) (*Process, error) {
 	}
 	closeAll([]*os.File{inR, outW, errW}) // the child's ends
 
-	log := spec.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	p := &Process{
-		log:         log.With("pid", cmd.Process.Pid),
-		cmd:         cmd,
-		pid:         cmd.Process.Pid,
-		stopTimeout: spec.StopTimeout,
-		onStderr:    spec.OnStderr,
-		stdin:       &stdin{f: inW},
-		stdout:      outR,
-		done:        make(chan struct{}),
-		stderrDone:  make(chan struct{}),
-		tailMax:     spec.StderrTail,
-	}
-	if p.stopTimeout <= 0 {
-		p.stopTimeout = DefaultStopTimeout
-	}
-	if p.tailMax <= 0 {
-		p.tailMax = DefaultStderrTail
-	}
+	p := newProcess(spec, cmd)
+	p.stdin.f = inW
+	p.stdout = outR
 	// The child is not reaped before the reaper reaps it, so its pid is
 	// still its own here.
 	h, err := pidfd.Open(p.pid)
@@ -171,6 +162,59 @@ func Start(spec Spec) (*Process, error) {
 	go p.readStderr(errR)
 	go p.reap(h, errR)
 	return p, nil
+}
+
+// startTTY starts spec.Argv on the terminal spec.TTY, in a new session
+// whose controlling terminal it is.
+func startTTY(spec Spec) (*Process, error) {
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Dir = spec.Dir
+	cmd.Env = spec.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = spec.TTY, spec.TTY, spec.TTY
+	// Setsid: a new session, so a new process group whose id is the pid;
+	// Setctty makes the terminal (fd 0 in the child) its controlling one.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := newProcess(spec, cmd)
+	p.stdin.closed = true
+	close(p.stderrDone) // no stderr of its own: it writes to the terminal
+	h, err := pidfd.Open(p.pid)
+	if err != nil {
+		p.log.Warn("no pidfd for the child: its reaper blocks a thread", "err", err)
+	}
+	p.log.Debug("child started on a terminal", "command", spec.Argv, "dir", spec.Dir)
+	go p.reap(h, nil)
+	return p, nil
+}
+
+func newProcess(spec Spec, cmd *exec.Cmd) *Process {
+	log := spec.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Process{
+		log:         log.With("pid", cmd.Process.Pid),
+		cmd:         cmd,
+		pid:         cmd.Process.Pid,
+		stopTimeout: spec.StopTimeout,
+		onStderr:    spec.OnStderr,
+		stdin:       &stdin{},
+		done:        make(chan struct{}),
+		stderrDone:  make(chan struct{}),
+		tailMax:     spec.StderrTail,
+	}
+	if p.stopTimeout <= 0 {
+		p.stopTimeout = DefaultStopTimeout
+	}
+	if p.tailMax <= 0 {
+		p.tailMax = DefaultStderrTail
+	}
+	return p
 }
 
 func closeAll(files []*os.File) {
@@ -297,7 +341,9 @@ func (p *Process) reap(h *pidfd.Process, errR *os.File) {
 		p.log.Warn("child's stderr still open after it exited: closed")
 	}
 	t.Stop()
-	errR.Close() // also unblocks the reader when something else holds the pipe
+	if errR != nil {
+		errR.Close() // also unblocks the reader when something else holds the pipe
+	}
 	<-p.stderrDone
 	close(p.done)
 }

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/engine/claude/claudetest"
+	"github.com/troupe-dev/troupe/internal/fakemodel"
+	"github.com/troupe-dev/troupe/internal/term"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// terminalTeam mixes a Claude agent in terminal mode (its TUI on a PTY),
+// a generic terminal agent (a scripted shell REPL) and a structured
+// scripted helper.
+const terminalTeam = `
+[[agent]]
+name = "tui"
+engine = "claude"
+mode = "terminal"
+command = %[1]q
+permission_mode = "acceptEdits"
+env = { ENABLE_TOOL_SEARCH = "false" }
+
+[[agent]]
+name = "repl"
+engine = "terminal"
+command = "/bin/sh"
+args = [%[2]q]
+
+[agent.terminal]
+idle = "repl>"
+busy = "working..."
+
+[[agent]]
+name = "helper"
+engine = "fake"
+
+[agent.fake]
+respond = "!say helper knows: {text}"
+`
+
+const termREPL = `printf 'repl> '
+while IFS= read -r line; do
+  case "$line" in
+    size) echo "size is $(stty size)";;
+    *) printf 'working...'; sleep 0.2; printf '\r\033[K'
+       echo "repl heard: $line" | tr a-z A-Z;;
+  esac
+  printf 'repl> '
+done`
+
+// TestTerminalAgents runs a team mixing terminal and structured agents in
+// the daemon: the person asks the Claude TUI agent, which calls troupe's
+// ask_agent (MCP, as in structured mode) on the helper; the generic REPL
+// answers through its patterns; the person attaches to the TUI over the
+// API's WebSocket and sees its screen.
+func TestTerminalAgents(t *testing.T) {
+	bin := claudetest.Bin(t)
+	model := fakemodel.New(fakemodel.Options{})
+	if err := model.Start(""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Close() })
+	state, proj := t.TempDir(), filepath.Join(t.TempDir(), "app")
+	script := filepath.Join(t.TempDir(), "repl.sh")
+	if err := os.WriteFile(script, []byte(termREPL), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeTeam(t, proj, fmt.Sprintf(terminalTeam, bin, script))
+	env := claudetest.Env(t, claudetest.Home(t, proj), model.URL())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d := startDaemonEnv(t, state, env, "--project", proj)
+	t.Cleanup(func() {
+		d.stop(syscall.SIGTERM)
+		waitNoProcessIn(t, proj)
+	})
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(agent troupe.AgentID, text string) string {
+		t.Helper()
+		req, err := cl.Ask(ctx, p.ID, agent, text, 0)
+		if err != nil {
+			t.Fatalf("ask %s: %v", agent, err)
+		}
+		if req.State != troupe.ReqAnswered {
+			t.Fatalf("ask %s %q = %s: %s", agent, text, req.State, req.Error)
+		}
+		return req.Answer
+	}
+
+	if got := ask("tui", "[[text:Hello from the TUI agent.]]"); got != "Hello from the TUI agent." {
+		t.Errorf("tui answered %q", got)
+	}
+	got := ask("tui", `[[tool:mcp__troupe__ask_agent {"to":"helper","question":"ping?"}]]`)
+	if !strings.Contains(got, "helper knows: ping?") {
+		t.Errorf("tui's ask_agent of helper gave %q", got)
+	}
+	if got := ask("repl", "hello repl"); !strings.Contains(got, "REPL HEARD:") || !strings.Contains(got, "HELLO REPL") {
+		t.Errorf("repl answered %q", got)
+	}
+
+	// Attach to the TUI: the first message redraws its screen.
+	a, err := cl.AttachTerminal(ctx, p.ID, "tui")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.Cols != term.DefaultCols || a.Rows != term.DefaultRows {
+		t.Errorf("attached to a %d×%d terminal", a.Cols, a.Rows)
+	}
+	snap, err := a.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := term.NewEmulator(a.Cols, a.Rows, nil)
+	defer e.Close()
+	e.Write(snap)
+	if !term.Contains(e.Text(), "Hello from the TUI agent.") && !term.Contains(e.Text(), "helper knows") {
+		t.Errorf("the attached screen shows neither answer:\n%s", e.Text())
+	}
+	if _, err := cl.AttachTerminal(ctx, p.ID, "helper"); err == nil || !strings.Contains(err.Error(), "not in terminal mode") {
+		t.Errorf("attach to a structured agent: %v", err)
+	}
+}
+
+// TestAttachCLI runs `troupe attach` on a terminal of its own (as a person
+// would): it shows the agent's screen (starting its session), sends the
+// person's keys and window size, detaches on Ctrl-] with exit status 0,
+// and the agent keeps working afterwards.
+func TestAttachCLI(t *testing.T) {
+	state, proj := t.TempDir(), filepath.Join(t.TempDir(), "app")
+	script := filepath.Join(t.TempDir(), "repl.sh")
+	if err := os.WriteFile(script, []byte(termREPL), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeTeam(t, proj, fmt.Sprintf(`
+[[agent]]
+name = "repl"
+engine = "terminal"
+command = "/bin/sh"
+args = [%q]
+
+[agent.terminal]
+idle = "repl>"
+busy = "working..."
+`, script))
+	d := startDaemon(t, state, "--project", proj)
+	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	cli, err := term.Start(term.Options{Argv: []string{binary, "attach", "repl", "--project", proj, "--state-dir", state},
+		Env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, Cols: 100, Rows: 30, StopTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close(context.Background())
+	wait := func(want string) {
+		t.Helper()
+		if s, err := cli.WaitFor(ctx, func(s term.Screen) bool { return term.Contains(s.All(), want) }); err != nil {
+			t.Fatalf("waiting for %q on the attached terminal: %v; screen:\n%s", want, err, s.All())
+		}
+	}
+	wait("repl>")
+	if err := cli.Write(ctx, []byte("hello\r")); err != nil {
+		t.Fatal(err)
+	}
+	wait("REPL HEARD: HELLO")
+	if err := cli.Write(ctx, []byte("size\r")); err != nil {
+		t.Fatal(err)
+	}
+	wait("size is 30 100") // the person's window size, not the agent's default
+	// Ctrl-] detaches.
+	if err := cli.Write(ctx, []byte{0x1d}); err != nil {
+		t.Fatal(err)
+	}
+	wait("detached from repl")
+	select {
+	case <-cli.Done():
+	case <-ctx.Done():
+		t.Fatal("troupe attach still runs after Ctrl-]")
+	}
+	if err := cli.ExitErr(); err != nil {
+		t.Errorf("troupe attach exited with %v", err)
+	}
+
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := cl.Ask(ctx, p.ID, "repl", "still there", 0)
+	if err != nil || req.State != troupe.ReqAnswered || !strings.Contains(req.Answer, "STILL THERE") {
+		t.Fatalf("ask after detaching = %+v, %v", req, err)
+	}
+}

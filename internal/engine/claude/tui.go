@@ -1,0 +1,528 @@
+package claude
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf16"
+
+	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/engine/terminal"
+	"github.com/troupe-dev/troupe/internal/term"
+)
+
+// Terminal mode (mode = "terminal"): Claude Code's own TUI on a PTY. Facts
+// in /work/shared/engines/claude-code.md §8, §10, §11.
+
+// tuiPoll is how often the TUI driver reads the session's registry file
+// and transcript between outputs.
+const tuiPoll = 250 * time.Millisecond
+
+// tuiFallbackIdle is how long the registry must say idle, after a turn
+// was seen busy, for the turn to count as ended when the transcript has no
+// end-of-turn line.
+const tuiFallbackIdle = 3 * time.Second
+
+// Caps on what the driver reads (C14: the transcript is written by the
+// agent's own program).
+const (
+	maxRegistryFile   = 64 << 10
+	maxTranscriptRun  = 8 << 20 // read per poll
+	maxTranscriptLine = 4 << 20 // one transcript line
+	maxAnswer         = 256 << 10
+)
+
+// tuiArgv is the TUI's command line: no -p, no stream-json, no permission
+// prompt tool (its permission prompts show on its screen).
+func (l *launch) tuiArgv(id string, resume bool) []string {
+	argv := []string{l.command}
+	argv = append(argv, l.agent.Args...)
+	if resume {
+		argv = append(argv, "--resume", id)
+	} else {
+		argv = append(argv, "--session-id", id)
+	}
+	if l.agent.Model != "" {
+		argv = append(argv, "--model", l.agent.Model)
+	}
+	if l.agent.PermissionMode != "" {
+		argv = append(argv, "--permission-mode", l.agent.PermissionMode)
+	}
+	if l.instr != "" {
+		argv = append(argv, "--append-system-prompt", l.instr)
+	}
+	if l.mcpFile != "" {
+		argv = append(argv, "--mcp-config", l.mcpFile)
+	}
+	// --allowedTools is variadic: it comes last.
+	argv = append(argv, "--allowedTools", "mcp__"+MCPServerName)
+	return append(argv, l.agent.AllowedTools...)
+}
+
+// startTUI starts the agent's TUI on a terminal.
+func (e *Engine) startTUI(spec engine.StartSpec, l *launch, tmp string, log *slog.Logger) (engine.Session, error) {
+	cfg := configDir(l.env)
+	if cfg == "" {
+		return nil, errors.New("find Claude Code's config folder: neither HOME nor CLAUDE_CONFIG_DIR is set")
+	}
+	cwd, err := filepath.EvalSymlinks(l.dir)
+	if err != nil {
+		return nil, fmt.Errorf("resolve working directory: %w", err)
+	}
+	id, resume := spec.Resume, spec.Resume != ""
+	tpath := func(id string) string { return filepath.Join(cfg, "projects", MungePath(cwd), id+".jsonl") }
+	if resume {
+		if _, err := os.Stat(tpath(id)); err != nil {
+			log.Info("the conversation to resume has no transcript: starting a new one", "session", id)
+			resume = false
+		}
+	}
+	if !resume {
+		id = newSessionID()
+	}
+	env := make([]string, 0, len(l.env)+1)
+	for _, kv := range l.env {
+		if !strings.HasPrefix(kv, "TERM=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "TERM=xterm-256color") // what the emulator is
+	d := &tuiDriver{cfg: cfg, sessionID: id, transcript: tpath(id), log: log}
+	s, err := terminal.Launch(term.Options{
+		Argv:        l.tuiArgv(id, resume),
+		Dir:         l.dir,
+		Env:         env,
+		Logger:      log,
+		StopTimeout: e.stopTimeout,
+	}, terminal.SessionSpec{
+		Name:   string(spec.Key.Agent),
+		Driver: d,
+		Logger: log,
+		Cleanup: func() {
+			if tmp != "" {
+				os.RemoveAll(tmp)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Emit(engine.Event{Kind: engine.EventSession, SessionID: id})
+	return s, nil
+}
+
+// configDir is Claude Code's folder in the child's environment:
+// CLAUDE_CONFIG_DIR, else $HOME/.claude.
+func configDir(env []string) string {
+	if v, ok := lookup(env, "CLAUDE_CONFIG_DIR"); ok && v != "" {
+		return v
+	}
+	if v, ok := lookup(env, "HOME"); ok && v != "" {
+		return filepath.Join(v, ".claude")
+	}
+	return ""
+}
+
+// MungePath is the folder name Claude Code gives a working directory under
+// projects/: every UTF-16 code unit that is not [A-Za-z0-9] becomes "-";
+// a result longer than 200 is cut to 200 and "-" plus the base-36 djb2
+// hash of the path is appended (§8).
+func MungePath(path string) string {
+	units := utf16.Encode([]rune(path))
+	b := make([]byte, len(units))
+	var h int32
+	for i, u := range units {
+		h = (h << 5) - h + int32(u)
+		switch {
+		case u >= 'a' && u <= 'z', u >= 'A' && u <= 'Z', u >= '0' && u <= '9':
+			b[i] = byte(u)
+		default:
+			b[i] = '-'
+		}
+	}
+	if len(b) <= 200 {
+		return string(b)
+	}
+	abs := int64(h)
+	if abs < 0 {
+		abs = -abs
+	}
+	return string(b[:200]) + "-" + strconv.FormatInt(abs, 36)
+}
+
+// tuiDriver reads Claude Code's TUI: dialogs from its screen, busy and
+// idle from its registry file's status (§11), the end of a turn and its
+// answer from its transcript (§8).
+type tuiDriver struct {
+	cfg        string
+	sessionID  string
+	transcript string
+	log        *slog.Logger
+	bump       atomic.Pointer[func()]
+
+	regFile  string // the registry file found for the session
+	status   string // its status: idle, busy, waiting; "" before it exists
+	waitFor  string
+	regPID   int
+	regStart string
+
+	// The transcript, read from off on.
+	off     int64
+	partial []byte
+	// The submitted turn.
+	turnOn    bool
+	sawBusy   bool
+	idleSince time.Time
+	ended     bool
+	answer    []string // text blocks since the last tool result
+	out       []string // text blocks not yet taken (TakeOutput)
+	failure   string
+}
+
+var _ terminal.Driver = (*tuiDriver)(nil)
+
+// SetBump implements the session's activity hook: transcript growth is
+// activity (C3).
+func (d *tuiDriver) SetBump(b func()) { d.bump.Store(&b) }
+
+func (d *tuiDriver) bumpNow() {
+	if f := d.bump.Load(); f != nil {
+		(*f)()
+	}
+}
+
+func (d *tuiDriver) Poll() time.Duration { return tuiPoll }
+
+// TakeOutput: the text blocks the transcript got since the last call.
+func (d *tuiDriver) TakeOutput() []string {
+	d.readTranscript()
+	out := d.out
+	d.out = nil
+	return out
+}
+func (d *tuiDriver) InterruptKeys() []byte { return []byte{0x1b} }
+
+// Quit types /exit then Enter (§10.8); the escalation follows if it does
+// not exit.
+func (d *tuiDriver) Quit(ctx context.Context, w terminal.Writer) {
+	_ = w.Write(ctx, []byte{0x15}) // Ctrl-U: an empty input line first
+	_ = w.Write(ctx, []byte("/exit"))
+	_ = w.Write(ctx, []byte("\r"))
+}
+
+// Known dialogs (§10): the option troupe selects, whatever the default.
+var tuiDialogs = []struct {
+	marks  []string // all shown
+	choose string
+}{
+	{[]string{"Yes, I trust this folder"}, "Yes, I trust this folder"},
+	{[]string{"Detected a custom API key", "Do you want to use this API key?"}, "Yes"},
+}
+
+// dialogMarks are what any of Claude Code's dialogs shows.
+var dialogMarks = []string{"Enter to confirm", "Esc to cancel", "Enter to continue", "Do you want to proceed?"}
+
+func (d *tuiDriver) Observe(s term.Screen) terminal.Observation {
+	text := s.Text()
+	for _, dl := range tuiDialogs {
+		all := true
+		for _, m := range dl.marks {
+			all = all && term.Contains(text, m)
+		}
+		if all {
+			return terminal.Observation{State: terminal.Dialog, Choose: dl.choose}
+		}
+	}
+	d.readRegistry()
+	switch d.status {
+	case "waiting":
+		why := d.waitFor
+		if why == "" {
+			why = "something"
+		}
+		return terminal.Observation{State: terminal.Blocked, Why: "Claude Code waits for the person (" + why + ")"}
+	case "busy":
+		return terminal.Observation{State: terminal.Busy}
+	case "idle":
+		if shown(text, dialogMarks) {
+			return terminal.Observation{State: terminal.Blocked, Why: "Claude Code shows a dialog troupe does not know"}
+		}
+		return terminal.Observation{State: terminal.Idle}
+	case "":
+		if d.regFile != "" {
+			// A registry file without status (2.1.197 writes none): the
+			// screen says it, the footer's "esc to interrupt" while busy.
+			return screenState(text)
+		}
+	}
+	// No registry file yet: the REPL has not started.
+	if shown(text, dialogMarks) {
+		return terminal.Observation{State: terminal.Blocked, Why: "Claude Code shows a dialog troupe does not know"}
+	}
+	return terminal.Observation{State: terminal.Starting}
+}
+
+// screenState reads busy, idle or a dialog from the TUI's screen alone:
+// busy while its footer offers "esc to interrupt", a dialog when one of
+// dialogMarks shows, idle at its prompt (a row starting with ❯ under a
+// rule).
+func screenState(text string) terminal.Observation {
+	switch {
+	case term.Contains(text, "esc to interrupt"):
+		return terminal.Observation{State: terminal.Busy}
+	case shown(text, dialogMarks):
+		return terminal.Observation{State: terminal.Blocked, Why: "Claude Code shows a dialog troupe does not know"}
+	}
+	lines := strings.Split(text, "\n")
+	for i := 1; i < len(lines); i++ {
+		if strings.HasPrefix(lines[i], "❯") && strings.HasPrefix(strings.TrimSpace(lines[i-1]), "────") {
+			return terminal.Observation{State: terminal.Idle}
+		}
+	}
+	return terminal.Observation{State: terminal.Starting}
+}
+
+func shown(text string, marks []string) bool {
+	for _, m := range marks {
+		if term.Contains(text, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// registryEntry is what the driver reads of ~/.claude/sessions/<pid>.json.
+type registryEntry struct {
+	PID        int    `json:"pid"`
+	SessionID  string `json:"sessionId"`
+	ProcStart  string `json:"procStart"`
+	Status     string `json:"status"`
+	WaitingFor string `json:"waitingFor"`
+}
+
+// readRegistry finds the session's registry file (by its sessionId, with
+// the process alive: pid and procStart agree, §11) and reads its status.
+func (d *tuiDriver) readRegistry() {
+	if d.regFile != "" {
+		if e, ok := readEntry(d.regFile); ok && e.SessionID == d.sessionID && e.PID == d.regPID {
+			d.status, d.waitFor = e.Status, e.WaitingFor
+			return
+		}
+		d.regFile, d.status, d.waitFor = "", "", ""
+	}
+	dir := filepath.Join(d.cfg, "sessions")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, de := range ents {
+		name := de.Name()
+		if !strings.HasSuffix(name, ".json") || !de.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		e, ok := readEntry(path)
+		if !ok || e.SessionID != d.sessionID || !Alive(e.PID, e.ProcStart) {
+			continue
+		}
+		d.regFile, d.regPID, d.regStart = path, e.PID, e.ProcStart
+		d.status, d.waitFor = e.Status, e.WaitingFor
+		return
+	}
+}
+
+func readEntry(path string) (registryEntry, bool) {
+	var e registryEntry
+	f, err := os.OpenFile(path, os.O_RDONLY|syscallNonblock, 0)
+	if err != nil {
+		return e, false
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return e, false
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxRegistryFile))
+	if err != nil || json.Unmarshal(b, &e) != nil {
+		return e, false
+	}
+	return e, true
+}
+
+// Alive reports whether process pid runs and started at procStart (field
+// 22 of /proc/<pid>/stat, as Claude Code's registry records it): a pid
+// alone may have been reused.
+func Alive(pid int, procStart string) bool {
+	if pid <= 0 || procStart == "" {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')') // the command name may hold spaces and parens
+	if i < 0 {
+		return false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// After ")": field 3 (state) is f[0], so field 22 is f[19].
+	if len(f) < 20 || f[0] == "Z" {
+		return false
+	}
+	return f[19] == procStart
+}
+
+// Submitted notes where the turn's transcript lines start.
+func (d *tuiDriver) Submitted(term.Screen) {
+	d.readTranscript() // what came before belongs to earlier turns
+	d.turnOn, d.sawBusy, d.ended = true, false, false
+	d.answer, d.out, d.failure = nil, nil, ""
+	d.idleSince = time.Time{}
+}
+
+// TurnEnded: the transcript's end-of-turn line (system turn_duration, or
+// an api_error) after the turn's input; or, interrupted or without one,
+// the registry idle again after the turn was seen busy.
+func (d *tuiDriver) TurnEnded(s term.Screen, interrupting bool) (bool, string, string) {
+	d.readTranscript()
+	d.readRegistry()
+	switch d.status {
+	case "busy", "waiting":
+		d.sawBusy = true
+		d.idleSince = time.Time{}
+	case "idle":
+		if d.idleSince.IsZero() {
+			d.idleSince = time.Now()
+		}
+	}
+	done := d.ended
+	if !done && d.status == "idle" && d.sawBusy {
+		done = interrupting || time.Since(d.idleSince) >= tuiFallbackIdle
+	}
+	if !done {
+		return false, "", ""
+	}
+	d.turnOn = false
+	return true, strings.TrimSpace(strings.Join(d.answer, "\n")), d.failure
+}
+
+// transcriptLine is what the driver reads of a transcript line.
+type transcriptLine struct {
+	Type    string `json:"type"`
+	Subtype string `json:"subtype"`
+	Content any    `json:"content"`
+	Message struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"message"`
+}
+
+type tblock struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// readTranscript reads the lines appended since the last read (at most
+// maxTranscriptRun a call; a line longer than maxTranscriptLine is skipped).
+func (d *tuiDriver) readTranscript() {
+	f, err := os.OpenFile(d.transcript, os.O_RDONLY|syscallNonblock, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	if fi.Size() < d.off { // replaced: start over
+		d.off, d.partial = 0, nil
+	}
+	if fi.Size() == d.off {
+		return
+	}
+	if _, err := f.Seek(d.off, io.SeekStart); err != nil {
+		return
+	}
+	r := bufio.NewReaderSize(io.LimitReader(f, maxTranscriptRun), 64<<10)
+	for {
+		chunk, err := r.ReadSlice('\n')
+		d.off += int64(len(chunk))
+		if len(d.partial)+len(chunk) <= maxTranscriptLine {
+			d.partial = append(d.partial, chunk...)
+		} else {
+			d.partial = append(d.partial[:0], "{}"...) // too long: skipped
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			break // a partial last line waits for its end
+		}
+		line := d.partial
+		d.partial = nil
+		d.bumpNow()
+		if d.turnOn {
+			d.take(line)
+		}
+	}
+}
+
+// take reads one transcript line of the submitted turn.
+func (d *tuiDriver) take(line []byte) {
+	var l transcriptLine
+	if json.Unmarshal(line, &l) != nil {
+		return
+	}
+	switch l.Type {
+	case "assistant":
+		var blocks []tblock
+		if json.Unmarshal(l.Message.Content, &blocks) != nil {
+			return
+		}
+		for _, b := range blocks {
+			if b.Type == "text" && b.Text != "" && size(d.answer)+len(b.Text) <= maxAnswer {
+				d.answer = append(d.answer, b.Text)
+				if len(d.out) < 256 {
+					d.out = append(d.out, b.Text)
+				}
+			}
+		}
+	case "user":
+		var blocks []tblock
+		if json.Unmarshal(l.Message.Content, &blocks) == nil {
+			for _, b := range blocks {
+				if b.Type == "tool_result" {
+					d.answer = nil // the answer is what follows the last tool
+				}
+			}
+		}
+	case "system":
+		switch l.Subtype {
+		case "turn_duration":
+			d.ended = true
+		case "api_error":
+			d.failure = "Claude Code's request to the model failed"
+			if s, ok := l.Content.(string); ok && s != "" {
+				d.failure += ": " + s
+			}
+		}
+	}
+}
+
+func size(ss []string) int {
+	n := 0
+	for _, s := range ss {
+		n += len(s)
+	}
+	return n
+}

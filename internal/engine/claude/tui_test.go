@@ -1,0 +1,382 @@
+package claude
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/engine/enginetest"
+	"github.com/troupe-dev/troupe/internal/engine/terminal"
+	"github.com/troupe-dev/troupe/internal/fakemodel"
+	"github.com/troupe-dev/troupe/internal/term"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// tuiRig starts the pinned TUI in a fresh folder the isolated HOME has
+// never trusted (so the trust dialog shows), against the fake model.
+func tuiRig(t *testing.T, seed func(home string)) *rig {
+	t.Helper()
+	r := newRig(t)
+	home, _ := lookup(r.env, "HOME")
+	// A HOME that knows the CLI (onboarding done, the key approved) but
+	// not the folder.
+	claudeJSON := filepath.Join(home, ".claude.json")
+	var cfg map[string]any
+	b, err := os.ReadFile(claudeJSON)
+	if err != nil || json.Unmarshal(b, &cfg) != nil {
+		t.Fatalf("read the seeded %s: %v", claudeJSON, err)
+	}
+	cfg["projects"] = map[string]any{}
+	if b, err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(claudeJSON, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if seed != nil {
+		seed(home)
+	}
+	return r
+}
+
+func (r *rig) startTUI(t *testing.T, a troupe.AgentSpec, spec engine.StartSpec) *terminal.Session {
+	t.Helper()
+	a.Mode = troupe.ModeTerminal
+	if a.PermissionMode == "" {
+		a.PermissionMode = "acceptEdits" // not the TUI's auto mode and its classifier (§10.6)
+	}
+	if a.Name == "" {
+		a.Name = "agent"
+	}
+	a.Engine, a.Command = troupe.EngineClaude, r.bin
+	spec.Agent, spec.Dir = a, r.dir
+	spec.Key = troupe.RuntimeKey{Project: "p1", Agent: a.Name}
+	s, err := r.eng.Start(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { drive.Close(t, s) })
+	return s.(*terminal.Session)
+}
+
+func screenOf(s *terminal.Session) string {
+	v, err := s.Terminal().Attach()
+	if err != nil {
+		return "(no screen: " + err.Error() + ")"
+	}
+	defer v.Detach()
+	e := term.NewEmulator(term.DefaultCols, term.DefaultRows, nil)
+	defer e.Close()
+	e.Write(v.Snapshot())
+	return e.Text()
+}
+
+// TestTUITurns runs the real TUI in a fresh folder: the trust dialog is
+// passed by selecting "Yes, I trust this folder" (its default is "No,
+// exit"), a turn is answered from the transcript, troupe's MCP tools are
+// reachable as in structured mode, a slow turn is interrupted, and Close
+// ends the program by /exit with its registry file removed.
+func TestTUITurns(t *testing.T) {
+	t.Parallel()
+	r := tuiRig(t, nil)
+	mcp := newFakeMCP(t)
+	// Claude Code defers MCP tools behind ToolSearch; the fake model can
+	// only call offered tools.
+	a := troupe.AgentSpec{Env: map[string]string{"ENABLE_TOOL_SEARCH": "false"}}
+	s := r.startTUI(t, a, engine.StartSpec{MCP: engine.MCPAccess{URL: mcp.URL, Token: "tok-tui"}})
+	id := drive.SessionID(t, s)
+
+	evs, end := drive.RunTurn(t, s, "t1", "[[text:Hello from the TUI.]]")
+	if end.Error != "" || end.Text != "Hello from the TUI." {
+		t.Fatalf("turn 1 ended %+v; screen:\n%s", end, screenOf(s))
+	}
+	if len(evs) == 0 || evs[0].Kind != engine.EventOutput {
+		t.Errorf("turn 1 events %+v, want its output", evs)
+	}
+	if !term.Contains(screenOf(s), "● Hello from the TUI.") {
+		t.Errorf("the screen lacks the answer:\n%s", screenOf(s))
+	}
+
+	// troupe's tools through MCP, as in structured mode: the fake MCP's
+	// list_agents, called by the model.
+	_, end = drive.RunTurn(t, s, "t2", `[[tool:mcp__troupe__list_agents {}]]`)
+	if end.Error != "" || !strings.Contains(end.Text, "agents: alice, bob") {
+		t.Fatalf("turn 2 (MCP) ended %+v; screen:\n%s", end, screenOf(s))
+	}
+	if got := mcp.Auth(); got != "Bearer tok-tui" {
+		t.Errorf("MCP Authorization = %q", got)
+	}
+
+	// A turn held by the model, interrupted.
+	if err := s.Send(context.Background(), enginetest.Input("t3", "[[text:slow...]] [[slow:1h every 1h]]")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	if _, err := r.model.WaitRequests(ctx, len(r.model.Requests())+1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Interrupt(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, end := drive.UntilEnd(t, s, "t3"); end.Error != "interrupted" {
+		t.Fatalf("turn 3 ended %+v, want interrupted", end)
+	}
+
+	// The registry file is there while it runs and gone after /exit.
+	home, _ := lookup(r.env, "HOME")
+	reg := registryFiles(t, home, id)
+	if len(reg) != 1 {
+		t.Fatalf("registry files of session %s: %v", id, reg)
+	}
+	drive.Close(t, s)
+	if s.Err() != nil {
+		t.Errorf("Err after Close = %v", s.Err())
+	}
+	if err := s.ExitErr(); err != nil {
+		t.Errorf("the TUI exited with %v, want status 0 (its own /exit, not the escalation's signals)", err)
+	}
+	if _, err := os.Stat(reg[0]); !os.IsNotExist(err) {
+		t.Errorf("registry file %s still there after Close (err %v): not a clean exit", reg[0], err)
+	}
+}
+
+func registryFiles(t *testing.T, home, id string) []string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(home, ".claude", "sessions", "*.json"))
+	var out []string
+	for _, f := range files {
+		if e, ok := readEntry(f); ok && e.SessionID == id {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// TestTUIAPIKeyDialog: a HOME that has not approved the key shows the API
+// key dialog, whose default is "No (recommended)"; troupe selects Yes.
+func TestTUIAPIKeyDialog(t *testing.T) {
+	t.Parallel()
+	r := tuiRig(t, func(home string) {
+		p := filepath.Join(home, ".claude.json")
+		b, _ := os.ReadFile(p)
+		var cfg map[string]any
+		json.Unmarshal(b, &cfg)
+		delete(cfg, "customApiKeyResponses")
+		b, _ = json.Marshal(cfg)
+		os.WriteFile(p, b, 0o600)
+	})
+	s := r.startTUI(t, troupe.AgentSpec{}, engine.StartSpec{})
+	drive.SessionID(t, s)
+	_, end := drive.RunTurn(t, s, "t1", "[[text:key accepted]]")
+	if end.Error != "" || end.Text != "key accepted" {
+		t.Fatalf("turn ended %+v; screen:\n%s", end, screenOf(s))
+	}
+}
+
+// TestTUIUnknownDialog: a dialog troupe does not know (Bypass Permissions'
+// warning, its "accept" not pre-seeded) leaves the agent blocked with the
+// screen in the event, and no turn runs; once the person answers it
+// (attached), the agent goes on.
+func TestTUIUnknownDialog(t *testing.T) {
+	t.Parallel()
+	r := tuiRig(t, func(home string) {
+		os.Remove(filepath.Join(home, ".claude", "settings.json")) // skipDangerousModePermissionPrompt
+	})
+	s := r.startTUI(t, troupe.AgentSpec{PermissionMode: "bypassPermissions"}, engine.StartSpec{})
+	drive.SessionID(t, s)
+	if err := s.Send(context.Background(), enginetest.Input("t1", "[[text:after the dialog]]")); err != nil {
+		t.Fatal(err)
+	}
+	ev, ok := drive.Next(t, s)
+	if !ok || ev.Kind != engine.EventBlocked || !term.Contains(ev.Text, "Bypass Permissions mode") {
+		t.Fatalf("event %+v (open %v), want blocked with the dialog; screen:\n%s", ev, ok, screenOf(s))
+	}
+	if n := len(r.model.Requests()); n != 0 {
+		t.Errorf("%d model requests while blocked", n)
+	}
+	// The person answers: Down to "Yes, I accept", Enter.
+	v, err := s.Terminal().Attach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := v.Type(ctx, []byte("\x1b[B")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the TUI's key handling: a person types at this pace
+	if err := v.Type(ctx, []byte("\r")); err != nil {
+		t.Fatal(err)
+	}
+	v.Detach()
+	for { // blocked events again while the screen changes, then unblocked
+		ev, ok = drive.Next(t, s)
+		if !ok || ev.Kind != engine.EventBlocked {
+			t.Fatalf("event %+v (open %v), want unblocked", ev, ok)
+		}
+		if ev.Text == "" {
+			break
+		}
+	}
+	_, end := drive.UntilEnd(t, s, "t1")
+	if end.Error != "" || end.Text != "after the dialog" {
+		t.Fatalf("turn ended %+v; screen:\n%s", end, screenOf(s))
+	}
+}
+
+// TestTUIContract runs the Session contract suite on the TUI. The TUI
+// writes an answer's text to its transcript once the text block is whole,
+// so a hanging turn is a text block and then a Bash command that never ends
+// (the turn runs until interrupted or closed).
+func TestTUIContract(t *testing.T) {
+	t.Parallel()
+	enginetest.Run(t, enginetest.Harness{
+		Start: func(t *testing.T, _ []enginetest.Turn) engine.Session {
+			r := newRig(t)
+			// After an interrupted tool, the TUI sends the cancelled
+			// tool's result with the next message: its markers decide.
+			r.model.SetScript(func(req fakemodel.Request) fakemodel.Reply {
+				if req.AfterTool && strings.Contains(req.Prompt, "[[") {
+					req.AfterTool = false
+				}
+				return fakemodel.DefaultScript(req)
+			})
+			s := r.startTUI(t, troupe.AgentSpec{AllowedTools: []string{"Bash"}}, engine.StartSpec{})
+			drive.SessionID(t, s)
+			return s
+		},
+		Message: func(turn enginetest.Turn) string {
+			switch turn.Kind {
+			case enginetest.Hang:
+				return `[[text:` + turn.Text + `]] [[tool:Bash {"command":"tail -f /dev/null"}]]`
+			case enginetest.Die:
+				// A second before the kill: the TUI writes its transcript
+				// lines a moment after it shows them, and a process killed
+				// at once loses the last ones (so does its output here).
+				return `[[text:` + turn.Text + `]] [[tool:Bash {"command":"sleep 1; kill -9 $PPID"}]]`
+			default:
+				return "[[text:" + turn.Text + "]]"
+			}
+		},
+		Patience: patience,
+	})
+}
+
+// TestTUIPermissionPromptBlocks: a tool the agent may not use without
+// asking shows Claude Code's permission prompt on its screen (registry
+// status "waiting"): the agent is blocked, never idle, until the person
+// answers on the terminal; then the turn goes on and ends.
+func TestTUIPermissionPromptBlocks(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	s := r.startTUI(t, troupe.AgentSpec{PermissionMode: "default"}, engine.StartSpec{})
+	drive.SessionID(t, s)
+	msg := `[[tool:Bash {"command":"echo hi-from-bash > out.txt && cat out.txt","description":"write a file"}]]`
+	if err := s.Send(context.Background(), enginetest.Input("t1", msg)); err != nil {
+		t.Fatal(err)
+	}
+	// Blocked at once ("waiting" comes a moment before the prompt is
+	// drawn), then reported again with the prompt on the screen.
+	deadline := time.Now().Add(patience)
+	for {
+		ev, ok := drive.Next(t, s)
+		if time.Now().After(deadline) {
+			t.Fatalf("no blocked event showing the prompt in %v; the last: %+v", patience, ev)
+		}
+		if !ok || ev.Kind == engine.EventTurnEnd || ev.Kind == engine.EventBlocked && ev.Text == "" {
+			t.Fatalf("event %+v (open %v) before the permission prompt showed; screen:\n%s", ev, ok, screenOf(s))
+		}
+		if ev.Kind == engine.EventBlocked && !strings.Contains(ev.Text, "(permission prompt)") {
+			t.Fatalf("blocked event %q, want it to say Claude Code waits on a permission prompt", ev.Text)
+		}
+		if ev.Kind == engine.EventBlocked && term.Contains(ev.Text, "Do you want to proceed?") {
+			break
+		}
+	}
+	v, err := s.Terminal().Attach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Type(context.Background(), []byte("1")); err != nil { // "1. Yes"
+		t.Fatal(err)
+	}
+	v.Detach()
+	var unblocked bool
+	for {
+		ev, ok := drive.Next(t, s)
+		if !ok {
+			t.Fatalf("events closed: %v", s.Err())
+		}
+		if ev.Kind == engine.EventBlocked && ev.Text == "" {
+			unblocked = true
+		}
+		if ev.Kind == engine.EventTurnEnd {
+			if !unblocked || ev.Error != "" || !strings.Contains(ev.Text, "hi-from-bash") {
+				t.Fatalf("after the prompt: unblocked %v, turn end %+v", unblocked, ev)
+			}
+			return
+		}
+	}
+}
+
+// TestScreenState reads the TUI's state off the captured screens, for a
+// registry file without status (2.1.197).
+func TestScreenState(t *testing.T) {
+	for file, want := range map[string]terminal.State{
+		"21_v2.1.197_main.txt":          terminal.Idle,
+		"04_main_prompt.txt":            terminal.Idle,
+		"06_busy.txt":                   terminal.Busy,
+		"15_bash_permission_prompt.txt": terminal.Blocked,
+		"19_bypass_dialog.txt":          terminal.Blocked,
+		"01_first_screen.txt":           terminal.Starting,
+	} {
+		// Copied from ../shared/fixtures/claude-code/tui/screens.
+		b, err := os.ReadFile(filepath.Join("testdata", "screens", file))
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if got := screenState(string(b)).State; got != want {
+			t.Errorf("%s: state %v, want %v", file, got, want)
+		}
+	}
+}
+
+// TestTUIResume: a new session given the conversation id the first one
+// reported continues that conversation (--resume): the model sees the
+// earlier exchange; an id without a transcript starts a new one.
+func TestTUIResume(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	s := r.startTUI(t, troupe.AgentSpec{}, engine.StartSpec{})
+	id := drive.SessionID(t, s)
+	if _, end := drive.RunTurn(t, s, "t1", "[[text:the word is heliotrope]]"); end.Error != "" {
+		t.Fatalf("turn 1: %+v", end)
+	}
+	drive.Close(t, s)
+
+	s2 := r.startTUI(t, troupe.AgentSpec{}, engine.StartSpec{Resume: id})
+	if got := drive.SessionID(t, s2); got != id {
+		t.Fatalf("resumed session reports %s, want %s", got, id)
+	}
+	if _, end := drive.RunTurn(t, s2, "t2", "[[text:resumed]]"); end.Error != "" || end.Text != "resumed" {
+		t.Fatalf("turn 2: %+v", end)
+	}
+	reqs := r.model.Requests()
+	last := reqs[len(reqs)-1]
+	msgs, _ := last.Body["messages"].([]any)
+	body := fmt.Sprint(msgs)
+	if !strings.Contains(body, "heliotrope") {
+		t.Errorf("the resumed conversation's request lacks the first turn (%d messages)", len(msgs))
+	}
+
+	s3 := r.startTUI(t, troupe.AgentSpec{}, engine.StartSpec{Resume: "00000000-0000-4000-8000-000000000000"})
+	if got := drive.SessionID(t, s3); got == "00000000-0000-4000-8000-000000000000" {
+		t.Errorf("an id without a transcript was resumed")
+	}
+}
