@@ -20,9 +20,26 @@ OPENCODE_BIN   := $(OPENCODE_DIR)/node_modules/opencode-linux-x64/bin/opencode
 # The tests find the pinned CLIs here.
 TOOL_ENV       := TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_OPENCODE_BIN=$(OPENCODE_BIN)
 
-.PHONY: build run test bench fuzz clean tools
+.PHONY: build run test bench fuzz clean tools web
 
-build:
+# The web UI (web/, TypeScript + Preact) bundled by esbuild into
+# internal/web/dist, which the binary embeds. `npm ci` runs only when the
+# lockfile changed; the bundle is rebuilt only when a source changed. The
+# built files are not committed (dist/README is, so `go vet` and `go build`
+# work before this runs; such a binary's page says to run `make build`).
+WEB_SRC := $(shell find web/src -type f 2>/dev/null) web/build.mjs web/tsconfig.json web/package-lock.json
+WEB_OUT := internal/web/dist/index.html
+
+web: $(WEB_OUT)
+
+web/node_modules/.package-lock.json: web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund
+	@touch $@
+
+$(WEB_OUT): web/node_modules/.package-lock.json $(WEB_SRC)
+	cd web && npm run --silent check && npm run --silent build
+
+build: web
 	@echo "building $(BIN) (the first build downloads modules and takes a minute)..."
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troupe
 	@echo "built $(BIN)"
@@ -48,7 +65,7 @@ $(OPENCODE_BIN):
 	npm install --no-audit --no-fund --prefix $(OPENCODE_DIR) opencode-ai@$(OPENCODE_VERSION)
 	$(OPENCODE_BIN) --version
 
-test: tools
+test: tools web
 	$(GO) vet ./...
 	$(TOOL_ENV) $(GO) test -race -timeout 12m ./...
 
@@ -89,4 +106,5 @@ fuzz:
 	$(GO) test ./internal/project -run '^$$' -fuzz FuzzParseTeam -fuzztime 60s
 
 clean:
-	rm -rf bin bench.out
+	rm -rf bin bench.out web/node_modules
+	find internal/web/dist -mindepth 1 ! -name README -exec rm -rf {} +

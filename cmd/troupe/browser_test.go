@@ -2,13 +2,21 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/troupe"
+	"github.com/troupe-dev/troupe/internal/web"
 )
 
 // chromium finds the browser for the browser tests: Debian's chromium,
@@ -30,97 +38,340 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// TestBrowserWebUIShowsTheTeamAndTalksToIt drives the web UI in headless
-// Chromium against a real daemon: the one-time login link, the team with
-// live states, an ask answered in the page, the conversation, a task.
-func TestBrowserWebUIShowsTheTeamAndTalksToIt(t *testing.T) {
-	exe := chromium(t)
-	state, proj := t.TempDir(), t.TempDir()
-	writeTeam(t, proj, ownerTeam)
-	d := startDaemon(t, state, "--project", proj)
-	mustTroupe(t, state, proj, "task", "run", "echo from-the-ui-test")
+// page is a headless Chromium tab for one test, with helpers that fail the
+// test naming the step. When the test fails, a screenshot of the page is
+// saved (in $TROUPE_TEST_ARTIFACTS, else the system's temp folder) and its
+// path logged.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+}
 
+func newPage(t *testing.T, login string) *page {
+	t.Helper()
+	exe := chromium(t)
+	if !web.Built() {
+		t.Fatal("the web UI is not built into this binary: run `make web` (make test does) before go test")
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true),
+		chromedp.WindowSize(1280, 900),
 		chromedp.UserDataDir(t.TempDir()))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
 	bctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	// The first Run starts the browser, which lives as long as that call's
+	// The first Do starts the browser, which lives as long as that call's
 	// context: no timeout on it; the later steps get one.
-	if err := chromedp.Do(bctx, chromedp.Navigate(d.login)); err != nil {
+	if err := chromedp.Do(bctx, chromedp.Navigate(login)); err != nil {
+		cancel()
+		cancelAlloc()
 		t.Fatalf("open the login link: %v", err)
 	}
-	ctx, cancelT := context.WithTimeout(bctx, 60*time.Second)
-	defer cancelT()
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
+	ctx, cancelT := context.WithTimeout(bctx, 90*time.Second)
+	p := &page{t: t, ctx: ctx}
+	t.Cleanup(func() {
+		if t.Failed() {
+			p.screenshot()
 		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(sel))
-		if err != nil {
-			t.Fatalf("read %s: %v", sel, err)
-		}
-		return s
-	}
+		cancelT()
+		cancel()
+		cancelAlloc()
+	})
+	return p
+}
 
-	do("see the team", chromedp.WaitVisible(`#agents tr[data-agent="worker"]`))
-	if states := text(`#agents tbody`); !strings.Contains(states, "lead") || !strings.Contains(states, "stopped") {
-		t.Errorf("team table = %q", states)
+func (p *page) screenshot() {
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		p.t.Logf("screenshot of the failed page: %v", err)
+		return
 	}
-	do("ask the worker",
-		chromedp.SetValue(`#to`, "worker"),
-		chromedp.SendKeys(`#text`, "hello from the browser"),
-		chromedp.Click(`#ask`),
-		chromedp.WaitVisible(`//p[@id="answer" and contains(., "echo: hello from the browser")]`))
-	if answer := text(`#answer`); answer != "echo: hello from the browser" {
-		t.Errorf("answer = %q", answer)
+	dir := os.Getenv("TROUPE_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = os.TempDir()
 	}
-	do("see the reply in the conversation", chromedp.WaitVisible(`//ol[@id="messages"]//li[@data-kind="reply"]`))
-	if conv := text(`#messages`); !strings.Contains(conv, "@person → worker") || !strings.Contains(conv, "hello from the browser") {
-		t.Errorf("conversation = %q", conv)
+	f, err := os.CreateTemp(dir, "troupe-"+strings.ReplaceAll(p.t.Name(), "/", "_")+"-*.png")
+	if err == nil {
+		_, err = f.Write(png)
+		f.Close()
 	}
-	// The conversation was read incrementally: the newest page once, then
-	// only what came after it, never the whole project again.
-	urls, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
-		`performance.getEntriesByType("resource").map((e) => e.name).filter((n) => n.includes("/messages"))`))
+	if err != nil {
+		p.t.Logf("save the screenshot: %v", err)
+		return
+	}
+	p.t.Logf("screenshot of the failed page: %s", f.Name())
+}
+
+func (p *page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	if err := chromedp.Do(p.ctx, steps...); err != nil {
+		p.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// eval runs a JavaScript expression and returns its value.
+func eval[T any](p *page, expr string) T {
+	p.t.Helper()
+	v, err := chromedp.Run(p.ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		p.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// wait polls a JavaScript condition until it holds (within within).
+func (p *page) wait(what, cond string, within time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool]("!!("+cond+")"))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			body, _ := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.body.innerText.slice(0, 3000)`))
+			p.t.Fatalf("%s: %s did not hold within %s (err %v); the page shows:\n%s", what, cond, within, err, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// click clicks the first element matching a CSS selector, by script (it
+// need not be in view).
+func (p *page) click(what, sel string) {
+	p.t.Helper()
+	p.wait(what, fmt.Sprintf("document.querySelector(%q)", sel), 20*time.Second)
+	eval[bool](p, fmt.Sprintf("(document.querySelector(%q).click(), true)", sel))
+}
+
+// choose selects an option of a <select> as a person would (a change event).
+func (p *page) choose(sel, value string) {
+	p.t.Helper()
+	p.wait("option "+value, fmt.Sprintf("document.querySelector(%q + ' option[value=%q]')", sel, value), 20*time.Second)
+	eval[bool](p, fmt.Sprintf(`(() => { const s = document.querySelector(%q); s.value = %q; s.dispatchEvent(new Event("change", {bubbles: true})); return true })()`, sel, value))
+}
+
+// demoProject copies the demo team (examples/demo) into a fresh folder and
+// adds a plain worker (echo) and a permission-asking helper.
+func demoProject(t *testing.T) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "..", "examples", "demo", ".troupe", "team.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	proj := t.TempDir()
+	writeTeam(t, proj, string(src)+`
+[[agent]]
+name = "worker"
+engine = "fake"
+`)
+	return proj
+}
+
+// TestBrowserWorkbench drives the web UI in headless Chromium against a
+// real daemon running the demo team on the fake engine: the login link;
+// an ask from the composer (Enter) answered in its card; the transcript
+// streaming live in the agent view; a tool call folded and unfolded; a
+// permission request in "needs you" (and the tab title) allowed; a task
+// started, streaming and ending, and another killed; the daemon restarted
+// under the page, which reconnects and catches up with no new login.
+func TestBrowserWorkbench(t *testing.T) {
+	state, proj := t.TempDir(), demoProject(t)
+	d := startDaemon(t, state, "--project", proj)
+	p := newPage(t, d.login)
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	info, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Logged in: the team and the project in the URL.
+	p.wait("see the team", `document.querySelector('#agents tr[data-agent="researcher"]')`, 20*time.Second)
+	if h := eval[string](p, "location.hash"); !strings.Contains(h, string(info.ID)) {
+		t.Errorf("the URL does not name the project: %q", h)
+	}
+	if s := eval[string](p, `document.querySelector("#agents tbody").innerText`); !strings.Contains(s, "lead") || !strings.Contains(s, "stopped") {
+		t.Errorf("team table = %q", s)
+	}
+
+	// An ask typed in the composer, sent with Enter (Shift+Enter would be
+	// a new line), answered in its own card.
+	p.choose("#to", "worker")
+	p.do("type an ask and press Enter", chromedp.SendKeys("#text", "hello from the browser"+kb.Enter))
+	p.wait("the answer card", `[...document.querySelectorAll('#cards li[data-state="answered"] .answer')].some(e => e.innerText === "echo: hello from the browser")`, 30*time.Second)
+	if v := eval[string](p, `document.querySelector("#text").value`); v != "" {
+		t.Errorf("the composer kept %q after a successful ask", v)
+	}
+	p.wait("the person's message styled apart", `[...document.querySelectorAll("#messages li.mine")].some(e => e.innerText.includes("hello from the browser"))`, 10*time.Second)
+	p.wait("the reply in the conversation", `document.querySelector('#messages li[data-kind="reply"]') || [...document.querySelectorAll("#messages li")].some(e => e.innerText.includes("echo: hello from the browser"))`, 10*time.Second)
+
+	// The researcher streams for a second: its transcript grows live.
+	p.click("open the researcher", `#agents tr[data-agent="researcher"] a`)
+	p.wait("the agent in the URL", `location.hash.endsWith("/agent/researcher")`, 5*time.Second)
+	if _, err := cl.Send(ctx, info.ID, "researcher", "the speed of light"); err != nil {
+		t.Fatal(err)
+	}
+	p.wait("a live turn", `document.querySelector("#transcript li.turn.live .item.text")`, 20*time.Second)
+	first := eval[int](p, `document.querySelector("#transcript li.turn.live .item.text").innerText.length`)
+	p.wait("the text growing", fmt.Sprintf(`(document.querySelector("#transcript li.turn.live .item.text")?.innerText.length || 1e9) > %d`, first), 10*time.Second)
+	p.wait("the turn ending", `[...document.querySelectorAll("#transcript li.turn.ended")].some(e => e.innerText.includes("it checks out"))`, 20*time.Second)
+
+	// The lead's turn calls ask_agent: a folded tool call with its input.
+	p.click("open the lead", `#agents tr[data-agent="lead"] a`)
+	if _, err := cl.Send(ctx, info.ID, "lead", "what does troupe do?"); err != nil {
+		t.Fatal(err)
+	}
+	p.wait("the ask_agent tool call", `document.querySelector('#transcript details.tool[data-tool="ask_agent"] summary')`, 30*time.Second)
+	if open := eval[bool](p, `document.querySelector('details.tool[data-tool="ask_agent"]').open`); open {
+		t.Error("a tool call shows unfolded")
+	}
+	p.click("unfold the tool call", `details.tool[data-tool="ask_agent"] summary`)
+	p.wait("the tool call's input", `document.querySelector('details.tool[data-tool="ask_agent"]').open && document.querySelector('details.tool[data-tool="ask_agent"]').innerText.includes("researcher")`, 5*time.Second)
+	p.wait("the tool call's result", `document.querySelector('details.tool[data-tool="ask_agent"]').innerText.includes("result")`, 30*time.Second)
+	p.click("fold it again", `details.tool[data-tool="ask_agent"] summary`)
+	if open := eval[bool](p, `document.querySelector('details.tool[data-tool="ask_agent"]').open`); open {
+		t.Error("a click did not fold the tool call")
+	}
+
+	// A permission request: it shows in "needs you" and the tab title,
+	// and Allow lets the turn go on.
+	if _, err := cl.Send(ctx, info.ID, "worker", "!permission Bash {\"command\":\"rm -rf build\"}\n!say decision: {decision}"); err != nil {
+		t.Fatal(err)
+	}
+	p.wait("the count in the tab title", `document.title.startsWith("(1)")`, 20*time.Second)
+	p.click("open needs you", "#needs-link")
+	p.wait("the request listed", `[...document.querySelectorAll("#needs li.perm")].some(e => e.innerText.includes("Bash") && e.innerText.includes("rm -rf build"))`, 10*time.Second)
+	p.click("allow it", "#needs li.perm button.allow")
+	p.wait("the count gone", `document.title === "troupe"`, 10*time.Second)
+	p.click("open the worker", `#agents tr[data-agent="worker"] a`)
+	p.wait("the decision in the transcript", `[...document.querySelectorAll("#transcript .item.text")].some(e => e.innerText.includes("decision: allow")) && document.querySelector("#transcript .permission.perm-allowed")`, 20*time.Second)
+
+	// Tasks: one streams and ends with its exit code; another is killed.
+	p.click("open tasks", "#tab-tasks")
+	fifoPath := fifo(t, t.TempDir(), "go")
+	p.do("run a task", chromedp.SendKeys("#task-command", "echo started-output; cat "+fifoPath+"; echo finished-output; exit 3"+kb.Enter))
+	p.wait("the task running", `document.querySelector('#tasks tr[data-state="running"]')`, 20*time.Second)
+	p.click("open the task", `#tasks tr[data-state="running"] td a`)
+	p.wait("its output so far", `document.querySelector("#task-output")?.innerText.includes("started-output")`, 20*time.Second)
+	release(t, fifoPath)
+	p.wait("the task ended", `document.querySelector('#tasks tr[data-state="exited"]') && document.querySelector("#task-output").innerText.includes("finished-output")`, 20*time.Second)
+	if row := eval[string](p, `document.querySelector('#tasks tr[data-state="exited"]').innerText`); !strings.Contains(row, "3") {
+		t.Errorf("the ended task's row shows no exit code 3: %q", row)
+	}
+	p.do("run a long task", chromedp.SendKeys("#task-command", "sleep 300"+kb.Enter))
+	const long = `[...document.querySelectorAll("#tasks tr")].find(r => r.querySelector(".cmd")?.innerText === "sleep 300")`
+	p.wait("it runs", long+`?.querySelector("button.kill")`, 20*time.Second)
+	eval[bool](p, "("+long+`.querySelector("button.kill").click(), true)`)
+	p.wait("it was killed", long+`?.dataset.state === "killed"`, 20*time.Second)
+
+	// The daemon restarts under the page: it shows that it reconnects,
+	// then catches up (a message sent meanwhile appears) with no new login.
+	p.click("back to the conversation", "#tab-conversation")
+	p.wait("conversation shown", `document.querySelector("#messages")`, 5*time.Second)
+	if err := d.stop(syscall.SIGTERM); err != nil {
+		t.Logf("daemon exit: %v", err)
+	}
+	p.wait("the page says it reconnects", `!document.querySelector("#conn").hidden && document.querySelector("#conn").innerText.includes("reconnecting")`, 20*time.Second)
+	d2 := startDaemon(t, state, "--project", proj, "--addr", d.addr)
+	cl2, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.wait("the page live again", `document.querySelector("#conn").hidden`, 30*time.Second)
+	if _, err := cl2.Send(ctx, info.ID, "worker", "after the restart"); err != nil {
+		t.Fatal(err)
+	}
+	p.wait("the new message shown", `[...document.querySelectorAll("#messages li")].some(e => e.innerText.includes("after the restart"))`, 20*time.Second)
+	if body := eval[string](p, "document.body.innerText"); strings.Contains(body, "login") {
+		t.Errorf("the page asks for a login after the restart: %q", body)
+	}
+	_ = d2
+
+	// The login link was for one use only.
+	p.do("reuse the login link", chromedp.Navigate(d.login))
+	if body := eval[string](p, "document.body.innerText"); !strings.Contains(body, "already used") {
+		t.Errorf("second use of the login link shows %q", body)
+	}
+}
+
+// TestBrowserLongConversationLoadsIncrementally: a project with 2,000
+// messages shows the newest page only, reads older pages on "load older",
+// and follows new messages with ?after= and the event stream, never
+// reading the whole history.
+func TestBrowserLongConversationLoadsIncrementally(t *testing.T) {
+	state, proj := t.TempDir(), t.TempDir()
+	// The agent never answers (a long sleep): the messages stay queued and
+	// no turn adds replies.
+	writeTeam(t, proj, `
+[[agent]]
+name = "lead"
+engine = "fake"
+
+[[agent]]
+name = "sink"
+engine = "fake"
+[agent.fake]
+respond = "!sleep 1h"
+`)
+	d := startDaemon(t, state, "--project", proj)
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	info, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2000 {
+		if _, err := cl.Send(ctx, info.ID, troupe.AgentID("sink"), fmt.Sprintf("message %d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := newPage(t, d.login)
+	p.wait("the newest page", `document.querySelectorAll("#messages li").length === 50`, 20*time.Second)
+	if last := eval[string](p, `document.querySelector("#messages li:last-child").innerText`); !strings.Contains(last, "message 1999") {
+		t.Errorf("the last message shown is %q, want message 1999", last)
+	}
+	if atEnd := eval[bool](p, `(e => e.scrollTop + e.clientHeight >= e.scrollHeight - 4)(document.querySelector("#messages"))`); !atEnd {
+		t.Error("the conversation does not open at its end")
+	}
+	p.click("load older", "#older")
+	p.wait("a page more", `document.querySelectorAll("#messages li").length === 100`, 10*time.Second)
+	if first := eval[string](p, `document.querySelector("#messages li").innerText`); !strings.Contains(first, "message 1900") {
+		t.Errorf("the first message shown is %q, want message 1900", first)
+	}
+	// Scrolled up, a new message does not pull the view down.
+	eval[bool](p, `(document.querySelector("#messages").scrollTop = 0, true)`)
+	if _, err := cl.Send(ctx, info.ID, "sink", "one more"); err != nil {
+		t.Fatal(err)
+	}
+	p.wait("the new message", `[...document.querySelectorAll("#messages li")].some(e => e.innerText.includes("one more"))`, 10*time.Second)
+	if top := eval[float64](p, `document.querySelector("#messages").scrollTop`); top > 50 {
+		t.Errorf("a new message scrolled the view from the top to %v while the person read older ones", top)
+	}
+	urls := eval[[]string](p, `performance.getEntriesByType("resource").map((e) => e.name).filter((n) => n.includes("/messages"))`)
+	for _, u := range urls {
+		if !strings.Contains(u, "after=") && !strings.Contains(u, "before=") && strings.Contains(u, "limit=") {
+			t.Errorf("the page read a page with a limit but no cursor: %s", u)
+		}
+	}
 	whole := 0
 	for _, u := range urls {
-		if !strings.Contains(u, "after=") {
+		if !strings.Contains(u, "after=") && !strings.Contains(u, "before=") {
 			whole++
 		}
 	}
 	if whole != 1 {
 		t.Errorf("the page read the newest conversation page %d times, want once: %q", whole, urls)
-	}
-	if older, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("older").hidden`)); err != nil || !older {
-		t.Errorf("the load-older button shows for a short conversation (hidden %v, %v)", older, err)
-	}
-	do("see the task", chromedp.WaitVisible(`//table[@id="tasks"]//td[contains(., "exited")]`))
-	if tasks := text(`#tasks`); !strings.Contains(tasks, "echo from-the-ui-test") {
-		t.Errorf("tasks = %q", tasks)
-	}
-	do("see the worker idle", chromedp.WaitVisible(`//tr[@data-agent="worker"]/td[contains(., "idle")]`))
-	if out := os.Getenv("TROUPE_UI_SCREENSHOT"); out != "" { // a debugging knob: look at the page
-		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(out, png, 0o644)
-	}
-	// The login link was for one use only.
-	do("reuse the login link", chromedp.Navigate(d.login))
-	if body := text("body"); !strings.Contains(body, "already used") {
-		t.Errorf("second use of the login link shows %q", body)
 	}
 }

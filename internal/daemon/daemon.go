@@ -237,7 +237,8 @@ func Run(ctx context.Context, cfg Config) error {
 		MCP:       mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
 		Worktrees: trees,
 		Version:   cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
-		PublicName: cfg.PublicName})
+		SessionFile: filepath.Join(cfg.StateDir, "sessions"),
+		PublicName:  cfg.PublicName})
 	srv.SetAddr(addr)
 
 	runCtx, cancel := context.WithCancel(ctx)
