@@ -223,6 +223,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db,
 		MessageDir: filepath.Join(cfg.StateDir, "messages")})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
+	tasks.OnChange(func(t task.Task) { publishTask(hub, t) })
 	reg.Listen(func(c troupe.TeamChange) {
 		hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})
 		rt.TeamChanged(c)
@@ -359,4 +360,15 @@ func killTasks(ctx context.Context, log *slog.Logger, tasks *task.Manager, p tro
 			log.Warn("kill task of a removed project", "project", p, "task", t.ID, "err", err)
 		}
 	}
+}
+
+// publishTask puts a task's start or end on the event feed.
+func publishTask(hub *events.Hub, t task.Task) {
+	k := troupe.RuntimeKey{Project: t.Project, Agent: t.Owner}
+	if t.State == task.Running {
+		cmd, cut := events.Clip(t.Command)
+		hub.Publish(k, events.TaskStarted{ID: string(t.ID), Command: cmd, Cut: cut})
+		return
+	}
+	hub.Publish(k, events.TaskEnded{ID: string(t.ID), State: string(t.State), ExitCode: t.ExitCode, Signal: t.Signal, Reason: t.Reason})
 }

@@ -36,6 +36,13 @@ func Handler() http.Handler {
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
 	}
+	return handler(sub)
+}
+
+// handler serves the built UI in files (index.html, assets/).
+func handler(files fs.FS) http.Handler {
+	_, err := fs.Stat(files, "index.html")
+	built := err == nil
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", "default-src 'self'")
@@ -53,13 +60,13 @@ func Handler() http.Handler {
 		} else {
 			h.Set("Cache-Control", "no-cache")
 		}
-		if name == "index.html" && !Built() {
+		if name == "index.html" && !built {
 			h.Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusServiceUnavailable)
 			w.Write([]byte("troupe: this binary was built without its web UI: run `make build` (it runs the npm build of web/), then start the daemon again.\n"))
 			return
 		}
-		serve(w, r, sub, name)
+		serve(w, r, files, name)
 	})
 }
 

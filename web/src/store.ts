@@ -496,13 +496,11 @@ function onEvent(e: FeedEvent) {
   changed();
 }
 
-// tick re-renders the "N s ago" clocks and follows running tasks' output.
-let ticks = 0;
+// tick re-renders the "N s ago" clocks and follows a running task's output.
 function tick() {
-  ticks++;
   if (app.route.view === "agent") changed();
-  if (app.route.view === "tasks" && app.tasks.some((t) => t.state === "running")) {
-    loadTasks().catch(fail);
-    if (app.route.arg) loadTaskOutput(app.route.arg).catch(fail);
-  }
+  // Starts and ends come as task.* events; the output has none: its tail
+  // is read each second while the selected task runs.
+  const sel = app.route.view === "tasks" && app.tasks.find((t) => t.id === app.route.arg);
+  if (sel && sel.state === "running") loadTaskOutput(sel.id).catch(fail);
 }
