@@ -272,6 +272,25 @@ func TestBrowserWorkbench(t *testing.T) {
 	eval[bool](p, "("+long+`.querySelector("button.kill").click(), true)`)
 	p.wait("it was killed", long+`?.dataset.state === "killed"`, 20*time.Second)
 
+	// Memory notes: search, read, edit; the edit lands in the file.
+	noteFile := filepath.Join(proj, ".troupe", "memory", "deploy-steps.md")
+	os.MkdirAll(filepath.Dir(noteFile), 0o755)
+	if err := os.WriteFile(noteFile, []byte("---\nname: deploy-steps\ndescription: how we deploy\nmetadata:\n  type: project\n---\nrun make deploy with the blue flag\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.click("open memory", "#tab-memory")
+	p.do("search the notes", chromedp.SendKeys("#memory-q", "blue"+kb.Enter))
+	p.click("open the note", `#notes li[data-note="deploy-steps"] a`)
+	p.wait("the note's body", `document.querySelector("#note-body")?.innerText.includes("blue flag")`, 10*time.Second)
+	p.click("edit it", "#note-edit")
+	p.wait("the editor", `document.querySelector("#note-text")`, 5*time.Second)
+	eval[bool](p, `(t => { t.value = "run make deploy with the green flag\n"; t.dispatchEvent(new Event("input", {bubbles: true})); return true })(document.querySelector("#note-text"))`)
+	p.click("save it", "#note-save")
+	p.wait("the saved note", `document.querySelector("#note-body")?.innerText.includes("green flag")`, 10*time.Second)
+	if b, _ := os.ReadFile(noteFile); !strings.Contains(string(b), "green flag") {
+		t.Errorf("the note file after the edit: %q", b)
+	}
+
 	// The daemon restarts under the page: it shows that it reconnects,
 	// then catches up (a message sent meanwhile appears) with no new login.
 	p.click("back to the conversation", "#tab-conversation")

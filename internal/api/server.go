@@ -50,11 +50,13 @@ type Options struct {
 	Journal  Journal // nil: no agent logs
 	// Worktrees serves the agents' worktrees (worktrees.go); nil: none.
 	Worktrees Worktrees
-	Token     string // the bearer token of <state>/token
-	Logger    *slog.Logger
-	Version   string
-	StateDir  string
-	Web       http.Handler // the web UI, served at / for logged-in browsers
+	// Memory serves the projects' memory notes (memory.go); nil: none.
+	Memory   Memory
+	Token    string // the bearer token of <state>/token
+	Logger   *slog.Logger
+	Version  string
+	StateDir string
+	Web      http.Handler // the web UI, served at / for logged-in browsers
 	// MCP is the agents' endpoint, served at /mcp; it checks its own
 	// (per-session) tokens. Host and Origin are checked here first.
 	MCP http.Handler
@@ -122,6 +124,7 @@ func New(o Options) *Server {
 	s.routeAgentControl()
 	s.routePermissions()
 	s.routeWorktrees()
+	s.routeMemory()
 	s.mux.HandleFunc("GET /api/projects/{id}/agents/{agent}/log", s.agentLog)
 	s.mux.HandleFunc("GET /login", s.login)
 	if o.MCP != nil {

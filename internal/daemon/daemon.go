@@ -236,8 +236,8 @@ func Run(ctx context.Context, cfg Config) error {
 
 	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db, Token: token, Logger: log,
 		MCP:       mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
-		Worktrees: trees,
-		Version:   cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
+		Worktrees: trees, Memory: notes,
+		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
 		SessionFile: filepath.Join(cfg.StateDir, "sessions"),
 		PublicName:  cfg.PublicName})
 	srv.SetAddr(addr)

@@ -10,6 +10,7 @@ import "./views/conversation";
 import "./views/agent";
 import "./views/tasks";
 import "./views/needs";
+import "./views/memory";
 
 function Header() {
   const a = useApp();
