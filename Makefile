@@ -80,6 +80,8 @@ bench: build tools
 	@rm -f bench.out
 	$(BENCH) -benchtime 10x -bench '^BenchmarkStartup$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToOwnerTurn$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -benchtime 10x -bench '^BenchmarkWebFirstLoad$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -benchtime 2x -bench '^BenchmarkWebEventBurst$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 5x -bench '^BenchmarkClaude' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 10x -bench '^Benchmark(CodexWarmTurn|CodexExecPerTurn|OpenCodeWarmTurn)$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 5x -bench '^BenchmarkOpenCodeRunPerTurn$$' ./cmd/troupe | tee -a bench.out

@@ -21,7 +21,7 @@ import (
 
 // chromium finds the browser for the browser tests: Debian's chromium,
 // which .ci/run installs. In CI its absence fails the test, never skips it.
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	t.Helper()
 	for _, p := range []string{os.Getenv("TROUPE_CHROMIUM"), "/usr/bin/chromium", "chromium"} {
 		if p == "" {
@@ -43,11 +43,11 @@ func chromium(t *testing.T) string {
 // saved (in $TROUPE_TEST_ARTIFACTS, else the system's temp folder) and its
 // path logged.
 type page struct {
-	t   *testing.T
+	t   testing.TB
 	ctx context.Context
 }
 
-func newPage(t *testing.T, login string) *page {
+func newPage(t testing.TB, login string) *page {
 	t.Helper()
 	exe := chromium(t)
 	if !web.Built() {
@@ -103,6 +103,22 @@ func (p *page) screenshot() {
 		return
 	}
 	p.t.Logf("screenshot of the failed page: %s", f.Name())
+}
+
+// shot saves a screenshot named name in $TROUPE_UI_SHOTS, when set (to
+// look at the pages the test went through).
+func (p *page) shot(name string) {
+	dir := os.Getenv("TROUPE_UI_SHOTS")
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(p.ctx, chromedp.CaptureScreenshot())
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644)
+	}
+	if err != nil {
+		p.t.Logf("screenshot %s: %v", name, err)
+	}
 }
 
 func (p *page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
@@ -213,6 +229,7 @@ func TestBrowserWorkbench(t *testing.T) {
 	p.wait("the person's message styled apart", `[...document.querySelectorAll("#messages li.mine")].some(e => e.innerText.includes("hello from the browser"))`, 10*time.Second)
 	p.wait("the reply in the conversation", `document.querySelector('#messages li[data-kind="reply"]') || [...document.querySelectorAll("#messages li")].some(e => e.innerText.includes("echo: hello from the browser"))`, 10*time.Second)
 
+	p.shot("conversation")
 	// The researcher streams for a second: its transcript grows live.
 	p.click("open the researcher", `#agents tr[data-agent="researcher"] a`)
 	p.wait("the agent in the URL", `location.hash.endsWith("/agent/researcher")`, 5*time.Second)
@@ -224,6 +241,7 @@ func TestBrowserWorkbench(t *testing.T) {
 	p.wait("the text growing", fmt.Sprintf(`(document.querySelector("#transcript li.turn.live .item.text")?.innerText.length || 1e9) > %d`, first), 10*time.Second)
 	p.wait("the turn ending", `[...document.querySelectorAll("#transcript li.turn.ended")].some(e => e.innerText.includes("it checks out"))`, 20*time.Second)
 
+	p.shot("transcript")
 	// The lead's turn calls ask_agent: a folded tool call with its input.
 	p.click("open the lead", `#agents tr[data-agent="lead"] a`)
 	if _, err := cl.Send(ctx, info.ID, "lead", "what does troupe do?"); err != nil {
@@ -236,6 +254,7 @@ func TestBrowserWorkbench(t *testing.T) {
 	p.click("unfold the tool call", `details.tool[data-tool="ask_agent"] summary`)
 	p.wait("the tool call's input", `document.querySelector('details.tool[data-tool="ask_agent"]').open && document.querySelector('details.tool[data-tool="ask_agent"]').innerText.includes("researcher")`, 5*time.Second)
 	p.wait("the tool call's result", `document.querySelector('details.tool[data-tool="ask_agent"]').innerText.includes("result")`, 30*time.Second)
+	p.shot("tool-call")
 	p.click("fold it again", `details.tool[data-tool="ask_agent"] summary`)
 	if open := eval[bool](p, `document.querySelector('details.tool[data-tool="ask_agent"]').open`); open {
 		t.Error("a click did not fold the tool call")
@@ -249,6 +268,7 @@ func TestBrowserWorkbench(t *testing.T) {
 	p.wait("the count in the tab title", `document.title.startsWith("(1)")`, 20*time.Second)
 	p.click("open needs you", "#needs-link")
 	p.wait("the request listed", `[...document.querySelectorAll("#needs li.perm")].some(e => e.innerText.includes("Bash") && e.innerText.includes("rm -rf build"))`, 10*time.Second)
+	p.shot("needs-you")
 	p.click("allow it", "#needs li.perm button.allow")
 	p.wait("the count gone", `document.title === "troupe"`, 10*time.Second)
 	p.click("open the worker", `#agents tr[data-agent="worker"] a`)
@@ -258,14 +278,16 @@ func TestBrowserWorkbench(t *testing.T) {
 	p.click("open tasks", "#tab-tasks")
 	fifoPath := fifo(t, t.TempDir(), "go")
 	p.do("run a task", chromedp.SendKeys("#task-command", "echo started-output; cat "+fifoPath+"; echo finished-output; exit 3"+kb.Enter))
-	p.wait("the task running", `document.querySelector('#tasks tr[data-state="running"]')`, 20*time.Second)
-	p.click("open the task", `#tasks tr[data-state="running"] td a`)
+	const mine = `[...document.querySelectorAll("#tasks tr")].find(r => r.querySelector(".cmd")?.innerText.startsWith("echo started-output"))`
+	p.wait("the task running", mine+`?.dataset.state === "running"`, 20*time.Second)
+	eval[bool](p, "("+mine+`.querySelector("td a").click(), true)`)
 	p.wait("its output so far", `document.querySelector("#task-output")?.innerText.includes("started-output")`, 20*time.Second)
 	release(t, fifoPath)
-	p.wait("the task ended", `document.querySelector('#tasks tr[data-state="exited"]') && document.querySelector("#task-output").innerText.includes("finished-output")`, 20*time.Second)
-	if row := eval[string](p, `document.querySelector('#tasks tr[data-state="exited"]').innerText`); !strings.Contains(row, "3") {
+	p.wait("the task ended", mine+`.dataset.state === "exited" && document.querySelector("#task-output").innerText.includes("finished-output")`, 20*time.Second)
+	if row := eval[string](p, mine+`.innerText`); !strings.Contains(row, "\t3\t") {
 		t.Errorf("the ended task's row shows no exit code 3: %q", row)
 	}
+	p.shot("tasks")
 	p.do("run a long task", chromedp.SendKeys("#task-command", "sleep 300"+kb.Enter))
 	const long = `[...document.querySelectorAll("#tasks tr")].find(r => r.querySelector(".cmd")?.innerText === "sleep 300")`
 	p.wait("it runs", long+`?.querySelector("button.kill")`, 20*time.Second)
@@ -282,6 +304,7 @@ func TestBrowserWorkbench(t *testing.T) {
 	p.do("search the notes", chromedp.SendKeys("#memory-q", "blue"+kb.Enter))
 	p.click("open the note", `#notes li[data-note="deploy-steps"] a`)
 	p.wait("the note's body", `document.querySelector("#note-body")?.innerText.includes("blue flag")`, 10*time.Second)
+	p.shot("memory")
 	p.click("edit it", "#note-edit")
 	p.wait("the editor", `document.querySelector("#note-text")`, 5*time.Second)
 	eval[bool](p, `(t => { t.value = "run make deploy with the green flag\n"; t.dispatchEvent(new Event("input", {bubbles: true})); return true })(document.querySelector("#note-text"))`)
@@ -299,6 +322,7 @@ func TestBrowserWorkbench(t *testing.T) {
 		t.Logf("daemon exit: %v", err)
 	}
 	p.wait("the page says it reconnects", `!document.querySelector("#conn").hidden && document.querySelector("#conn").innerText.includes("reconnecting")`, 20*time.Second)
+	p.shot("reconnecting")
 	d2 := startDaemon(t, state, "--project", proj, "--addr", d.addr)
 	cl2, err := client.FromStateDir(state)
 	if err != nil {

@@ -46,6 +46,9 @@ var targets = []target{
 	{bench: "internal/mcp BenchmarkMCPListAgents", metric: "p50-ms", value: 1.5},
 	{bench: "internal/runtime BenchmarkWakeLatency", metric: "p99-ms", value: 50},
 	{bench: "internal/store/sqlite BenchmarkInboxAppend", metric: "msgs/s", value: 2000, min: true},
+	{bench: "cmd/troupe BenchmarkWebFirstLoad", metric: "p50-ms", value: 300},
+	{bench: "cmd/troupe BenchmarkWebEventBurst", metric: "p99-ms", value: 100},
+	{bench: "cmd/troupe BenchmarkWebEventBurst", metric: "events/s", value: 1000, min: true, note: "the burst's rate"},
 }
 
 // ratio compares a benchmark run at two sizes: the median of metric at the
