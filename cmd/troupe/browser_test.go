@@ -274,6 +274,9 @@ func TestBrowserWorkbench(t *testing.T) {
 	p.click("open the worker", `#agents tr[data-agent="worker"] a`)
 	p.wait("the decision in the transcript", `[...document.querySelectorAll("#transcript .item.text")].some(e => e.innerText.includes("decision: allow")) && document.querySelector("#transcript .permission.perm-allowed")`, 20*time.Second)
 
+	p.click("restart the worker", "#restart")
+	p.wait("the worker restarted", `document.querySelector("#agent-state").innerText.includes("restarted by the person")`, 10*time.Second)
+
 	// Tasks: one streams and ends with its exit code; another is killed.
 	p.click("open tasks", "#tab-tasks")
 	fifoPath := fifo(t, t.TempDir(), "go")

@@ -94,7 +94,8 @@ func BenchmarkWebEventBurst(b *testing.B) {
 		b.Fatal(err)
 	}
 	p := newPage(b, d.login)
-	p.do("open the agent", chromedp.Navigate("http://"+d.addr+"/#/p/"+string(info.ID)+"/agent/worker"))
+	p.wait("the page ready", `performance.getEntriesByName("troupe:ready").length`, 20*time.Second)
+	eval[bool](p, `(location.hash = "#/p/`+string(info.ID)+`/agent/worker", true)`)
 	p.wait("the agent view", `document.querySelector("#agent")`, 20*time.Second)
 	eval[bool](p, `(window.lat = [], addEventListener("keydown", (e) => { const t0 = e.timeStamp; requestAnimationFrame(() => lat.push(performance.now() - t0)); }), true)`)
 

@@ -33,9 +33,10 @@ type Runtime interface {
 	Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page) ([]troupe.Message, error)
 	// ResumeID is the engine conversation the agent's next session resumes.
 	ResumeID(ctx context.Context, k troupe.RuntimeKey) (string, error)
-	// Reset, Interrupt, Permissions, Decide: see agents_control.go and
+	// Reset, Restart, Interrupt, Permissions, Decide: see agents_control.go and
 	// permissions.go.
 	Reset(ctx context.Context, k troupe.RuntimeKey) error
+	Restart(ctx context.Context, k troupe.RuntimeKey) error
 	Interrupt(ctx context.Context, k troupe.RuntimeKey) error
 	Permissions(p troupe.ProjectID) []troupe.Permission
 	Decide(ctx context.Context, id troupe.PermissionID, allow bool, reason string) (troupe.Permission, error)

@@ -146,8 +146,10 @@ let ready = false;
 
 async function loadProjects() {
   app.projects = await call<Project[]>("GET", "/api/projects");
-  if ((!app.route.project || !app.projects.some((p) => p.id === app.route.project)) && app.projects.length) {
-    app.route = { ...app.route, project: app.projects[0].id };
+  // The URL as it is now: it may have changed while the list was read.
+  const r = parseRoute(location.hash);
+  if ((!r.project || !app.projects.some((p) => p.id === r.project)) && app.projects.length) {
+    app.route = { ...r, project: app.projects[0].id };
     history.replaceState(null, "", routeHash(app.route));
   }
 }
@@ -359,7 +361,7 @@ export function dismissCard(key: number) { app.cards = app.cards.filter((c) => c
 
 // ---- agents -----------------------------------------------------------
 
-export async function control(agent: string, what: "interrupt" | "reset") {
+export async function control(agent: string, what: "interrupt" | "restart" | "reset") {
   try { await call("POST", `${agentPath(app.route.project, agent)}/${what}`); } catch (e) { fail(e); }
 }
 

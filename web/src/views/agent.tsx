@@ -88,6 +88,7 @@ function AgentView({ arg }: { arg: string }) {
         <span class="note">{ag.engine}{ag.model ? ` · ${ag.model}` : ""}{last ? ` · last activity ${ago(last)}` : ""}</span>
         <span class="buttons">
           <button type="button" id="interrupt" disabled={ag.state !== "busy" && ag.state !== "waiting"} onClick={() => control(arg, "interrupt")}>Interrupt</button>
+          <button type="button" id="restart" title="a new session that resumes the same conversation" onClick={() => control(arg, "restart")}>Restart</button>
           <button type="button" id="reset" onClick={() => { if (confirm(`Start a new conversation for ${arg}? Its current one is forgotten.`)) control(arg, "reset"); }}>Reset conversation</button>
         </span>
       </div>
