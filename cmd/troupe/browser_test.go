@@ -218,6 +218,20 @@ func TestBrowserWorkbench(t *testing.T) {
 		t.Errorf("team table = %q", s)
 	}
 
+	// Every control is reachable with Tab: the projects, the team, the
+	// tabs, the filter, the composer.
+	seen := map[string]bool{}
+	eval[bool](p, `(document.activeElement.blur(), true)`)
+	for range 30 {
+		p.do("press Tab", chromedp.KeyEvent(kb.Tab))
+		seen[eval[string](p, `(e => e.id || e.getAttribute("href") || e.tagName)(document.activeElement)`)] = true
+	}
+	for _, want := range []string{"#/p/" + string(info.ID) + "/agent/worker", "tab-tasks", "tab-memory", "needs-link", "conv-agent", "to", "text", "ask", "send"} {
+		if !seen[want] {
+			t.Errorf("Tab never reached %s (reached %v)", want, seen)
+		}
+	}
+
 	// An ask typed in the composer, sent with Enter (Shift+Enter would be
 	// a new line), answered in its own card.
 	p.choose("#to", "worker")

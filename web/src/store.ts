@@ -113,15 +113,19 @@ export async function boot() {
   window.addEventListener("hashchange", onHash);
   feed = new Feed(() => app.route.project, onEvent, () => { reloadAll(); }, (c) => {
     app.conn = c;
-    if (c === "live" && wasDown) { wasDown = false; }
-    if (c === "reconnecting") wasDown = true;
+    if (c === "reconnecting") {
+      // A daemon that answers but refuses the session (expired, or a new
+      // state dir) will not take the page back: say what to do.
+      call<Status>("GET", "/api/status").catch((e) => {
+        if (e instanceof ApiError && e.status === 401) fail(e);
+      });
+    }
     changed();
   });
   await reloadAll();
   feed.start();
   setInterval(tick, 1000);
 }
-let wasDown = false;
 
 /** reloadAll re-reads everything (at start, and after a "reset" event).
  * The project named in the URL is read at once, beside the project list. */
