@@ -20,7 +20,7 @@ OPENCODE_BIN   := $(OPENCODE_DIR)/node_modules/opencode-linux-x64/bin/opencode
 # The tests find the pinned CLIs here.
 TOOL_ENV       := TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_OPENCODE_BIN=$(OPENCODE_BIN)
 
-.PHONY: build run test bench fuzz clean tools web
+.PHONY: build run worktree-demo test bench fuzz clean tools web
 
 # The web UI (web/, TypeScript + Preact) bundled by esbuild into
 # internal/web/dist, which the binary embeds. `npm ci` runs only when the
@@ -47,6 +47,11 @@ build: web
 # Start the daemon in the foreground with the demo team registered.
 run: build
 	./$(BIN) serve --project examples/demo
+
+# The worktree demo (examples/worktree-demo/README.md): a throwaway git
+# repository of it, served in the foreground (or added to the running daemon).
+worktree-demo: build
+	TROUPE=$(CURDIR)/$(BIN) examples/worktree-demo/run.sh
 
 tools: $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN)
 
@@ -102,6 +107,7 @@ bench: build tools
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkEchoTurn$$' ./internal/engine/fake | tee -a bench.out
 	$(BENCH) -benchtime 200000x -bench '^BenchmarkPublish$$' ./internal/events | tee -a bench.out
 	$(BENCH) -benchtime 40x -bench '^BenchmarkFanout$$' ./internal/api | tee -a bench.out
+	$(BENCH) -benchtime 3x -bench '^BenchmarkCreate10kFiles$$' ./internal/worktree | tee -a bench.out
 	$(GO) run ./internal/benchreport bench.out
 
 fuzz:

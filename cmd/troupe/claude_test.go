@@ -371,7 +371,7 @@ func TestClaudeResumesAfterDaemonSIGKILL(t *testing.T) {
 // the agent failed with the reason, give the asker a clear error, and the
 // next message works again.
 func TestClaudeFailuresAreReported(t *testing.T) {
-	r := newClaudeRig(t, "4s")
+	r := newClaudeRig(t, "8s")
 	req := r.ask("claude", "[[error:500]]")
 	if req.State != troupe.ReqFailed || !strings.Contains(req.Error, "API Error: 500") {
 		t.Fatalf("model 500: ask = %s %q", req.State, req.Error)
@@ -385,11 +385,11 @@ func TestClaudeFailuresAreReported(t *testing.T) {
 	}
 
 	req = r.ask("claude", "[[silent:1h]]")
-	if req.State != troupe.ReqNoReply || !strings.Contains(req.Error, "4s") {
-		t.Fatalf("silent model: ask = %s %q, want no_reply after the 4s window", req.State, req.Error)
+	if req.State != troupe.ReqNoReply || !strings.Contains(req.Error, "8s") {
+		t.Fatalf("silent model: ask = %s %q, want no_reply after the 8s window", req.State, req.Error)
 	}
 	r.waitState("claude", troupe.StateFailed)
-	if a := r.agent("claude"); !strings.Contains(a.Reason, "no output for 4s") {
+	if a := r.agent("claude"); !strings.Contains(a.Reason, "no output for 8s") {
 		t.Errorf("silent model: agent %s (%s)", a.State, a.Reason)
 	}
 	if got := r.answer("claude", "[[text:awake]]"); got != "awake" {
@@ -404,7 +404,7 @@ func TestClaudeFailuresAreReported(t *testing.T) {
 	}
 
 	// A CLI that is not there.
-	writeTeam(t, r.proj, fmt.Sprintf(claudeTeam, "/nonexistent/claude", "4s"))
+	writeTeam(t, r.proj, fmt.Sprintf(claudeTeam, "/nonexistent/claude", "8s"))
 	r.waitTeam(func(a api.Agent) bool { return a.Name == "claude" && a.State == troupe.StateStopped })
 	req = r.ask("claude", "hello")
 	if req.State != troupe.ReqFailed || !strings.Contains(req.Error, "not found") || !strings.Contains(req.Error, "install Claude Code") {
@@ -485,22 +485,23 @@ func agentIn(t *testing.T, r *claudeRig, p troupe.ProjectID, name troupe.AgentID
 	return api.Agent{}
 }
 
-// TestC4_ClaudeSlowModelAnswersSilentModelGetsNoReply: with a 2 s window,
-// a model that streams for 7 s (a chunk every 500 ms) is answered, and one
-// that stays silent gets no reply after one window.
+// TestC4_ClaudeSlowModelAnswersSilentModelGetsNoReply: with a 6 s window
+// (a CLI on a loaded 2-core machine can be quiet for 2 s before its model
+// request), a model that streams for 15 s (a chunk every 500 ms) is
+// answered, and one that stays silent gets no reply after one window.
 func TestC4_ClaudeSlowModelAnswersSilentModelGetsNoReply(t *testing.T) {
-	r := newClaudeRig(t, "2s")
+	r := newClaudeRig(t, "6s")
 	r.answer("claude", "[[text:warm]]") // the CLI's start is not the model's silence
-	if got := r.answer("claude", "[[text:steady]] [[slow:7s every 500ms]]"); !strings.HasPrefix(got, "steady") {
+	if got := r.answer("claude", "[[text:steady]] [[slow:15s every 500ms]]"); !strings.HasPrefix(got, "steady") {
 		t.Fatalf("slow model: answer %q", got)
 	}
 	start := time.Now()
 	req := r.ask("claude", "[[silent:1h]]")
-	if req.State != troupe.ReqNoReply || !strings.Contains(req.Error, "2s") {
-		t.Fatalf("silent model: %s %q, want no_reply after the 2s window", req.State, req.Error)
+	if req.State != troupe.ReqNoReply || !strings.Contains(req.Error, "6s") {
+		t.Fatalf("silent model: %s %q, want no_reply after the 6s window", req.State, req.Error)
 	}
 	if took := time.Since(start); took > time.Minute {
-		t.Errorf("no reply came after %v, far beyond one 2s window", took)
+		t.Errorf("no reply came after %v, far beyond one 6s window", took)
 	}
 }
 

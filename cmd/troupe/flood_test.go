@@ -103,22 +103,16 @@ func queueFlood(tb testing.TB, n int) *flood {
 // in KB meanwhile.
 func (f *flood) drain(tb testing.TB, patience time.Duration) (time.Duration, int64) {
 	tb.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(patience)
-	for {
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	waitFor(tb, ctx, f.cl, "the queue to drain", func() bool {
 		ms, err := f.cl.Messages(ctx, f.p, "dev", f.last.ID-1, 1)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if len(ms) == 1 && ms[0].State.Final() {
-			took := time.Since(f.released)
-			return took, statusField(tb, f.d.cmd.Process.Pid, "VmHWM:")
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("the queue did not drain in %v", patience)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(ms) == 1 && ms[0].State.Final()
+	})
+	return time.Since(f.released), statusField(tb, f.d.cmd.Process.Pid, "VmHWM:")
 }
 
 // statusKB reads one field in KB of /proc/<pid>/status.

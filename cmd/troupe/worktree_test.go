@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -196,4 +198,151 @@ func TestWorktreeCopiesGetTheirOwn(t *testing.T) {
 	if dirs[0] == dirs[1] {
 		t.Fatalf("both copies share the worktree %s", dirs[0])
 	}
+}
+
+// TestWorktreeKeptOnRemoval: an agent removed from its team keeps its
+// worktree and branch, said in the log and a worktree.kept event, and
+// troupe worktree list shows it as an orphan (still diffable); removing the
+// project then removes the clean worktree, keeps the one with uncommitted
+// work saying why, keeps both branches and leaves the person's tree alone.
+func TestWorktreeKeptOnRemoval(t *testing.T) {
+	state := t.TempDir()
+	proj := gitProject(t, worktreeTeam)
+	d := startDaemon(t, state, "--project", proj)
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Ask(ctx, p.ID, "a", "!cwd", 0); err != nil {
+		t.Fatal(err)
+	}
+	if req, err := cl.Ask(ctx, p.ID, "b", "!bg printf 'draft\\n' > draft.txt\n!say {result}", 0); err != nil || !strings.Contains(req.Answer, "started task") {
+		t.Fatalf("b could not start its task: %+v %v", req, err)
+	}
+	waitTaskMessages(t, ctx, cl, p.ID, "b", 1)
+	os.WriteFile(filepath.Join(proj, "mine.txt"), []byte("the person's own work\n"), 0o644)
+	realState, _ := filepath.EvalSymlinks(state)
+	wtA := filepath.Join(realState, "worktrees", string(p.ID), "a")
+	wtB := filepath.Join(realState, "worktrees", string(p.ID), "b")
+
+	// b leaves the team.
+	st, err := cl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTeam(t, proj, "[[agent]]\nname = \"a\"\nengine = \"fake\"\nworkspace = \"worktree\"\n")
+	var kept events.WorktreeKept
+	_, err = cl.Events(ctx, st.LastEvent, nil, func(ev events.Event) error {
+		if ev.Type == events.TypeWorktreeKept && ev.Agent == "b" && ev.Project == p.ID {
+			json.Unmarshal(ev.Data, &kept)
+			return errStop
+		}
+		return nil
+	})
+	if !errors.Is(err, errStop) || kept.Path != wtB || kept.Branch != "troupe/b" || !strings.Contains(kept.Reason, "removed from the team") {
+		t.Fatalf("worktree.kept = %+v, %v", kept, err)
+	}
+	if logs := d.logs.String(); !strings.Contains(logs, "agent removed from the team; its worktree and branch are kept") || !strings.Contains(logs, wtB) {
+		t.Fatalf("daemon log lacks the kept worktree:\n%s", logs)
+	}
+	var list api.WorktreeList
+	if err := json.Unmarshal([]byte(mustTroupe(t, state, proj, "worktree", "list", "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Worktrees) != 2 {
+		t.Fatalf("worktree list = %+v", list)
+	}
+	if a := list.Worktrees[0]; a.Agent != "a" || a.Orphan || !a.Exists || a.Dirty || a.Path != wtA || a.Branch != "troupe/a" || a.Ahead != 0 {
+		t.Errorf("a = %+v", a)
+	}
+	if b := list.Worktrees[1]; b.Agent != "b" || !b.Orphan || !b.Exists || !b.Dirty || b.Changed != 1 || b.Path != wtB {
+		t.Errorf("b = %+v", b)
+	}
+	if out := mustTroupe(t, state, proj, "worktree", "list"); !strings.Contains(out, "b (removed from the team)") || !strings.Contains(out, "uncommitted: 1 file") {
+		t.Errorf("worktree list:\n%s", out)
+	}
+	if out := mustTroupe(t, state, proj, "diff", "b"); !strings.Contains(out, "+draft") {
+		t.Errorf("diff of the removed agent:\n%s", out)
+	}
+
+	// The project goes: a's clean worktree with it, b's kept.
+	out, errs, code := runCLI(t, state, proj, "project", "remove")
+	if code != 0 || !strings.Contains(out, "a: worktree "+wtA+" removed; branch troupe/a kept") ||
+		!strings.Contains(errs, "b: worktree "+wtB+" KEPT") || !strings.Contains(errs, "uncommitted changes (draft.txt)") {
+		t.Fatalf("project remove: exit %d\n%s\n%s", code, out, errs)
+	}
+	if _, err := os.Stat(wtA); !os.IsNotExist(err) {
+		t.Errorf("a's clean worktree is still there: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(wtB, "draft.txt")); err != nil || string(b) != "draft\n" {
+		t.Errorf("b's work: %q %v", b, err)
+	}
+	gitIn(t, proj, "rev-parse", "--verify", "troupe/a")
+	gitIn(t, proj, "rev-parse", "--verify", "troupe/b")
+	if b, _ := os.ReadFile(filepath.Join(proj, "mine.txt")); string(b) != "the person's own work\n" {
+		t.Errorf("the person's file = %q", b)
+	}
+	if st := gitIn(t, proj, "status", "--porcelain"); st != "M .troupe/team.toml\n?? mine.txt" {
+		t.Errorf("the person's tree:\n%s", st)
+	}
+}
+
+// TestWorktreeDemo runs examples/worktree-demo as its README says: run.sh
+// makes a git repository of it and adds it to the running daemon; a and b
+// rewrite greeting.txt each in its worktree; diff a shows a's change, merge
+// a goes in, merge b is refused naming greeting.txt.
+func TestWorktreeDemo(t *testing.T) {
+	state := t.TempDir()
+	startDaemon(t, state)
+	script, _ := filepath.Abs("../../examples/worktree-demo/run.sh")
+	cmd := exec.Command("sh", script, "--state-dir", state)
+	cmd.Env = append(os.Environ(), "TROUPE="+binary, "TMPDIR="+t.TempDir(), "HOME="+t.TempDir(), "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run.sh: %v\n%s", err, out)
+	}
+	_, rest, ok := strings.Cut(string(out), "demo repository: ")
+	if !ok || !strings.Contains(string(out), "registered ") {
+		t.Fatalf("run.sh said:\n%s", out)
+	}
+	demo, _, _ := strings.Cut(rest, "\n")
+	if st := gitIn(t, demo, "status", "--porcelain"); st != "" {
+		t.Fatalf("the demo repository is not committed:\n%s", st)
+	}
+	if _, err := os.Stat(filepath.Join(demo, "run.sh")); err == nil {
+		t.Error("run.sh was copied into the demo repository")
+	}
+	cl, _ := client.FromStateDir(state)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := cl.ResolveProject(ctx, demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, agent := range []troupe.AgentID{"a", "b"} {
+		if out := mustTroupe(t, state, demo, "ask", string(agent), "change the greeting"); !strings.Contains(out, "I am rewriting greeting.txt in my worktree: started task") {
+			t.Fatalf("ask %s: %s", agent, out)
+		}
+		waitTaskMessages(t, ctx, cl, p.ID, agent, 1)
+	}
+	if out := mustTroupe(t, state, demo, "diff", "a"); !strings.Contains(out, "-Hello, world!") || !strings.Contains(out, "+Hello from agent a!") {
+		t.Fatalf("diff a:\n%s", out)
+	}
+	if out := mustTroupe(t, state, demo, "merge", "a"); !strings.Contains(out, "a: merged troupe/a into main") {
+		t.Fatalf("merge a: %s", out)
+	}
+	_, errs, code := runCLI(t, state, demo, "merge", "b")
+	if code == 0 || !strings.Contains(errs, "conflicts in greeting.txt") {
+		t.Fatalf("merge b: exit %d: %s", code, errs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(demo, "greeting.txt")); string(b) != "Hello from agent a!\n" {
+		t.Fatalf("greeting.txt = %q", b)
+	}
+	t.Logf("run.sh:\n%s", out)
 }

@@ -74,6 +74,8 @@ func (f *fakeRuntime) Permissions(p troupe.ProjectID) []troupe.Permission {
 	}
 	return out
 }
+func (f *fakeRuntime) SyncJournal(context.Context) error { return nil }
+
 func (f *fakeRuntime) Decide(_ context.Context, id troupe.PermissionID, allow bool, reason string) (troupe.Permission, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/journal"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -38,6 +39,17 @@ func (s *Server) agentLog(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.knownAgent(w, k) {
 		return
+	}
+	// A turn that has ended is in the log: the journal's writer records
+	// off the turn's path, so wait for it a moment (bounded; a slow disk
+	// shows the log as it is).
+	if s.o.Runtime != nil {
+		sctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		err := s.o.Runtime.SyncJournal(sctx)
+		cancel()
+		if err != nil && r.Context().Err() == nil {
+			s.log.Warn("agent log read before the journal caught up", "err", err)
+		}
 	}
 	q := r.URL.Query()
 	out := AgentLog{Agent: k.Agent, Turns: []journal.Turn{}}

@@ -40,6 +40,9 @@ type Runtime interface {
 	Interrupt(ctx context.Context, k troupe.RuntimeKey) error
 	Permissions(p troupe.ProjectID) []troupe.Permission
 	Decide(ctx context.Context, id troupe.PermissionID, allow bool, reason string) (troupe.Permission, error)
+	// SyncJournal waits until the journal holds what was recorded before
+	// the call, so a log read shows the turns that have ended.
+	SyncJournal(ctx context.Context) error
 }
 
 // Options configures a Server. Registry, Hub and Token are required.
@@ -204,12 +207,16 @@ func (s *Server) resolveProject(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toProject(info))
 }
 
+// removeProject unregisters the project, then removes its agents'
+// worktrees that hold no uncommitted work (removeProjectWorktrees).
 func (s *Server) removeProject(w http.ResponseWriter, r *http.Request) {
-	if err := s.o.Registry.Remove(r.Context(), troupe.ProjectID(r.PathValue("id"))); err != nil {
+	id := troupe.ProjectID(r.PathValue("id"))
+	info, known := s.o.Registry.Get(id)
+	if err := s.o.Registry.Remove(r.Context(), id); err != nil {
 		s.fail(w, err)
 		return
 	}
-	w.WriteHeader(http.StatusNoContent)
+	writeJSON(w, http.StatusOK, s.removeProjectWorktrees(r.Context(), id, info.Path, known))
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {

@@ -16,7 +16,19 @@ type Worktrees interface {
 	Reset(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string) error
 	Remove(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string, force bool) error
 	Path(k troupe.RuntimeKey) string
+	Kept(k troupe.RuntimeKey) (string, bool)
+	List(ctx context.Context, p troupe.ProjectID, dir string, team []troupe.AgentSpec) (worktree.ListResult, error)
+	RemoveProject(ctx context.Context, p troupe.ProjectID, dir string) (worktree.RemoveResult, error)
 }
+
+// WorktreeList is a project's agents' worktrees, orphans (agents no
+// longer in the team) included.
+type WorktreeList = worktree.ListResult
+
+// RemoveProjectResponse says what removing a project did with its agents'
+// worktrees: clean ones removed, those with uncommitted work kept,
+// branches always kept.
+type RemoveProjectResponse = worktree.RemoveResult
 
 // DiffResponse is an agent's changes against its base.
 type DiffResponse struct {
@@ -35,6 +47,28 @@ func (s *Server) routeWorktrees() {
 	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/merge", s.worktreeMerge)
 	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/worktree/reset", s.worktreeReset)
 	s.mux.HandleFunc("DELETE /api/projects/{id}/agents/{agent}/worktree", s.worktreeRemove)
+	s.mux.HandleFunc("GET /api/projects/{id}/worktrees", s.worktreeList)
+}
+
+// worktreeList answers the project's worktrees: each agent's with
+// workspace = "worktree" (made or not yet) and orphans.
+func (s *Server) worktreeList(w http.ResponseWriter, r *http.Request) {
+	if s.o.Worktrees == nil {
+		writeError(w, http.StatusServiceUnavailable, "internal", "this daemon has no worktrees")
+		return
+	}
+	id := troupe.ProjectID(r.PathValue("id"))
+	info, ok := s.o.Registry.Get(id)
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", "project "+string(id)+" is not registered: see `troupe project list`")
+		return
+	}
+	res, err := s.o.Worktrees.List(r.Context(), id, info.Path, s.o.Registry.Agents(id))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 // worktreeAgent resolves the path's agent, its definition and its
@@ -52,6 +86,12 @@ func (s *Server) worktreeAgent(w http.ResponseWriter, r *http.Request) (troupe.R
 	k := troupe.RuntimeKey{Project: id, Agent: troupe.AgentID(r.PathValue("agent"))}
 	spec, dir, ok := s.o.Registry.Agent(k)
 	if !ok {
+		// An agent removed from the team keeps its worktree: it can still
+		// be diffed, merged and removed, counted from the project's HEAD.
+		if _, kept := s.o.Worktrees.Kept(k); kept {
+			info, _ := s.o.Registry.Get(id)
+			return k, troupe.AgentSpec{Name: k.Agent, Workspace: worktree.Worktree}, info.Path, true
+		}
 		writeError(w, http.StatusNotFound, "not_found", "no agent "+string(k.Agent)+" in the project's team: see `troupe agents`")
 		return k, spec, "", false
 	}
@@ -119,3 +159,27 @@ func (s *Server) worktreeRemove(w http.ResponseWriter, r *http.Request) {
 
 // MergeResponse is what a merge did.
 type MergeResponse = worktree.MergeResult
+
+// removeProjectWorktrees removes the worktrees of project id (folder dir),
+// just unregistered: clean ones go, those with uncommitted work stay, each
+// said in the answer and the log. It finishes even when the caller hangs
+// up: a half-done cleanup would be told to nobody.
+func (s *Server) removeProjectWorktrees(ctx context.Context, id troupe.ProjectID, dir string, known bool) RemoveProjectResponse {
+	res := RemoveProjectResponse{Worktrees: []worktree.Removal{}}
+	if s.o.Worktrees == nil || !known {
+		return res
+	}
+	res, err := s.o.Worktrees.RemoveProject(context.WithoutCancel(ctx), id, dir)
+	if err != nil {
+		s.o.Logger.Error("remove the project's worktrees", "project", id, "err", err)
+		return RemoveProjectResponse{Worktrees: []worktree.Removal{}}
+	}
+	for _, rm := range res.Worktrees {
+		if rm.Removed {
+			s.o.Logger.Info("worktree removed with its project; branch kept", "project", id, "agent", rm.Agent, "path", rm.Path, "branch", rm.Branch)
+		} else {
+			s.o.Logger.Warn("worktree kept after its project was removed", "project", id, "agent", rm.Agent, "path", rm.Path, "branch", rm.Branch, "reason", rm.Reason)
+		}
+	}
+	return res
+}

@@ -331,7 +331,7 @@ func projectCmd(g *globals) *cobra.Command {
 	list.Flags().BoolVar(&g.json, "json", false, "print JSON")
 	remove := &cobra.Command{
 		Use:   "remove [PATH|ID]",
-		Short: "Unregister a project (its folder is left untouched)",
+		Short: "Unregister a project (its folder is left untouched; its agents' clean worktrees are removed, branches kept)",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -341,10 +341,12 @@ func projectCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := cl.RemoveProject(cmd.Context(), p.ID); err != nil {
+			res, err := cl.RemoveProjectReport(cmd.Context(), p.ID)
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(g.out, "removed project %s (%s)\n", p.ID, p.Path)
+			printRemovedWorktrees(g, res)
 			return nil
 		},
 	}

@@ -18,7 +18,8 @@ func doctorCmd(g *globals) *cobra.Command {
 		Short: "Check each engine's CLI, version and login on this machine (no daemon needed); --repair a damaged database",
 		Long: "Check each engine troupe drives (claude, codex, opencode, openai, fake): its CLI on PATH and\n" +
 			"its version, whether troupe is tested with that version, whether a login or API key is present\n" +
-			"(secrets are never shown), and a one-line fix for what is missing. Exits 0 (it is a report)\n" +
+			"(secrets are never shown), and a one-line fix for what is missing; and git, which agents with\n" +
+			"workspace = \"worktree\" need at 2.38 or newer. Exits 0 (it is a report)\n" +
 			"unless --strict and some engine is not ready.\n\n" +
 			"With --repair: export what is readable of the state dir's damaged database into a fresh one.\n" +
 			"The daemon must be stopped. The damaged file is moved aside (troupe.db.damaged-<time>), never\n" +

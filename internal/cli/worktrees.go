@@ -3,9 +3,11 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -113,9 +115,88 @@ func worktreeCmd(g *globals) *cobra.Command {
 		},
 	}
 	remove.Flags().BoolVar(&force, "force", false, "remove even with uncommitted changes (they are lost)")
-	for _, s := range []*cobra.Command{reset, remove} {
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the agents' worktrees: path, branch, base, uncommitted changes, commits ahead; and those of agents removed from the team",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, p, err := g.projectClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			res, err := cl.Worktrees(cmd.Context(), p.ID)
+			if err != nil {
+				return err
+			}
+			if g.json {
+				return g.printJSON(res)
+			}
+			return printWorktrees(g, res)
+		},
+	}
+	list.Flags().BoolVar(&g.json, "json", false, "print JSON")
+	for _, s := range []*cobra.Command{reset, remove, list} {
 		s.Flags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
 	}
-	c.AddCommand(reset, remove)
+	c.AddCommand(reset, remove, list)
 	return c
+}
+
+// printWorktrees writes a project's worktrees as a table, then what an
+// orphan is.
+func printWorktrees(g *globals, res api.WorktreeList) error {
+	if len(res.Worktrees) == 0 {
+		fmt.Fprintln(g.out, "no worktrees: no agent has workspace = \"worktree\"")
+		return nil
+	}
+	tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AGENT\tBRANCH\tBASE\tCHANGES\tAHEAD\tPATH")
+	orphans := 0
+	for _, w := range res.Worktrees {
+		changes := "clean"
+		switch {
+		case !w.Exists:
+			changes = "not made yet (at its first start)"
+		case w.Dirty:
+			changes = "uncommitted: " + plural(w.Changed, "file", "files")
+		}
+		if w.Error != "" {
+			changes += "; error: " + w.Error
+		}
+		name := string(w.Agent)
+		if w.Orphan {
+			name += " (removed from the team)"
+			orphans++
+		}
+		base := w.Base
+		if w.BaseCommit != "" {
+			base += " " + short(w.BaseCommit)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", name, w.Branch, base, changes, w.Ahead, w.Path)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if res.Cut > 0 {
+		fmt.Fprintf(g.out, "%d more worktree folders not shown\n", res.Cut)
+	}
+	if orphans > 0 {
+		fmt.Fprintln(g.out, "worktrees of agents removed from the team are kept with their branches: troupe diff, merge and worktree remove still work on them")
+	}
+	return nil
+}
+
+// printRemovedWorktrees says what removing a project did with its agents'
+// worktrees.
+func printRemovedWorktrees(g *globals, res api.RemoveProjectResponse) {
+	for _, w := range res.Worktrees {
+		if w.Removed {
+			fmt.Fprintf(g.out, "%s: worktree %s removed; branch %s kept\n", w.Agent, w.Path, w.Branch)
+			continue
+		}
+		fmt.Fprintf(g.errw, "%s: worktree %s KEPT: %s; branch %s kept\n", w.Agent, w.Path, w.Reason, w.Branch)
+	}
+	if res.Cut > 0 {
+		fmt.Fprintf(g.errw, "%d more worktree folders were not looked at and are kept\n", res.Cut)
+	}
 }

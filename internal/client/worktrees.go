@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"net/url"
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -42,5 +43,20 @@ func (c *Client) RemoveWorktree(ctx context.Context, p troupe.ProjectID, agent t
 	}
 	var out api.RemoveWorktreeResponse
 	err := c.do(ctx, "DELETE", path, nil, &out)
+	return out, err
+}
+
+// Worktrees lists project p's agents' worktrees, orphans included.
+func (c *Client) Worktrees(ctx context.Context, p troupe.ProjectID) (api.WorktreeList, error) {
+	var out api.WorktreeList
+	err := c.do(ctx, "GET", "/api/projects/"+url.PathEscape(string(p))+"/worktrees", nil, &out)
+	return out, err
+}
+
+// RemoveProjectReport unregisters project id, as RemoveProject does, and
+// says what became of its agents' worktrees.
+func (c *Client) RemoveProjectReport(ctx context.Context, id troupe.ProjectID) (api.RemoveProjectResponse, error) {
+	var out api.RemoveProjectResponse
+	err := c.do(ctx, "DELETE", "/api/projects/"+url.PathEscape(string(id)), nil, &out)
 	return out, err
 }

@@ -227,6 +227,7 @@ func Run(ctx context.Context, cfg Config) error {
 	reg.Listen(func(c troupe.TeamChange) {
 		hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})
 		rt.TeamChanged(c)
+		keptWorktrees(c, trees, hub, log)
 	}, func(id troupe.ProjectID) {
 		hub.Publish(troupe.RuntimeKey{Project: id}, events.ProjectRemoved{Project: id})
 		rt.ProjectRemoved(id)
@@ -371,4 +372,20 @@ func publishTask(hub *events.Hub, t task.Task) {
 		return
 	}
 	hub.Publish(k, events.TaskEnded{ID: string(t.ID), State: string(t.State), ExitCode: t.ExitCode, Signal: t.Signal, Reason: t.Reason})
+}
+
+// keptWorktrees tells, in the log and as a worktree.kept event, of each
+// agent removed from its team whose worktree (and branch) stays.
+func keptWorktrees(c troupe.TeamChange, trees *worktree.Manager, hub *events.Hub, log *slog.Logger) {
+	for _, name := range c.Removed {
+		k := troupe.RuntimeKey{Project: c.Project, Agent: name}
+		path, ok := trees.Kept(k)
+		if !ok {
+			continue
+		}
+		branch := worktree.Branch(name)
+		reason := fmt.Sprintf("%s was removed from the team; its worktree %s and branch %s are kept: see troupe worktree list; troupe worktree remove %s deletes the folder", name, path, branch, name)
+		log.Info("agent removed from the team; its worktree and branch are kept", "project", c.Project, "agent", name, "path", path, "branch", branch)
+		hub.Publish(k, events.WorktreeKept{Path: path, Branch: branch, Reason: reason})
+	}
 }

@@ -62,8 +62,8 @@ func TestExampleTeamsLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob("../../examples/*/.troupe/team.toml")
-	if len(files) < 3 {
-		t.Fatalf("found %d example teams, want demo, claude-demo and mixed-demo", len(files))
+	if len(files) < 4 {
+		t.Fatalf("found %d example teams, want demo, claude-demo, mixed-demo and worktree-demo", len(files))
 	}
 	for _, f := range files {
 		src, err := os.ReadFile(f)

@@ -1,5 +1,6 @@
 // Package doctor checks, for each engine troupe drives (claude, codex,
-// opencode, openai, fake), what the machine offers it: the engine's CLI on
+// opencode, openai, fake), and for git (agents with workspace = "worktree"
+// need git 2.38 or newer), what the machine offers it: the engine's CLI on
 // PATH and its version (from `<cli> --version`, run with a short timeout in
 // its own process group), whether troupe is tested with that version,
 // whether a login or an API key is present, and a one-line fix for what is
@@ -26,6 +27,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -51,6 +53,9 @@ type Check struct {
 	Version       string `json:"version,omitempty"`
 	Tested        string `json:"tested_version,omitempty"`
 	VersionTested bool   `json:"version_tested"`
+	// Needs is the oldest version that works, for a tool troupe needs at
+	// a minimum version rather than at a tested one (git).
+	Needs string `json:"needs,omitempty"`
 	// Login says where the engine's credentials come from ("ANTHROPIC_API_KEY
 	// set", "login in ~/.claude/.credentials.json"), or "not set".
 	Login   string `json:"login"`
@@ -101,7 +106,61 @@ func Run(ctx context.Context, o Options) []Check {
 	for _, e := range engines {
 		out = append(out, check(ctx, o, e))
 	}
-	return out
+	return append(out, checkGit(ctx, o))
+}
+
+// MinGit is the oldest git that agents with workspace = "worktree" work
+// with: merging checks with `git merge-tree --write-tree` (git 2.38). The
+// same as worktree.MinGit (this package imports only the standard
+// library).
+const MinGit = "2.38"
+
+// checkGit reports the git on PATH, which workspace = "worktree" needs at
+// MinGit or newer.
+func checkGit(ctx context.Context, o Options) Check {
+	c := Check{Engine: "git", CLI: "git", Needs: MinGit + " or newer", Login: `none needed (used by workspace = "worktree")`, LoginOK: true}
+	path, _ := o.Getenv("PATH")
+	p, err := lookPath("git", path)
+	if err != nil {
+		c.Problems = append(c.Problems, "git not found on PATH")
+		c.Fixes = append(c.Fixes, "install git "+MinGit+" or newer (needed only by agents with workspace = \"worktree\")")
+		return c
+	}
+	c.Path = p
+	v, err := version(ctx, o, p)
+	if err != nil {
+		c.Problems = append(c.Problems, fmt.Sprintf("%s --version: %v", p, err))
+		c.Fixes = append(c.Fixes, "reinstall git "+MinGit+" or newer")
+		return c
+	}
+	c.Version = v
+	if !versionAtLeast(v, MinGit) {
+		c.Problems = append(c.Problems, fmt.Sprintf("git %s is too old: workspace = \"worktree\" needs git %s or newer (git merge-tree --write-tree)", v, MinGit))
+		c.Fixes = append(c.Fixes, "install git "+MinGit+" or newer (needed only by agents with workspace = \"worktree\")")
+		return c
+	}
+	c.VersionTested, c.OK = true, true
+	return c
+}
+
+// versionAtLeast compares the numbers of v and min part by part (a
+// missing part is 0; a suffix such as -rc1 is ignored).
+func versionAtLeast(v, min string) bool {
+	num := func(s string) [3]int {
+		var n [3]int
+		s, _, _ = strings.Cut(s, "-")
+		for i, f := range strings.SplitN(s, ".", 3) {
+			n[i], _ = strconv.Atoi(f)
+		}
+		return n
+	}
+	a, b := num(v), num(min)
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] > b[i]
+		}
+	}
+	return true
 }
 
 func check(ctx context.Context, o Options, e engine) Check {

@@ -81,11 +81,14 @@ func TestDoctorReportsEachEngine(t *testing.T) {
 }
 
 // TestDoctorNothingInstalled: every CLI engine gets an install fix and a
-// login fix; Strict fails; the report still lists all five.
+// login fix; Strict fails; the report still lists all five and git.
 func TestDoctorNothingInstalled(t *testing.T) {
 	cs := Run(t.Context(), Options{Getenv: envOf(map[string]string{"PATH": t.TempDir(), "HOME": t.TempDir()})})
-	if len(cs) != 5 {
-		t.Fatalf("%d engines, want 5", len(cs))
+	if len(cs) != 6 {
+		t.Fatalf("%d checks, want 5 engines and git", len(cs))
+	}
+	if g := byEngine(cs)["git"]; g.OK || !strings.Contains(strings.Join(g.Fixes, "|"), "install git 2.38 or newer") {
+		t.Errorf("git = %+v", g)
 	}
 	c := byEngine(cs)["claude"]
 	if c.OK || c.Login != "not set" || strings.Join(c.Fixes, "|") != "install with: npm install -g @anthropic-ai/claude-code@2.1.328|log in with: claude, then /login (or set ANTHROPIC_API_KEY)" {
@@ -126,5 +129,32 @@ func TestDoctorConfigDirsAndBadCLIs(t *testing.T) {
 	}
 	if c := m["opencode"]; c.OK || !strings.Contains(strings.Join(c.Problems, "|"), `no version number in "no number here"`) {
 		t.Errorf("opencode = %+v", c)
+	}
+}
+
+// TestDoctorGitVersion: a git older than 2.38 (a fake one on PATH) is not
+// ready, its problem names the version found and the one needed; 2.38.0
+// and later are ready.
+func TestDoctorGitVersion(t *testing.T) {
+	bin := t.TempDir()
+	fakeCLI(t, bin, "git", `echo "git version 2.30.2"`)
+	c := byEngine(Run(t.Context(), Options{Getenv: envOf(map[string]string{"PATH": bin})}))["git"]
+	if c.OK || c.Version != "2.30.2" || c.Path != filepath.Join(bin, "git") ||
+		!strings.Contains(strings.Join(c.Problems, "|"), "git 2.30.2 is too old") || !strings.Contains(strings.Join(c.Problems, "|"), "git 2.38 or newer") {
+		t.Errorf("old git = %+v", c)
+	}
+	var b bytes.Buffer
+	Table(&b, []Check{c})
+	if !strings.Contains(b.String(), "2.30.2 (needs 2.38 or newer)") || !strings.Contains(b.String(), "git: install git 2.38 or newer") {
+		t.Errorf("table:\n%s", b.String())
+	}
+	for _, v := range []string{"2.38.0", "2.47.1", "3.0.0"} {
+		fakeCLI(t, bin, "git", "echo 'git version "+v+"'")
+		if c := byEngine(Run(t.Context(), Options{Getenv: envOf(map[string]string{"PATH": bin})}))["git"]; !c.OK || c.Version != v {
+			t.Errorf("git %s = %+v", v, c)
+		}
+	}
+	if versionAtLeast("2.37.99", MinGit) || !versionAtLeast("2.38.0-rc1", MinGit) {
+		t.Error("versionAtLeast compares wrongly")
 	}
 }

@@ -26,6 +26,10 @@ func Table(w io.Writer, cs []Check) error {
 		}
 		ver := "-"
 		switch {
+		case c.Needs != "" && c.Version != "":
+			ver = c.Version + " (needs " + c.Needs + ")"
+		case c.Needs != "":
+			ver = "- (needs " + c.Needs + ")"
 		case c.Version != "" && c.VersionTested:
 			ver = c.Version + " (tested)"
 		case c.Version != "":

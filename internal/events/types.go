@@ -32,6 +32,7 @@ const (
 	TypeInboxExpired    Type = "inbox.expired"     // InboxExpired
 	TypeTaskStarted     Type = "task.started"      // TaskStarted
 	TypeTaskEnded       Type = "task.ended"        // TaskEnded
+	TypeWorktreeKept    Type = "worktree.kept"     // WorktreeKept
 )
 
 // Payload is the data of one event; its type says which event it is.
@@ -183,6 +184,14 @@ type TaskEnded struct {
 func (TaskStarted) EventType() Type { return TypeTaskStarted }
 func (TaskEnded) EventType() Type   { return TypeTaskEnded }
 
+// WorktreeKept: an agent with a worktree left its team; the worktree and
+// its branch are kept (Reason says so, and what to do).
+type WorktreeKept struct {
+	Path   string `json:"path"`
+	Branch string `json:"branch"`
+	Reason string `json:"reason"`
+}
+
 func (DaemonStarted) EventType() Type   { return TypeDaemonStarted }
 func (TeamChanged) EventType() Type     { return TypeTeamChanged }
 func (ProjectRemoved) EventType() Type  { return TypeProjectRemoved }
@@ -199,6 +208,7 @@ func (TurnEnded) EventType() Type       { return TypeTurnEnded }
 func (MessageQueued) EventType() Type   { return TypeMessageQueued }
 func (RequestDone) EventType() Type     { return TypeRequestDone }
 func (InboxExpired) EventType() Type    { return TypeInboxExpired }
+func (WorktreeKept) EventType() Type    { return TypeWorktreeKept }
 
 // marshal encodes p's data.
 func marshal(p Payload) json.RawMessage {

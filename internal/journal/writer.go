@@ -61,6 +61,11 @@ type Writer struct {
 	queue []Entry
 	drops map[turnKey]int // entries not queued, per turn, not yet recorded
 	lost  int             // entries whose Record failed (not kept, not in any count)
+	// added counts the entries given to Add; done is the count the last
+	// flush had taken, and flushed is closed (and replaced) after each
+	// flush: Sync waits on them.
+	added, done uint64
+	flushed     chan struct{}
 }
 
 type turnKey struct {
@@ -85,13 +90,15 @@ func NewWriter(o WriterOptions) *Writer {
 	if o.Linger <= 0 {
 		o.Linger = DefaultLinger
 	}
-	return &Writer{o: o, log: o.Logger, poke: make(chan struct{}, 1), full: make(chan struct{}, 1), drops: map[turnKey]int{}}
+	return &Writer{o: o, log: o.Logger, poke: make(chan struct{}, 1), full: make(chan struct{}, 1), drops: map[turnKey]int{},
+		flushed: make(chan struct{})}
 }
 
 // Add queues e for the next batch, or, when the queue is full, counts it
 // as not kept. It never blocks on the store.
 func (w *Writer) Add(e Entry) {
 	w.mu.Lock()
+	w.added++
 	if len(w.queue) >= w.o.Queue {
 		w.drops[turnKey{e.Key, e.Turn}] += max(1, e.Dropped)
 		w.mu.Unlock()
@@ -110,6 +117,32 @@ func (w *Writer) Add(e Entry) {
 		default:
 		}
 	}
+}
+
+// Sync returns once every entry given to Add before it was called has
+// been recorded (or counted lost), so that a read of the store after it
+// sees them: a turn's log is readable as soon as the turn has ended. It
+// cuts the writer's linger short; it returns ctx's error when ctx ends
+// first (as it does when Run is not running).
+func (w *Writer) Sync(ctx context.Context) error {
+	w.mu.Lock()
+	target := w.added
+	for w.done < target {
+		ch := w.flushed
+		w.mu.Unlock()
+		select {
+		case w.full <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		w.mu.Lock()
+	}
+	w.mu.Unlock()
+	return nil
 }
 
 // Lost is how many entries the store refused or failed to record.
@@ -162,7 +195,15 @@ func (w *Writer) flush(ctx context.Context) {
 		batch = append(batch, Entry{Key: k.key, Turn: k.turn, Dropped: n})
 	}
 	clear(w.drops)
+	upto := w.added
 	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.done = upto
+		close(w.flushed)
+		w.flushed = make(chan struct{})
+		w.mu.Unlock()
+	}()
 	for len(batch) > 0 {
 		chunk := batch[:min(len(batch), w.o.Chunk)]
 		batch = batch[len(chunk):]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/journal"
@@ -106,4 +107,43 @@ func TestWriterCountsFailedBatches(t *testing.T) {
 	if w.Lost() != 1 {
 		t.Errorf("Lost = %d, want 1", w.Lost())
 	}
+}
+
+// TestWriterSyncCutsTheLinger: Sync returns once what was added before it
+// is recorded, without waiting out the writer's linger (an hour here, on
+// fake time: the clock must not move), and at once when nothing is queued.
+func TestWriterSyncCutsTheLinger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := journal.NewMemStore()
+		w := journal.NewWriter(journal.WriterOptions{Store: st, Linger: time.Hour})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); w.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+
+		start := time.Now()
+		if err := w.Sync(ctx); err != nil {
+			t.Fatalf("sync of nothing: %v", err)
+		}
+		w.Add(journal.Entry{Key: k, Turn: "t1", Start: &journal.Start{At: time.Now()}})
+		w.Add(out("t1", "hello"))
+		if err := w.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("sync waited %v of fake time, want the linger cut short", waited)
+		}
+		tr, err := st.Turn(ctx, k, "t1")
+		if err != nil || len(tr.Events) != 1 || tr.Events[0].Text != "hello" {
+			t.Errorf("after sync the store has %+v, %v; want the turn and its output", tr, err)
+		}
+		// Without Run, Sync ends with its context.
+		idle := journal.NewWriter(journal.WriterOptions{Store: st})
+		idle.Add(out("t2", "never recorded"))
+		sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+		defer scancel()
+		if err := idle.Sync(sctx); err == nil {
+			t.Error("sync with no Run returned nil")
+		}
+	})
 }

@@ -63,3 +63,19 @@ func TestCheckWorkspace(t *testing.T) {
 		t.Fatalf("bad base: %v", err)
 	}
 }
+
+// TestCheckWorkspaceOldGit: with a git older than 2.38 on PATH, an agent
+// with workspace = "worktree" is a team error at workspace naming the
+// version found and the one needed.
+func TestCheckWorkspaceOldGit(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(bin+"/git", []byte("#!/bin/sh\necho 'git version 2.34.1'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	var fe *troupe.FieldError
+	err := checkWorkspace(t.TempDir(), troupe.AgentSpec{Name: "lead", Workspace: "worktree"})
+	if !errors.As(err, &fe) || fe.Field != "workspace" || !strings.Contains(fe.Msg, "git 2.34.1") || !strings.Contains(fe.Msg, "2.38") {
+		t.Fatalf("old git: %v", err)
+	}
+}

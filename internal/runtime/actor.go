@@ -56,6 +56,8 @@ type actor struct {
 	toolCalls  int           // troupe tool calls of this agent in flight
 	waiting    int           // permission requests of this agent waiting on the person
 	starting   bool          // its engine's session is starting (a CLI's start takes seconds)
+	cold       bool          // its session has not reported a turn's event yet
+	coldUntil  time.Time     // while a cold session's first turn waits for its first event, at most StartTimeout
 	restart    bool          // the definition changed: new session at the next boundary
 	engine     troupe.Engine // the session's engine, recorded with its conversation id
 
@@ -129,8 +131,9 @@ func (a *actor) status() (troupe.AgentState, string) {
 func (a *actor) activity() engine.Activity {
 	a.mu.Lock()
 	act := engine.Activity{At: a.actAt}
-	if a.toolCalls > 0 || a.waiting > 0 || a.starting {
-		act.At = time.Now()
+	now := time.Now()
+	if a.toolCalls > 0 || a.waiting > 0 || a.starting || now.Before(a.coldUntil) {
+		act.At = now
 	}
 	s := a.sess
 	a.mu.Unlock()
@@ -282,6 +285,7 @@ func (a *actor) detach() engine.Session {
 	a.mu.Lock()
 	s, ap := a.sess, a.appr
 	a.sess, a.appr = nil, nil
+	a.cold, a.coldUntil = false, time.Time{}
 	a.mu.Unlock()
 	a.revoke()
 	if ap != nil {
@@ -322,6 +326,11 @@ func (a *actor) sessionEnded(ctx context.Context) {
 // (events.MaxText).
 func (a *actor) handle(ctx context.Context, ev engine.Event) {
 	a.jl.event(ev)
+	if ev.Kind != engine.EventSession {
+		a.mu.Lock()
+		a.cold, a.coldUntil = false, time.Time{}
+		a.mu.Unlock()
+	}
 	switch ev.Kind {
 	case engine.EventOutput:
 		text, cut := events.Clip(ev.Text)
@@ -426,6 +435,12 @@ func (a *actor) checkIdle(ctx context.Context) {
 	}
 	last := a.rt.lastActivity(a.key, time.Time{})
 	reason := fmt.Sprintf("no output for %v (the agent's turn_timeout): troupe cut the turn and stopped the session", t.window)
+	a.mu.Lock()
+	cold := a.cold
+	a.mu.Unlock()
+	if cold {
+		reason = fmt.Sprintf("no output for %v since the first turn of its new session began (the bound of a session's start): troupe cut the turn and stopped the session", StartTimeout)
+	}
 	a.log.Warn("turn cut", "turn", t.id, "reason", reason)
 	a.closeSession()
 	// Its asks end as the ask watchdog would end them (C4): no reply.
@@ -447,7 +462,7 @@ func (a *actor) finishTurn(ctx context.Context, text, errText string, failState 
 	ctx = context.WithoutCancel(ctx)
 	a.mu.Lock()
 	t := a.turn
-	a.turn = nil
+	a.turn, a.coldUntil = nil, time.Time{}
 	a.mu.Unlock()
 	a.idle.Stop()
 	a.rt.dropPermissions(func(pp *pendingPerm) bool { return pp.perm.Key() == a.key && pp.perm.Turn == t.id },
@@ -540,6 +555,12 @@ func (a *actor) next(ctx context.Context) {
 	a.mu.Lock()
 	a.turn = &turn{id: id, msgs: batch, window: window}
 	a.actAt = time.Now()
+	if a.cold {
+		// A CLI's first turn carries the rest of its start (tools
+		// loaded, its servers reached) before its first word: that is
+		// not the model's silence. Bounded like a start.
+		a.coldUntil = a.actAt.Add(StartTimeout)
+	}
 	a.mu.Unlock()
 	a.idle.Reset(window)
 	a.setState(troupe.StateBusy, "")
@@ -647,6 +668,7 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 	}
 	a.mu.Lock()
 	a.sess, a.appr, a.token, a.engine, a.spec = s, ap, access.Token, spec.Engine, spec
+	a.cold = true
 	a.mu.Unlock()
 	a.log.Info("session started", "engine", spec.Engine, "resume", resume)
 	return s, nil

@@ -287,6 +287,47 @@ func TestTurnWithoutOutputForAWindowIsCut(t *testing.T) {
 	})
 }
 
+// TestAColdSessionsFirstTurnHasTheStartsBound: a new session's first turn
+// is not cut for its turn_timeout of silence before the agent's first
+// event (a CLI finishes starting after its first prompt), only after
+// StartTimeout; once the agent has spoken, its turn_timeout holds again,
+// for the rest of that session.
+func TestAColdSessionsFirstTurnHasTheStartsBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(10*time.Second), 0)
+		ctx := t.Context()
+		r := key(p1, "researcher")
+		req, err := h.rt.Ask(ctx, r, troupe.Person, "silent 90s then warm", 0)
+		if err != nil || req.State != troupe.ReqAnswered || req.Answer != "warm" {
+			t.Fatalf("first turn silent 90s with a 10s window = %+v %v; want answered", req, err)
+		}
+		start := time.Now()
+		req, err = h.rt.Ask(ctx, r, troupe.Person, "silent 90s then late", 0)
+		if err != nil || req.State != troupe.ReqNoReply || !strings.Contains(req.Error, "10s") {
+			t.Fatalf("second turn silent 90s = %+v %v; want no_reply after 10s", req, err)
+		}
+		if took := time.Since(start); took != 10*time.Second {
+			t.Errorf("warm session's silent turn cut after %v, want 10s", took)
+		}
+		// The cut closed the session: the next one is cold again, and its
+		// first turn is cut at StartTimeout when it never speaks.
+		start = time.Now()
+		req, err = h.rt.Ask(ctx, r, troupe.Person, "silent 1h then never", 0)
+		if err != nil || req.State != troupe.ReqNoReply {
+			t.Fatalf("cold turn silent for an hour = %+v %v; want no_reply", req, err)
+		}
+		if took := time.Since(start); took != StartTimeout {
+			t.Errorf("cold silent turn cut after %v, want StartTimeout (%v)", took, StartTimeout)
+		}
+		if st, reason := h.rt.AgentState(r); st != troupe.StateFailed || !strings.Contains(reason, "first turn of its new session") {
+			t.Errorf("after the cold cut: %s (%s), want failed saying why", st, reason)
+		}
+		if h.eng.starts != 2 {
+			t.Errorf("%d sessions started, want 2", h.eng.starts)
+		}
+	})
+}
+
 // TestAWaitingAskerIsNotCut: the lead's turn waits hours in ask_agent for a
 // researcher that keeps working; the lead itself is silent meanwhile, yet
 // its turn is not cut: a tool call in flight is not silence.

@@ -36,6 +36,16 @@ func (r *Runtime) runJournal(ctx context.Context) (stop func()) {
 	}
 }
 
+// SyncJournal returns once the journal holds every turn event recorded
+// before the call (journal.Writer.Sync): a log read after it shows turns
+// that have just ended. Without a journal it returns at once.
+func (r *Runtime) SyncJournal(ctx context.Context) error {
+	if r.jw == nil {
+		return nil
+	}
+	return r.jw.Sync(ctx)
+}
+
 // turnLog turns an actor's turns into journal entries: output chunks are
 // joined into one text entry per run of output (a CLI streams many small
 // chunks), texts are capped (journal.Cap), and a turn keeps at most

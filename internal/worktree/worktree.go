@@ -140,8 +140,12 @@ func dropEmpty(env []string) []string {
 }
 
 // CheckRepo reports why dir cannot give its agents worktrees: it must be
-// the top folder of a git repository with a commit at base ("" = HEAD).
+// the top folder of a git repository with a commit at base ("" = HEAD),
+// and the git on PATH must be MinGit or newer.
 func CheckRepo(ctx context.Context, dir, base string) error {
+	if err := CheckGit(ctx); err != nil {
+		return err
+	}
 	top, err := git(ctx, dir, nil, "rev-parse", "--show-toplevel")
 	if err != nil {
 		return fmt.Errorf("the project folder is not a git repository: run `git init` and commit in it, or remove workspace")

@@ -39,7 +39,9 @@ export interface App {
   conv: { key: string; items: Message[]; before: number; loading: boolean };
   convAgent: string;
   cards: Card[];
-  // transcripts of route.project's agents, by agent name
+  // Transcripts of route.project's agents, by agent name. These maps by
+  // agent name hold one project's agents only (C1): selectProject clears
+  // them, and onEvent fills them with events of route.project only.
   turns: Map<string, TurnView[]>;
   logBefore: Map<string, number>;
   lastActivity: Map<string, number>;
@@ -313,6 +315,7 @@ export function setConvAgent(a: string) {
 // ---- talking ----------------------------------------------------------
 
 let cardKey = 0;
+const maxCards = 50; // the answer cards kept, oldest dropped first
 const recipientKey = (p: string) => `troupe.to.${p}`;
 export function recipient(): string {
   const saved = localStorage.getItem(recipientKey(app.route.project)) || "";
@@ -335,6 +338,7 @@ export async function talk(kind: "ask" | "send", to: string, text: string): Prom
     // A short wait: the answer comes with request.done (or the polling below).
     const r = await call<Request>("POST", `${agentPath(project, to)}/ask`, { text, wait_seconds: 1 });
     app.cards.push(card);
+    if (app.cards.length > maxCards) app.cards.splice(0, app.cards.length - maxCards);
     applyRequest(card, r);
     changed();
     if (card.state === "pending") awaitCard(card);

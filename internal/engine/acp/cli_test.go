@@ -18,12 +18,16 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/acp/opencodetest"
+	"github.com/troupe-dev/troupe/internal/engine/enginetest"
 	"github.com/troupe-dev/troupe/internal/fakemodel"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 // patience bounds every wait on the real CLI.
 const patience = 90 * time.Second
+
+// drive takes a session's steps in the tests, each wait bounded by patience.
+var drive = enginetest.Drive{Patience: patience}
 
 type rig struct {
 	bin   string
@@ -65,76 +69,8 @@ func (r *rig) start(t *testing.T, spec engine.StartSpec) *Session {
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	t.Cleanup(func() { closeSession(t, s) })
+	t.Cleanup(func() { drive.Close(t, s) })
 	return s.(*Session)
-}
-
-func closeSession(t *testing.T, s engine.Session) {
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	if err := s.Close(ctx); err != nil {
-		t.Errorf("close: %v", err)
-	}
-}
-
-func input(id troupe.TurnID, text string) engine.Input {
-	return engine.Input{Turn: id, Messages: []troupe.Message{{Project: "p1", To: "agent", From: troupe.Person, Kind: troupe.KindMessage, Text: text}}}
-}
-
-func next(t *testing.T, s engine.Session) (engine.Event, bool) {
-	t.Helper()
-	select {
-	case ev, ok := <-s.Events():
-		return ev, ok
-	case <-time.After(patience):
-		t.Fatalf("no event after %v", patience)
-		return engine.Event{}, false
-	}
-}
-
-func sessionEvent(t *testing.T, s engine.Session) string {
-	t.Helper()
-	ev, ok := next(t, s)
-	if !ok || ev.Kind != engine.EventSession || ev.SessionID == "" {
-		t.Fatalf("first event %+v (open %v), want the session id", ev, ok)
-	}
-	return ev.SessionID
-}
-
-func runTurn(t *testing.T, s engine.Session, id troupe.TurnID, text string) ([]engine.Event, engine.Event) {
-	t.Helper()
-	if err := s.Send(context.Background(), input(id, text)); err != nil {
-		t.Fatalf("send %s: %v", id, err)
-	}
-	return untilEnd(t, s, id)
-}
-
-func untilEnd(t *testing.T, s engine.Session, id troupe.TurnID) ([]engine.Event, engine.Event) {
-	t.Helper()
-	var evs []engine.Event
-	for {
-		ev, ok := next(t, s)
-		if !ok {
-			t.Fatalf("events closed before turn %s ended: %v", id, s.Err())
-		}
-		if ev.Turn != id {
-			t.Fatalf("event %+v of turn %q during turn %s", ev, ev.Turn, id)
-		}
-		if ev.Kind == engine.EventTurnEnd {
-			return evs, ev
-		}
-		evs = append(evs, ev)
-	}
-}
-
-func kinds(evs []engine.Event, k engine.EventKind) []engine.Event {
-	var out []engine.Event
-	for _, ev := range evs {
-		if ev.Kind == k {
-			out = append(out, ev)
-		}
-	}
-	return out
 }
 
 // TestCLITurnsOneProcessAndResume: one OpenCode process, three turns in
@@ -145,17 +81,17 @@ func TestCLITurnsOneProcessAndResume(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, nil)
 	s := r.start(t, engine.StartSpec{Instructions: "You are agent one."})
-	id := sessionEvent(t, s)
+	id := drive.SessionID(t, s)
 	if !strings.HasPrefix(id, "ses_") {
 		t.Errorf("session id %q", id)
 	}
 	pid := s.PID()
 
-	evs, end := runTurn(t, s, "t1", "[[text:hello from the fake]]")
+	evs, end := drive.RunTurn(t, s, "t1", "[[text:hello from the fake]]")
 	if end.Error != "" || end.Text != "hello from the fake" {
 		t.Fatalf("turn 1 end %+v", end)
 	}
-	if len(kinds(evs, engine.EventOutput)) == 0 || len(kinds(evs, engine.EventUsage)) != 1 {
+	if len(enginetest.Kinds(evs, engine.EventOutput)) == 0 || len(enginetest.Kinds(evs, engine.EventUsage)) != 1 {
 		t.Errorf("turn 1 events %+v", evs)
 	}
 	reqs := r.model.Requests()
@@ -169,8 +105,8 @@ func TestCLITurnsOneProcessAndResume(t *testing.T) {
 		t.Errorf("the instructions never reached the model")
 	}
 
-	evs, end = runTurn(t, s, "t2", `[[tool:bash {"command":"echo hi-from-shell","description":"say hi"}]]`)
-	calls, results := kinds(evs, engine.EventToolCall), kinds(evs, engine.EventToolResult)
+	evs, end = drive.RunTurn(t, s, "t2", `[[tool:bash {"command":"echo hi-from-shell","description":"say hi"}]]`)
+	calls, results := enginetest.Kinds(evs, engine.EventToolCall), enginetest.Kinds(evs, engine.EventToolResult)
 	if end.Error != "" || len(calls) != 1 || len(results) != 1 || calls[0].Tool.Name != "bash" ||
 		!strings.Contains(results[0].Tool.Output, "hi-from-shell") || results[0].Tool.IsError {
 		t.Fatalf("turn 2: end %+v calls %+v results %+v", end, calls, results)
@@ -179,21 +115,21 @@ func TestCLITurnsOneProcessAndResume(t *testing.T) {
 		t.Errorf("turn 2 text %q", end.Text)
 	}
 
-	_, end = runTurn(t, s, "t3", "[[text:third]]")
+	_, end = drive.RunTurn(t, s, "t3", "[[text:third]]")
 	if end.Error != "" || end.Text != "third" || s.PID() != pid || s.ID() != id {
 		t.Fatalf("turn 3 end %+v, pid %d→%d", end, pid, s.PID())
 	}
-	closeSession(t, s)
+	drive.Close(t, s)
 	if err := s.Err(); err != nil {
 		t.Errorf("err after close: %v", err)
 	}
 
 	s2 := r.start(t, engine.StartSpec{Resume: id})
-	if got := sessionEvent(t, s2); got != id {
+	if got := drive.SessionID(t, s2); got != id {
 		t.Fatalf("loaded session %q, want %q", got, id)
 	}
 	n := len(r.model.Requests())
-	_, end = runTurn(t, s2, "t4", "[[text:again]]")
+	_, end = drive.RunTurn(t, s2, "t4", "[[text:again]]")
 	if end.Error != "" || end.Text != "again" {
 		t.Fatalf("turn 4 end %+v", end)
 	}
@@ -223,24 +159,24 @@ func TestCLIInterruptAndModelError(t *testing.T) {
 	t.Parallel()
 	r := newRig(t, nil)
 	s := r.start(t, engine.StartSpec{})
-	sessionEvent(t, s)
+	drive.SessionID(t, s)
 
-	if err := s.Send(context.Background(), input("t1", "[[text:first words and then a lot more]] [[slow:1h every 1h]]")); err != nil {
+	if err := s.Send(context.Background(), enginetest.Input("t1", "[[text:first words and then a lot more]] [[slow:1h every 1h]]")); err != nil {
 		t.Fatal(err)
 	}
-	ev, _ := next(t, s)
+	ev, _ := drive.Next(t, s)
 	if ev.Kind != engine.EventOutput {
 		t.Fatalf("first event %+v, want output", ev)
 	}
 	if err := s.Interrupt(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	_, end := untilEnd(t, s, "t1")
+	_, end := drive.UntilEnd(t, s, "t1")
 	if end.Error != "interrupted" {
 		t.Fatalf("interrupted turn end %+v", end)
 	}
 
-	if err := s.Send(context.Background(), input("t2", "[[error:500]]")); err != nil {
+	if err := s.Send(context.Background(), enginetest.Input("t2", "[[error:500]]")); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -253,11 +189,11 @@ func TestCLIInterruptAndModelError(t *testing.T) {
 	if err := s.Interrupt(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	_, end = untilEnd(t, s, "t2")
+	_, end = drive.UntilEnd(t, s, "t2")
 	if end.Error != "interrupted" {
 		t.Fatalf("turn end after 500 %+v", end)
 	}
-	_, end = runTurn(t, s, "t3", "[[text:still here]]")
+	_, end = drive.RunTurn(t, s, "t3", "[[text:still here]]")
 	if end.Error != "" || end.Text != "still here" {
 		t.Fatalf("turn 3 end %+v", end)
 	}
@@ -287,10 +223,10 @@ func TestCLIPermission(t *testing.T) {
 	r := newRig(t, map[string]any{"bash": "ask"})
 	a := &approver{}
 	s := r.start(t, engine.StartSpec{Approver: a})
-	sessionEvent(t, s)
+	drive.SessionID(t, s)
 
-	evs, end := runTurn(t, s, "t1", `[[tool:bash {"command":"echo allowed-run","description":"allowed"}]]`)
-	perms, results := kinds(evs, engine.EventPermission), kinds(evs, engine.EventToolResult)
+	evs, end := drive.RunTurn(t, s, "t1", `[[tool:bash {"command":"echo allowed-run","description":"allowed"}]]`)
+	perms, results := enginetest.Kinds(evs, engine.EventPermission), enginetest.Kinds(evs, engine.EventToolResult)
 	if end.Error != "" || len(perms) != 1 || !perms[0].Decision.Allow || perms[0].Permission.Tool != "bash" || perms[0].Permission.Turn != "t1" {
 		t.Fatalf("allowed: end %+v perms %+v", end, perms)
 	}
@@ -298,8 +234,8 @@ func TestCLIPermission(t *testing.T) {
 		t.Fatalf("allowed: results %+v", results)
 	}
 
-	evs, end = runTurn(t, s, "t2", `[[tool:bash {"command":"echo forbidden-run","description":"forbidden"}]]`)
-	perms, results = kinds(evs, engine.EventPermission), kinds(evs, engine.EventToolResult)
+	evs, end = drive.RunTurn(t, s, "t2", `[[tool:bash {"command":"echo forbidden-run","description":"forbidden"}]]`)
+	perms, results = enginetest.Kinds(evs, engine.EventPermission), enginetest.Kinds(evs, engine.EventToolResult)
 	if end.Error != "" || len(perms) != 1 || perms[0].Decision.Allow {
 		t.Fatalf("denied: end %+v perms %+v", end, perms)
 	}

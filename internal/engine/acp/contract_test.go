@@ -23,7 +23,7 @@ func TestSessionContract(t *testing.T) {
 		Start: func(t *testing.T, _ []enginetest.Turn) engine.Session {
 			r := newRig(t, nil)
 			s := r.start(t, engine.StartSpec{})
-			sessionEvent(t, s)
+			drive.SessionID(t, s)
 			return s
 		},
 		Message: func(turn enginetest.Turn) string {

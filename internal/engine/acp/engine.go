@@ -2,11 +2,9 @@ package acp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -149,16 +147,9 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if err := proc.CheckDir(spec.Dir); err != nil {
 		return fail(fmt.Errorf("working directory: %w", err))
 	}
-	command := spec.Agent.Command
-	if command == "" {
-		command = e.f.command
-	}
-	path, err := exec.LookPath(command)
+	path, err := proc.Program(spec.Agent.Command, e.f.command, "program", "install it")
 	if err != nil {
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return fail(fmt.Errorf("find program %q: not found: install it or set command for the agent in .troupe/team.toml", command))
-		}
-		return fail(fmt.Errorf("find program %q: %w", command, err))
+		return fail(err)
 	}
 	log := spec.Logger
 	if log == nil {

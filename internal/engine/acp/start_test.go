@@ -57,12 +57,12 @@ func TestStartRetriesALockedDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	t.Cleanup(func() { closeSession(t, s) })
-	sessionEvent(t, s)
+	t.Cleanup(func() { drive.Close(t, s) })
+	drive.SessionID(t, s)
 	if n := runs(t, count); n != "3" {
 		t.Errorf("the agent ran %s times, want 3 (two locked, one good)", n)
 	}
-	_, end := runTurn(t, s, "t1", "[[text:after the lock]]")
+	_, end := drive.RunTurn(t, s, "t1", "[[text:after the lock]]")
 	if end.Error != "" || end.Text != "after the lock" {
 		t.Errorf("turn after the retries: %+v", end)
 	}
@@ -84,7 +84,7 @@ func TestStartGivesUp(t *testing.T) {
 			cmd, count := flaky(t, "/bin/false", c.script)
 			s, err := startWith(t, eng, cmd, t.TempDir())
 			if err == nil {
-				closeSession(t, s)
+				drive.Close(t, s)
 				t.Fatal("start of a dying agent succeeded")
 			}
 			if !strings.Contains(err.Error(), c.err) {

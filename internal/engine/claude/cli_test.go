@@ -17,12 +17,16 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/claude/claudetest"
+	"github.com/troupe-dev/troupe/internal/engine/enginetest"
 	"github.com/troupe-dev/troupe/internal/fakemodel"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 // patience bounds every wait on the real CLI (about 1 s a turn).
 const patience = 60 * time.Second
+
+// drive takes a session's steps in the tests, each wait bounded by patience.
+var drive = enginetest.Drive{Patience: patience}
 
 // rig is one test's fake model, project folder, HOME and engine.
 type rig struct {
@@ -69,108 +73,23 @@ func (r *rig) start(t *testing.T, a troupe.AgentSpec, spec engine.StartSpec) *Se
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	t.Cleanup(func() { closeSession(t, s) })
+	t.Cleanup(func() { drive.Close(t, s) })
 	return s.(*Session)
-}
-
-func closeSession(t *testing.T, s engine.Session) {
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	if err := s.Close(ctx); err != nil {
-		t.Errorf("close: %v", err)
-	}
-}
-
-func input(id troupe.TurnID, text string) engine.Input {
-	return engine.Input{Turn: id, Messages: []troupe.Message{{Project: "p1", To: "agent", From: troupe.Person, Kind: troupe.KindMessage, Text: text}}}
-}
-
-// next returns the session's next event, failing after patience.
-func next(t *testing.T, s engine.Session) (engine.Event, bool) {
-	t.Helper()
-	select {
-	case ev, ok := <-s.Events():
-		return ev, ok
-	case <-time.After(patience):
-		t.Fatalf("no event after %v", patience)
-		return engine.Event{}, false
-	}
-}
-
-// sessionEvent reads the EventSession the session reports first.
-func sessionEvent(t *testing.T, s engine.Session) string {
-	t.Helper()
-	ev, ok := next(t, s)
-	if !ok || ev.Kind != engine.EventSession || ev.SessionID == "" {
-		t.Fatalf("first event %+v (open %v), want the session id", ev, ok)
-	}
-	return ev.SessionID
-}
-
-// runTurn sends a turn and returns its events up to and with its end.
-func runTurn(t *testing.T, s engine.Session, id troupe.TurnID, text string) ([]engine.Event, engine.Event) {
-	t.Helper()
-	if err := s.Send(context.Background(), input(id, text)); err != nil {
-		t.Fatalf("send %s: %v", id, err)
-	}
-	return untilEnd(t, s, id)
-}
-
-func untilEnd(t *testing.T, s engine.Session, id troupe.TurnID) ([]engine.Event, engine.Event) {
-	t.Helper()
-	var evs []engine.Event
-	for {
-		ev, ok := next(t, s)
-		if !ok {
-			t.Fatalf("events closed before turn %s ended: %v", id, s.Err())
-		}
-		if ev.Kind == engine.EventSession {
-			evs = append(evs, ev)
-			continue
-		}
-		if ev.Turn != id {
-			t.Fatalf("event %+v of turn %q during turn %s", ev, ev.Turn, id)
-		}
-		if ev.Kind == engine.EventTurnEnd {
-			return evs, ev
-		}
-		evs = append(evs, ev)
-	}
-}
-
-func outputs(evs []engine.Event) string {
-	var b strings.Builder
-	for _, ev := range evs {
-		if ev.Kind == engine.EventOutput {
-			b.WriteString(ev.Text)
-		}
-	}
-	return b.String()
-}
-
-func kinds(evs []engine.Event, k engine.EventKind) []engine.Event {
-	var out []engine.Event
-	for _, ev := range evs {
-		if ev.Kind == k {
-			out = append(out, ev)
-		}
-	}
-	return out
 }
 
 func TestCLIOneTurn(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{Instructions: "You are agent INSTR-MARK-7."})
-	id := sessionEvent(t, s)
-	evs, end := runTurn(t, s, "t1", "hello [[text:HELLO THERE]]")
+	id := drive.SessionID(t, s)
+	evs, end := drive.RunTurn(t, s, "t1", "hello [[text:HELLO THERE]]")
 	if end.Error != "" || end.Text != "HELLO THERE" {
 		t.Fatalf("turn end %+v, want text HELLO THERE", end)
 	}
-	if got := outputs(evs); got != "HELLO THERE" {
+	if got := enginetest.Outputs(evs); got != "HELLO THERE" {
 		t.Errorf("outputs %q, want HELLO THERE (once)", got)
 	}
-	if u := kinds(evs, engine.EventUsage); len(u) != 1 || u[0].Usage.InputTokens == 0 {
+	if u := enginetest.Kinds(evs, engine.EventUsage); len(u) != 1 || u[0].Usage.InputTokens == 0 {
 		t.Errorf("usage events %+v, want one with tokens", u)
 	}
 	reqs := modelRequests(t, r.model)
@@ -205,12 +124,12 @@ func TestCLIFiveTurnsOneProcess(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
-	id := sessionEvent(t, s)
+	id := drive.SessionID(t, s)
 	pid := s.PID()
 	for i := range 5 {
 		turn := troupe.TurnID(fmt.Sprintf("t%d", i+1))
 		want := fmt.Sprintf("answer %d", i+1)
-		_, end := runTurn(t, s, turn, "[[text:"+want+"]]")
+		_, end := drive.RunTurn(t, s, turn, "[[text:"+want+"]]")
 		if end.Error != "" || end.Text != want {
 			t.Fatalf("turn %s ended %+v, want %q", turn, end, want)
 		}
@@ -229,12 +148,12 @@ func TestCLIInterruptMidStream(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
-	sessionEvent(t, s)
-	if err := s.Send(context.Background(), input("t1", "[[text:streaming slowly, word by word]] [[slow:30s every 1s]]")); err != nil {
+	drive.SessionID(t, s)
+	if err := s.Send(context.Background(), enginetest.Input("t1", "[[text:streaming slowly, word by word]] [[slow:30s every 1s]]")); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		ev, ok := next(t, s)
+		ev, ok := drive.Next(t, s)
 		if !ok {
 			t.Fatalf("events closed: %v", s.Err())
 		}
@@ -245,16 +164,16 @@ func TestCLIInterruptMidStream(t *testing.T) {
 			break
 		}
 	}
-	if err := s.Send(context.Background(), input("t2", "too soon")); err == nil {
+	if err := s.Send(context.Background(), enginetest.Input("t2", "too soon")); err == nil {
 		t.Error("send during a turn: no error")
 	}
 	if err := s.Interrupt(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, end := untilEnd(t, s, "t1"); end.Error != "interrupted" {
+	if _, end := drive.UntilEnd(t, s, "t1"); end.Error != "interrupted" {
 		t.Fatalf("interrupted turn ended %+v, want error interrupted", end)
 	}
-	if _, end := runTurn(t, s, "t2", "[[text:AFTER]]"); end.Error != "" || end.Text != "AFTER" {
+	if _, end := drive.RunTurn(t, s, "t2", "[[text:AFTER]]"); end.Error != "" || end.Text != "AFTER" {
 		t.Fatalf("turn after the interrupt ended %+v", end)
 	}
 }
@@ -287,17 +206,17 @@ func TestCLIPermission(t *testing.T) {
 			r := newRig(t)
 			ap := &approver{d: engine.Decision{Allow: allow, Reason: "the person said no"}}
 			s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{Approver: ap})
-			sessionEvent(t, s)
-			evs, end := runTurn(t, s, "t1", `[[tool:Bash {"command":"echo hi-from-bash > out.txt && cat out.txt"}]]`)
+			drive.SessionID(t, s)
+			evs, end := drive.RunTurn(t, s, "t1", `[[tool:Bash {"command":"echo hi-from-bash > out.txt && cat out.txt"}]]`)
 			asks := ap.asked()
 			if len(asks) != 1 || asks[0].Tool != "Bash" || !strings.Contains(string(asks[0].Input), "echo hi-from-bash") || asks[0].Turn != "t1" {
 				t.Fatalf("approver asked %+v, want one Bash request of turn t1", asks)
 			}
-			perms := kinds(evs, engine.EventPermission)
+			perms := enginetest.Kinds(evs, engine.EventPermission)
 			if len(perms) != 1 || perms[0].Decision.Allow != allow || perms[0].Permission.Tool != "Bash" {
 				t.Errorf("permission events %+v", perms)
 			}
-			calls, results := kinds(evs, engine.EventToolCall), kinds(evs, engine.EventToolResult)
+			calls, results := enginetest.Kinds(evs, engine.EventToolCall), enginetest.Kinds(evs, engine.EventToolResult)
 			if len(calls) != 1 || calls[0].Tool.Name != "Bash" || len(results) != 1 || results[0].Tool.ID != calls[0].Tool.ID {
 				t.Fatalf("tool calls %+v results %+v", calls, results)
 			}
@@ -321,15 +240,15 @@ func TestCLITroupeToolsNeverAsked(t *testing.T) {
 	// only call tools the request offers.
 	a := troupe.AgentSpec{Env: map[string]string{"ENABLE_TOOL_SEARCH": "false"}}
 	s := r.start(t, a, engine.StartSpec{Approver: ap, MCP: engine.MCPAccess{URL: mcp.URL, Token: "tok-123"}})
-	sessionEvent(t, s)
-	evs, end := runTurn(t, s, "t1", `[[tool:mcp__troupe__list_agents {}]]`)
+	drive.SessionID(t, s)
+	evs, end := drive.RunTurn(t, s, "t1", `[[tool:mcp__troupe__list_agents {}]]`)
 	if asks := ap.asked(); len(asks) != 0 {
 		t.Errorf("approver asked %+v for a troupe tool", asks)
 	}
 	if end.Error != "" || !strings.Contains(end.Text, "TOOL_RESULT_SEEN: agents: alice, bob") {
 		t.Errorf("turn end %+v, want the tool's result seen by the model", end)
 	}
-	if calls := kinds(evs, engine.EventToolCall); len(calls) != 1 || calls[0].Tool.Name != "mcp__troupe__list_agents" {
+	if calls := enginetest.Kinds(evs, engine.EventToolCall); len(calls) != 1 || calls[0].Tool.Name != "mcp__troupe__list_agents" {
 		t.Errorf("tool calls %+v", calls)
 	}
 	if t.Failed() {
@@ -351,15 +270,15 @@ func TestCLIResume(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
-	id := sessionEvent(t, s)
-	runTurn(t, s, "t1", "remember the word PAPAYA-55 [[text:noted]]")
-	closeSession(t, s)
+	id := drive.SessionID(t, s)
+	drive.RunTurn(t, s, "t1", "remember the word PAPAYA-55 [[text:noted]]")
+	drive.Close(t, s)
 
 	s2 := r.start(t, troupe.AgentSpec{}, engine.StartSpec{Resume: id})
-	if got := sessionEvent(t, s2); got != id {
+	if got := drive.SessionID(t, s2); got != id {
 		t.Fatalf("resumed session reports id %s, want %s", got, id)
 	}
-	_, end := runTurn(t, s2, "t2", "[[text:back]]")
+	_, end := drive.RunTurn(t, s2, "t2", "[[text:back]]")
 	if end.Error != "" || end.Text != "back" {
 		t.Fatalf("turn after resume ended %+v", end)
 	}
@@ -378,14 +297,14 @@ func TestCLIResumeUnknownStartsFresh(t *testing.T) {
 	r := newRig(t)
 	const lost = "99999999-2222-4333-8444-555555555555"
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{Resume: lost})
-	if got := sessionEvent(t, s); got != lost {
+	if got := drive.SessionID(t, s); got != lost {
 		t.Fatalf("first session event %s, want the id resumed", got)
 	}
-	evs, end := runTurn(t, s, "t1", "[[text:fresh start]]")
+	evs, end := drive.RunTurn(t, s, "t1", "[[text:fresh start]]")
 	if end.Error != "" || end.Text != "fresh start" {
 		t.Fatalf("turn ended %+v", end)
 	}
-	ids := kinds(evs, engine.EventSession)
+	ids := enginetest.Kinds(evs, engine.EventSession)
 	if len(ids) != 1 || ids[0].SessionID == lost || ids[0].SessionID != s.ID() {
 		t.Fatalf("session events %+v, want one new id (the session's %s)", ids, s.ID())
 	}
@@ -399,12 +318,12 @@ func TestCLIModelError(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
-	sessionEvent(t, s)
-	_, end := runTurn(t, s, "t1", "[[error:500]]")
+	drive.SessionID(t, s)
+	_, end := drive.RunTurn(t, s, "t1", "[[error:500]]")
 	if !strings.HasPrefix(end.Error, "API Error: 500") {
 		t.Fatalf("turn end %+v, want the CLI's API Error: 500", end)
 	}
-	if _, end := runTurn(t, s, "t2", "[[text:ok again]]"); end.Error != "" || end.Text != "ok again" {
+	if _, end := drive.RunTurn(t, s, "t2", "[[text:ok again]]"); end.Error != "" || end.Text != "ok again" {
 		t.Fatalf("turn after the error ended %+v", end)
 	}
 }
@@ -420,8 +339,8 @@ func TestCLINothingListening(t *testing.T) {
 	model.Close() // nothing listens there any more
 	r := newRigAt(t, bin, model, url)
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
-	sessionEvent(t, s)
-	_, end := runTurn(t, s, "t1", "anyone there?")
+	drive.SessionID(t, s)
+	_, end := drive.RunTurn(t, s, "t1", "anyone there?")
 	if !strings.Contains(end.Error, "Connection refused") && !strings.Contains(end.Error, "ECONNREFUSED") {
 		t.Fatalf("turn end %+v, want the CLI's connection error", end)
 	}
@@ -439,11 +358,11 @@ func TestCLIToolCallLimit(t *testing.T) {
 		t.Fatalf("ToolCallLimit = %v, want 2s", got)
 	}
 	s := r.start(t, a, engine.StartSpec{MCP: engine.MCPAccess{URL: mcp.URL, Token: "tok"}})
-	sessionEvent(t, s)
+	drive.SessionID(t, s)
 	began := time.Now()
-	evs, end := runTurn(t, s, "t1", `[[tool:mcp__troupe__slow_tool {}]]`)
+	evs, end := drive.RunTurn(t, s, "t1", `[[tool:mcp__troupe__slow_tool {}]]`)
 	took := time.Since(began)
-	results := kinds(evs, engine.EventToolResult)
+	results := enginetest.Kinds(evs, engine.EventToolResult)
 	if len(results) != 1 || !results[0].Tool.IsError || took > 15*time.Second {
 		t.Fatalf("after %v: results %+v, end %+v; want the call cut after about 2s", took, results, end)
 	}
@@ -457,16 +376,16 @@ func TestCLITakesATurnOfInputBytes(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
-	sessionEvent(t, s)
+	drive.SessionID(t, s)
 	text := "[[text:BIG OK]]\n" + strings.Repeat("0123456789abcdef", InputBytes/16)
-	in := input("t1", text[:InputBytes-200])
+	in := enginetest.Input("t1", text[:InputBytes-200])
 	if n := len(engine.Render(in)); n > InputBytes {
 		t.Fatalf("rendered turn of %d bytes, more than InputBytes", n)
 	}
 	if err := s.Send(context.Background(), in); err != nil {
 		t.Fatal(err)
 	}
-	if _, end := untilEnd(t, s, "t1"); end.Error != "" || end.Text != "BIG OK" {
+	if _, end := drive.UntilEnd(t, s, "t1"); end.Error != "" || end.Text != "BIG OK" {
 		t.Fatalf("turn end %+v, want BIG OK", end)
 	}
 	reqs := modelRequests(t, r.model)

@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -162,7 +160,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if err := proc.CheckDir(spec.Dir); err != nil {
 		return nil, fmt.Errorf("start claude agent %s: working directory: %w", name, err)
 	}
-	command, err := findCommand(spec.Agent.Command)
+	command, err := proc.Program(spec.Agent.Command, DefaultCommand, "Claude Code CLI", "install Claude Code (npm install -g @anthropic-ai/claude-code)")
 	if err != nil {
 		return nil, fmt.Errorf("start claude agent %s: %w", name, err)
 	}
@@ -202,21 +200,6 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		return nil, fmt.Errorf("start claude agent %s: %w", name, err)
 	}
 	return s, nil
-}
-
-// findCommand resolves the agent's command (default: claude on PATH).
-func findCommand(command string) (string, error) {
-	if command == "" {
-		command = DefaultCommand
-	}
-	path, err := exec.LookPath(command)
-	if err != nil {
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("find Claude Code CLI %q: not found: install Claude Code (npm install -g @anthropic-ai/claude-code) or set command for the agent in .troupe/team.toml", command)
-		}
-		return "", fmt.Errorf("find Claude Code CLI %q: %w", command, err)
-	}
-	return path, nil
 }
 
 // mcpConfig is the --mcp-config file: troupe's endpoint with the session's

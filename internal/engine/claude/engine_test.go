@@ -200,7 +200,7 @@ func TestMCPConfigFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := ses.(*Session)
-	defer closeSession(t, s)
+	defer drive.Close(t, s)
 	if ev := <-s.Events(); ev.Kind != engine.EventSession || ev.SessionID != s.ID() {
 		t.Errorf("first event %+v, want the session id %s", ev, s.ID())
 	}
@@ -229,7 +229,7 @@ func TestMCPConfigFile(t *testing.T) {
 	if !strings.Contains(string(cmdline), file) {
 		t.Errorf("--mcp-config %s not on the command line %q", file, cmdline)
 	}
-	closeSession(t, s)
+	drive.Close(t, s)
 	if _, err := os.Stat(s.tmpDir); !os.IsNotExist(err) {
 		t.Errorf("private folder after Close: %v", err)
 	}

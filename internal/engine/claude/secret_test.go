@@ -19,7 +19,7 @@ func TestCLIMCPTokenNotInEnvironOrCmdline(t *testing.T) {
 	m := newFakeMCP(t)
 	const tok = "trp_fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{MCP: engine.MCPAccess{URL: m.URL, Token: tok}})
-	if _, end := runTurn(t, s, "t1", "hello"); end.Error != "" {
+	if _, end := drive.RunTurn(t, s, "t1", "hello"); end.Error != "" {
 		t.Fatalf("turn: %+v", end)
 	}
 	pids := descendants(s.PID())

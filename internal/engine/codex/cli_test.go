@@ -25,6 +25,9 @@ import (
 // patience bounds every wait on the real CLI (well under 1 s a turn).
 const patience = 60 * time.Second
 
+// drive takes a session's steps in the tests, each wait bounded by patience.
+var drive = enginetest.Drive{Patience: patience}
+
 // rig is one test's fake model, project folder, CODEX_HOME and engine.
 type rig struct {
 	bin   string
@@ -66,99 +69,24 @@ func (r *rig) start(t *testing.T, a troupe.AgentSpec, spec engine.StartSpec) *Se
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	t.Cleanup(func() { closeSession(t, s) })
+	t.Cleanup(func() { drive.Close(t, s) })
 	return s.(*Session)
-}
-
-func closeSession(t *testing.T, s engine.Session) {
-	ctx, cancel := context.WithTimeout(context.Background(), patience)
-	defer cancel()
-	if err := s.Close(ctx); err != nil {
-		t.Errorf("close: %v", err)
-	}
-}
-
-func input(id troupe.TurnID, text string) engine.Input {
-	return engine.Input{Turn: id, Messages: []troupe.Message{{Project: "p1", To: "agent", From: troupe.Person, Kind: troupe.KindMessage, Text: text}}}
-}
-
-// next returns the session's next event, failing after patience.
-func next(t *testing.T, s engine.Session) (engine.Event, bool) {
-	t.Helper()
-	select {
-	case ev, ok := <-s.Events():
-		return ev, ok
-	case <-time.After(patience):
-		t.Fatalf("no event after %v", patience)
-		return engine.Event{}, false
-	}
-}
-
-// sessionEvent reads the EventSession the session reports first.
-func sessionEvent(t *testing.T, s engine.Session) string {
-	t.Helper()
-	ev, ok := next(t, s)
-	if !ok || ev.Kind != engine.EventSession || ev.SessionID == "" {
-		t.Fatalf("first event %+v (open %v), want the thread id", ev, ok)
-	}
-	return ev.SessionID
-}
-
-// runTurn sends a turn and returns its events up to and with its end.
-func runTurn(t *testing.T, s engine.Session, id troupe.TurnID, text string) ([]engine.Event, engine.Event) {
-	t.Helper()
-	if err := s.Send(context.Background(), input(id, text)); err != nil {
-		t.Fatalf("send %s: %v", id, err)
-	}
-	return untilEnd(t, s, id)
-}
-
-func untilEnd(t *testing.T, s engine.Session, id troupe.TurnID) ([]engine.Event, engine.Event) {
-	t.Helper()
-	var evs []engine.Event
-	for {
-		ev, ok := next(t, s)
-		if !ok {
-			t.Fatalf("events closed before turn %s ended: %v", id, s.Err())
-		}
-		if ev.Kind == engine.EventSession {
-			evs = append(evs, ev)
-			continue
-		}
-		if ev.Turn != id {
-			t.Fatalf("event %+v of turn %q during turn %s", ev, ev.Turn, id)
-		}
-		if ev.Kind == engine.EventTurnEnd {
-			return evs, ev
-		}
-		evs = append(evs, ev)
-	}
-}
-
-func outputs(evs []engine.Event) string {
-	var b strings.Builder
-	for _, ev := range evs {
-		if ev.Kind == engine.EventOutput {
-			b.WriteString(ev.Text)
-		}
-	}
-	return b.String()
 }
 
 func TestOneTurn(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{Instructions: "You are agent A of troupe."})
-	id := sessionEvent(t, s)
+	id := drive.SessionID(t, s)
 	if id != s.ID() {
 		t.Fatalf("session event %q, ID %q", id, s.ID())
 	}
 	a0 := s.Activity()
-	evs, end := runTurn(t, s, "t1", "[[text:hello from codex]]")
+	evs, end := drive.RunTurn(t, s, "t1", "[[text:hello from codex]]")
 	if end.Error != "" || end.Text != "hello from codex" {
 		t.Fatalf("turn end %+v", end)
 	}
-	if got := outputs(evs); got != "hello from codex" {
+	if got := enginetest.Outputs(evs); got != "hello from codex" {
 		t.Fatalf("outputs %q", got)
 	}
 	var usage *engine.Usage
@@ -192,10 +120,10 @@ func TestSeveralTurnsOneProcess(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
-	id := sessionEvent(t, s)
+	id := drive.SessionID(t, s)
 	pid := s.PID()
 	for i, word := range []string{"alpha", "beta", "gamma"} {
-		_, end := runTurn(t, s, troupe.TurnID("t"+word), "say [[text:"+word+"]]")
+		_, end := drive.RunTurn(t, s, troupe.TurnID("t"+word), "say [[text:"+word+"]]")
 		if end.Error != "" || end.Text != word {
 			t.Fatalf("turn %d end %+v", i, end)
 		}
@@ -213,12 +141,12 @@ func TestInterrupt(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
-	sessionEvent(t, s)
-	if err := s.Send(context.Background(), input("t1", "[[text:first.second]] [[slow:1h every 1h]]")); err != nil {
+	drive.SessionID(t, s)
+	if err := s.Send(context.Background(), enginetest.Input("t1", "[[text:first.second]] [[slow:1h every 1h]]")); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		ev, ok := next(t, s)
+		ev, ok := drive.Next(t, s)
 		if !ok {
 			t.Fatalf("events closed: %v", s.Err())
 		}
@@ -229,11 +157,11 @@ func TestInterrupt(t *testing.T) {
 	if err := s.Interrupt(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	_, end := untilEnd(t, s, "t1")
+	_, end := drive.UntilEnd(t, s, "t1")
 	if end.Error != "interrupted" {
 		t.Fatalf("turn end %+v, want interrupted", end)
 	}
-	_, end = runTurn(t, s, "t2", "[[text:after]]")
+	_, end = drive.RunTurn(t, s, "t2", "[[text:after]]")
 	if end.Error != "" || end.Text != "after" {
 		t.Fatalf("turn after the interrupt %+v", end)
 	}
@@ -243,18 +171,18 @@ func TestResume(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
-	id := sessionEvent(t, s)
-	_, end := runTurn(t, s, "t1", "the word is XYZZY [[text:noted]]")
+	id := drive.SessionID(t, s)
+	_, end := drive.RunTurn(t, s, "t1", "the word is XYZZY [[text:noted]]")
 	if end.Error != "" {
 		t.Fatal(end.Error)
 	}
-	closeSession(t, s)
+	drive.Close(t, s)
 
 	s2 := r.start(t, troupe.AgentSpec{}, engine.StartSpec{Resume: id})
-	if got := sessionEvent(t, s2); got != id {
+	if got := drive.SessionID(t, s2); got != id {
 		t.Fatalf("resumed thread %q, want %q", got, id)
 	}
-	_, end = runTurn(t, s2, "t2", "[[text:again]]")
+	_, end = drive.RunTurn(t, s2, "t2", "[[text:again]]")
 	if end.Error != "" || end.Text != "again" {
 		t.Fatalf("turn end %+v", end)
 	}
@@ -269,10 +197,10 @@ func TestResumeUnknownStartsNewThread(t *testing.T) {
 	r := newRig(t)
 	const lost = "01a22887-72e5-70c0-86bf-17203134efaa"
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{Resume: lost})
-	if id := sessionEvent(t, s); id == lost || id == "" {
+	if id := drive.SessionID(t, s); id == lost || id == "" {
 		t.Fatalf("thread %q after a refused resume", id)
 	}
-	if _, end := runTurn(t, s, "t1", "[[text:fresh]]"); end.Error != "" || end.Text != "fresh" {
+	if _, end := drive.RunTurn(t, s, "t1", "[[text:fresh]]"); end.Error != "" || end.Text != "fresh" {
 		t.Fatalf("turn end %+v", end)
 	}
 }
@@ -281,9 +209,9 @@ func TestModelErrorFailsTurn(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
-	sessionEvent(t, s)
+	drive.SessionID(t, s)
 	t0 := time.Now()
-	_, end := runTurn(t, s, "t1", "[[error:500]]")
+	_, end := drive.RunTurn(t, s, "t1", "[[error:500]]")
 	if end.Error == "" || end.Error == "interrupted" {
 		t.Fatalf("turn end %+v, want Codex's error", end)
 	}
@@ -291,7 +219,7 @@ func TestModelErrorFailsTurn(t *testing.T) {
 		t.Fatalf("the failed turn took %v", d)
 	}
 	t.Logf("error after %v: %s", time.Since(t0), end.Error)
-	if _, end := runTurn(t, s, "t2", "[[text:ok]]"); end.Error != "" {
+	if _, end := drive.RunTurn(t, s, "t2", "[[text:ok]]"); end.Error != "" {
 		t.Fatalf("turn after the failure %+v", end)
 	}
 }
@@ -323,8 +251,8 @@ func TestApproval(t *testing.T) {
 			agent := troupe.AgentSpec{Options: map[string]any{"config": map[string]any{
 				"approval_policy": "on-request", "sandbox_mode": "read-only"}}}
 			s := r.start(t, agent, engine.StartSpec{Approver: ap})
-			sessionEvent(t, s)
-			evs, end := runTurn(t, s, "t1", `[[tool:exec_command {"cmd":"touch made","sandbox_permissions":"require_escalated","justification":"a test"}]]`)
+			drive.SessionID(t, s)
+			evs, end := drive.RunTurn(t, s, "t1", `[[tool:exec_command {"cmd":"touch made","sandbox_permissions":"require_escalated","justification":"a test"}]]`)
 			if end.Error != "" {
 				t.Fatalf("turn end %+v", end)
 			}
@@ -354,7 +282,7 @@ func TestMCP(t *testing.T) {
 	mcp := enginetest.NewFakeMCP(t)
 	const tok = "tok-4c1d9e"
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{MCP: engine.MCPAccess{URL: mcp.URL, Token: tok}})
-	sessionEvent(t, s)
+	drive.SessionID(t, s)
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", s.PID()))
 	if err != nil {
 		t.Fatal(err)
@@ -362,7 +290,7 @@ func TestMCP(t *testing.T) {
 	if strings.Contains(string(cmdline), tok) {
 		t.Fatalf("the token is on the command line: %q", cmdline)
 	}
-	evs, end := runTurn(t, s, "t1", `[[tool:mcp__troupe__list_agents {}]]`)
+	evs, end := drive.RunTurn(t, s, "t1", `[[tool:mcp__troupe__list_agents {}]]`)
 	if end.Error != "" {
 		t.Fatalf("turn end %+v", end)
 	}

@@ -27,7 +27,7 @@ func TestSessionContract(t *testing.T) {
 		Start: func(t *testing.T, _ []enginetest.Turn) engine.Session {
 			r := newRig(t)
 			s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
-			sessionEvent(t, s) // the suite reads only outputs and turn ends
+			drive.SessionID(t, s) // the suite reads only outputs and turn ends
 			return s
 		},
 		Message: func(turn enginetest.Turn) string {

@@ -2,11 +2,9 @@ package codex
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"time"
 
@@ -151,7 +149,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if err := proc.CheckDir(spec.Dir); err != nil {
 		return nil, fmt.Errorf("start codex agent %s: working directory: %w", name, err)
 	}
-	command, err := findCommand(spec.Agent.Command)
+	command, err := proc.Program(spec.Agent.Command, DefaultCommand, "Codex CLI", "install Codex (npm install -g @openai/codex)")
 	if err != nil {
 		return nil, fmt.Errorf("start codex agent %s: %w", name, err)
 	}
@@ -186,17 +184,3 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	return s, nil
 }
 
-// findCommand resolves the agent's command (default: codex on PATH).
-func findCommand(command string) (string, error) {
-	if command == "" {
-		command = DefaultCommand
-	}
-	path, err := exec.LookPath(command)
-	if err != nil {
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("find Codex CLI %q: not found: install Codex (npm install -g @openai/codex) or set command for the agent in .troupe/team.toml", command)
-		}
-		return "", fmt.Errorf("find Codex CLI %q: %w", command, err)
-	}
-	return path, nil
-}

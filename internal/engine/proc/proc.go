@@ -428,6 +428,24 @@ func Env(allow []string, agentEnv map[string]string, extra ...string) []string {
 	return env
 }
 
+// Program finds the program an agent runs: command, or def when command
+// is empty, looked up on PATH. what names the program in errors ("Codex
+// CLI") and install says how to get it ("install Codex (npm install -g
+// @openai/codex)").
+func Program(command, def, what, install string) (string, error) {
+	if command == "" {
+		command = def
+	}
+	path, err := exec.LookPath(command)
+	if err != nil {
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("find %s %q: not found: %s or set command for the agent in .troupe/team.toml", what, command, install)
+		}
+		return "", fmt.Errorf("find %s %q: %w", what, command, err)
+	}
+	return path, nil
+}
+
 // CheckDir checks that a child's working directory is given and is a
 // directory.
 func CheckDir(dir string) error {
