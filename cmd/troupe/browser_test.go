@@ -288,6 +288,17 @@ func TestBrowserWorkbench(t *testing.T) {
 	p.click("open the worker", `#agents tr[data-agent="worker"] a`)
 	p.wait("the decision in the transcript", `[...document.querySelectorAll("#transcript .item.text")].some(e => e.innerText.includes("decision: allow")) && document.querySelector("#transcript .permission.perm-allowed")`, 20*time.Second)
 
+	// Thinking folded; a long text clipped with "show all"; usage and cost.
+	longText := strings.Repeat("x", 3000)
+	if _, err := cl.Send(ctx, info.ID, "worker", "!think pondering the question\n!say "+longText+"END"); err != nil {
+		t.Fatal(err)
+	}
+	p.wait("the thinking, folded", `(d => d && !d.open && d.innerText.includes("thinking"))(document.querySelector("#transcript details.thinking"))`, 20*time.Second)
+	p.wait("the long text clipped", `[...document.querySelectorAll("#transcript .item.text")].some(e => e.innerText.includes("xxxx") && !e.innerText.includes("END") && e.querySelector("button.show-all"))`, 20*time.Second)
+	eval[bool](p, `([...document.querySelectorAll("#transcript .item.text")].find(e => e.querySelector("button.show-all") && e.innerText.includes("xxxx")).querySelector("button.show-all").click(), true)`)
+	p.wait("the whole text", `[...document.querySelectorAll("#transcript .item.text")].some(e => e.innerText.includes("END"))`, 5*time.Second)
+	p.wait("usage and cost", `[...document.querySelectorAll("#transcript .turn.ended .usage")].some(e => e.innerText.includes(" out") && e.innerText.includes("$"))`, 20*time.Second)
+
 	p.click("restart the worker", "#restart")
 	p.wait("the worker restarted", `document.querySelector("#agent-state").innerText.includes("restarted by the person")`, 10*time.Second)
 
@@ -340,6 +351,12 @@ func TestBrowserWorkbench(t *testing.T) {
 	}
 	p.wait("the page says it reconnects", `!document.querySelector("#conn").hidden && document.querySelector("#conn").innerText.includes("reconnecting")`, 20*time.Second)
 	p.shot("reconnecting")
+	// A request that fails keeps what was typed, and says why.
+	p.do("type while the daemon is down", chromedp.SendKeys("#text", "typed while down"+kb.Enter))
+	p.wait("the failure said", `document.querySelector("#error")?.innerText.includes("not reachable")`, 10*time.Second)
+	if v := eval[string](p, `document.querySelector("#text").value`); v != "typed while down" {
+		t.Errorf("the composer holds %q after a failed ask, want the typed text", v)
+	}
 	d2 := startDaemon(t, state, "--project", proj, "--addr", d.addr)
 	cl2, err := client.FromStateDir(state)
 	if err != nil {
@@ -354,6 +371,13 @@ func TestBrowserWorkbench(t *testing.T) {
 		t.Errorf("the page asks for a login after the restart: %q", body)
 	}
 	_ = d2
+
+	// A reload keeps the project, the view and the recipient chosen.
+	p.do("reload", chromedp.Reload())
+	p.wait("the page again", `document.querySelector("#to option")`, 20*time.Second)
+	if to := eval[string](p, `document.querySelector("#to").value`); to != "worker" {
+		t.Errorf("after a reload the recipient is %q, want worker (kept per project)", to)
+	}
 
 	// The login link was for one use only.
 	p.do("reuse the login link", chromedp.Navigate(d.login))

@@ -77,6 +77,7 @@ function Composer() {
   const a = useApp();
   const [text, setText] = useState("");
   const [busy, setBusy] = useState(false);
+  const enterSent = useRef(false);
   const to = recipient();
   async function go(kind: "ask" | "send") {
     const t = text.trim();
@@ -94,7 +95,13 @@ function Composer() {
       </select>
       <textarea id="text" rows={2} value={text} placeholder="Ask or tell an agent… (Enter asks, Shift+Enter: new line)" aria-label="message"
         onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
-        onKeyDown={(e) => { if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); go("ask"); } }} />
+        onKeyDown={(e) => { if (e.key === "Enter" && !e.shiftKey && !e.isComposing) { e.preventDefault(); enterSent.current = true; go("ask"); } }}
+        onBeforeInput={(e) => {
+          // The line break of the Enter that asked, when it comes as an
+          // input of its own (synthetic key events do that): not typed.
+          if (enterSent.current && (e as InputEvent).inputType === "insertLineBreak") e.preventDefault();
+          enterSent.current = false;
+        }} />
       <button type="submit" id="ask" disabled={busy}>Ask</button>
       <button type="button" id="send" disabled={busy} onClick={() => go("send")}>Send</button>
     </form>
