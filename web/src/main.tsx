@@ -12,10 +12,24 @@ import "./views/tasks";
 import "./views/needs";
 import "./views/memory";
 
+// notify shows a browser notification when more waits on the person than
+// before, if the person turned them on (Needs you) and the page is hidden.
+let lastCount = 0;
+function notify(n: number) {
+  const more = n > lastCount;
+  lastCount = n;
+  if (!more || !document.hidden || localStorage.getItem("troupe.notify") !== "on") return;
+  if (typeof Notification === "undefined" || Notification.permission !== "granted") return;
+  new Notification("troupe", { body: `${n} thing(s) need you` });
+}
+
 function Header() {
   const a = useApp();
   const n = needsCount();
-  useEffect(() => { document.title = n ? `(${n}) troupe` : "troupe"; }, [n]);
+  useEffect(() => {
+    document.title = n ? `(${n}) troupe` : "troupe";
+    notify(n);
+  }, [n]);
   const conn = a.conn === "live" ? "" : a.conn === "connecting" ? "connecting…" : "reconnecting…";
   return (
     <header>

@@ -4,6 +4,18 @@ import { registerView } from "../router";
 import { decide, useApp } from "../store";
 import { Clip } from "../clip";
 import { ago, prettyJSON } from "../format";
+import { useState } from "preact/hooks";
+
+function NotifyToggle() {
+  const [on, setOn] = useState(localStorage.getItem("troupe.notify") === "on");
+  if (typeof Notification === "undefined") return null;
+  async function toggle() {
+    if (!on && Notification.permission !== "granted" && (await Notification.requestPermission()) !== "granted") return;
+    localStorage.setItem("troupe.notify", on ? "off" : "on");
+    setOn(!on);
+  }
+  return <button type="button" id="notify" onClick={toggle}>{on ? "Turn browser notifications off" : "Notify me in the background"}</button>;
+}
 
 function Needs() {
   const a = useApp();
@@ -12,6 +24,7 @@ function Needs() {
   const troubled = a.troubled.filter((t) => t.state !== "waiting");
   return (
     <section id="needs" aria-label="needs you">
+      <NotifyToggle />
       <h2>Permission requests</h2>
       {!perms.length && <p class="note">None.</p>}
       <ul class="needs-list">
