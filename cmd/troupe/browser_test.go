@@ -379,6 +379,16 @@ func TestBrowserWorkbench(t *testing.T) {
 		t.Errorf("after a reload the recipient is %q, want worker (kept per project)", to)
 	}
 
+	// An agent's view shows its earlier turns from the journal, beside a
+	// turn the page saw live while it showed something else.
+	if _, err := cl2.Send(ctx, info.ID, "researcher", "!say fresh turn"); err != nil {
+		t.Fatal(err)
+	}
+	p.wait("the fresh turn's message", `[...document.querySelectorAll("#messages li")].some(e => e.innerText.includes("!say fresh turn"))`, 20*time.Second)
+	p.wait("the researcher idle", `document.querySelector('#agents tr[data-agent="researcher"] .state').innerText.startsWith("idle")`, 20*time.Second)
+	p.click("open the researcher", `#agents tr[data-agent="researcher"] a`)
+	p.wait("its old and new turns", `(t => t.includes("the speed of light") && t.includes("fresh turn"))(document.querySelector("#transcript")?.innerText || "")`, 20*time.Second)
+
 	// The login link was for one use only.
 	p.do("reuse the login link", chromedp.Navigate(d.login))
 	if body := eval[string](p, "document.body.innerText"); !strings.Contains(body, "already used") {

@@ -28,7 +28,7 @@ func Built() bool {
 }
 
 // Handler serves the UI: /assets/NAME-HASH.ext with a year's immutable
-// cache, anything else as index.html (the UI routes in its URL fragment)
+// cache, anything else as index.html (the UI routes in its URL fragment), but a missing file (favicon.ico) is 404,
 // with no-cache. A file with a .gz copy is sent gzipped to a browser that
 // accepts gzip.
 func Handler() http.Handler {
@@ -54,10 +54,15 @@ func handler(files fs.FS) http.Handler {
 			return
 		}
 		name := "index.html"
-		if p := strings.TrimPrefix(path.Clean(r.URL.Path), "/"); strings.HasPrefix(p, "assets/") {
+		p := strings.TrimPrefix(path.Clean(r.URL.Path), "/")
+		switch {
+		case strings.HasPrefix(p, "assets/"):
 			name = p
 			h.Set("Cache-Control", "public, max-age=31536000, immutable")
-		} else {
+		case path.Ext(p) != "" && path.Ext(p) != ".html":
+			http.NotFound(w, r) // a file we do not have (favicon.ico): not the page
+			return
+		default:
 			h.Set("Cache-Control", "no-cache")
 		}
 		if name == "index.html" && !built {

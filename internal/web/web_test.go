@@ -53,6 +53,7 @@ func TestHandlerServesBuiltUI(t *testing.T) {
 		{"/", "gzip", "gzip", "no-cache", "text/html", "<title>troupe</title>", 200},
 		{"/p/x/agent/y", "", "", "no-cache", "text/html", "<title>troupe</title>", 200},
 		{"/assets/gone.js", "", "", "", "", "", 404},
+		{"/favicon.ico", "", "", "", "", "", 404},
 		{"/assets/../index.html", "", "", "no-cache", "text/html", "<title>troupe</title>", 200},
 	} {
 		resp := get(h, "GET", c.path, c.enc)

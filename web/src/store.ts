@@ -103,8 +103,7 @@ function onHash() {
     history.replaceState(null, "", routeHash(app.route));
   }
   if (prev.project !== app.route.project) selectProject();
-  else if (app.route.view === "agent" && app.route.arg && prev.arg !== app.route.arg) loadLog(app.route.arg);
-  changed();
+  changed(); // the agent view reads its journal itself, once per agent
 }
 
 // ---- loading ----------------------------------------------------------

@@ -75,7 +75,9 @@ function TurnBox({ t }: { t: TurnView }) {
 
 function AgentView({ arg }: { arg: string }) {
   const a = useApp();
-  useEffect(() => { if (arg && !a.turns.has(arg)) loadLog(arg); }, [arg, a.route.project]);
+  // The journal once per agent shown (live events may have made some turns
+  // already; loadLog merges them).
+  useEffect(() => { if (arg && !a.logBefore.has(arg)) loadLog(arg); }, [arg, a.route.project]);
   const ag = a.agents.find((x) => x.name === arg);
   if (!ag) return <p class="note">No agent {arg} in this project.</p>;
   const turns = a.turns.get(arg) || [];
