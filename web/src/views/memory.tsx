@@ -56,7 +56,7 @@ function MemoryView({ arg }: { arg: string }) {
             <li key={n.name} data-note={n.name} class={n.name === arg ? "selected" : ""}>
               <a href="#" onClick={(e) => { e.preventDefault(); navigate({ view: "memory", arg: n.name }); }}>{n.name}</a>
               <div class="note">{n.description}</div>
-              {n.snippet && <div class="snippet">{n.snippet}</div>}
+              {n.snippet && <div class="snippet">{n.snippet.split("**").map((part, i) => i % 2 ? <mark key={i}>{part}</mark> : part)}</div>}
             </li>
           ))}
           {list && !list.notes.length && <li class="note">{q ? "No note matches." : "No notes yet."}</li>}
