@@ -453,6 +453,12 @@ respond = "!sleep 1h"
 	if top := eval[float64](p, `document.querySelector("#messages").scrollTop`); top > 50 {
 		t.Errorf("a new message scrolled the view from the top to %v while the person read older ones", top)
 	}
+	// Filtered by agent: the server's ?agent=, newest page again.
+	p.choose("#conv-agent", "lead")
+	p.wait("nothing of lead's", `document.querySelectorAll("#messages li").length === 0`, 10*time.Second)
+	p.choose("#conv-agent", "sink")
+	p.wait("sink's newest page", `document.querySelectorAll("#messages li").length === 50 && document.querySelector("#messages li:last-child").innerText.includes("one more")`, 10*time.Second)
+
 	urls := eval[[]string](p, `performance.getEntriesByType("resource").map((e) => e.name).filter((n) => n.includes("/messages"))`)
 	for _, u := range urls {
 		if !strings.Contains(u, "after=") && !strings.Contains(u, "before=") && strings.Contains(u, "limit=") {
@@ -465,7 +471,7 @@ respond = "!sleep 1h"
 			whole++
 		}
 	}
-	if whole != 1 {
-		t.Errorf("the page read the newest conversation page %d times, want once: %q", whole, urls)
+	if whole != 3 { // the first load, then one per filter change
+		t.Errorf("the page read the newest conversation page %d times, want 3 (load, two filters): %q", whole, urls)
 	}
 }
