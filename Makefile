@@ -105,13 +105,18 @@ bench: build tools
 	$(BENCH) -count 1 -benchtime 200x -bench '^BenchmarkMemoryBriefing$$' ./internal/store/sqlite | tee -a bench.out
 	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToNotify$$' ./internal/task | tee -a bench.out
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkEchoTurn$$' ./internal/engine/fake | tee -a bench.out
+	$(BENCH) -benchtime 2000x -bench '^BenchmarkLoopStep$$' ./internal/engine/openai | tee -a bench.out
 	$(BENCH) -benchtime 200000x -bench '^BenchmarkPublish$$' ./internal/events | tee -a bench.out
 	$(BENCH) -benchtime 40x -bench '^BenchmarkFanout$$' ./internal/api | tee -a bench.out
 	$(BENCH) -benchtime 3x -bench '^BenchmarkCreate10kFiles$$' ./internal/worktree | tee -a bench.out
+	$(BENCH) -count 1 -benchtime 3x -bench '^BenchmarkClaude(IndexCold|ListWarm|AppendReread|Restart)$$' ./internal/claudesessions | tee -a bench.out
+	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkClaudeFullParseBaseline$$' ./internal/claudesessions | tee -a bench.out
 	$(GO) run ./internal/benchreport bench.out
 
 fuzz:
 	$(GO) test ./internal/project -run '^$$' -fuzz FuzzParseTeam -fuzztime 60s
+	$(GO) test ./internal/engine/openai -run '^$$' -fuzz FuzzParseArgs -fuzztime 30s
+	$(GO) test ./internal/engine/openai -run '^$$' -fuzz FuzzStream -fuzztime 30s
 
 clean:
 	rm -rf bin bench.out web/node_modules

@@ -55,7 +55,10 @@ type Options struct {
 	// Worktrees serves the agents' worktrees (worktrees.go); nil: none.
 	Worktrees Worktrees
 	// Memory serves the projects' memory notes (memory.go); nil: none.
-	Memory   Memory
+	Memory Memory
+	// Claude serves the machine's Claude Code sessions
+	// (claudesessions.go); nil: none.
+	Claude   ClaudeSessions
 	Token    string // the bearer token of <state>/token
 	Logger   *slog.Logger
 	Version  string
@@ -129,6 +132,7 @@ func New(o Options) *Server {
 	s.routePermissions()
 	s.routeWorktrees()
 	s.routeMemory()
+	s.routeClaudeSessions()
 	s.mux.HandleFunc("GET /api/projects/{id}/agents/{agent}/log", s.agentLog)
 	s.mux.HandleFunc("GET /login", s.login)
 	if o.MCP != nil {

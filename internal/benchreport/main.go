@@ -49,6 +49,12 @@ var targets = []target{
 	{bench: "cmd/troupe BenchmarkWebFirstLoad", metric: "p50-ms", value: 300},
 	{bench: "cmd/troupe BenchmarkWebEventBurst", metric: "p99-ms", value: 100},
 	{bench: "cmd/troupe BenchmarkWebEventBurst", metric: "events/s", value: 1000, min: true, note: "the burst's rate"},
+	{bench: "internal/engine/openai BenchmarkLoopStep/store=mem", metric: "p50-ms", value: 1},
+	{bench: "internal/engine/openai BenchmarkLoopStep/store=mem", metric: "p99-ms", value: 1},
+	{bench: "internal/engine/openai BenchmarkLoopStep/store=sqlite", metric: "p50-ms", value: 1},
+	{bench: "internal/claudesessions BenchmarkClaudeIndexCold/sessions=10000/size=2GB/read=headtail", metric: "ms/op", value: 3000},
+	{bench: "internal/claudesessions BenchmarkClaudeListWarm/sessions=10000/size=2GB/watched=true", metric: "ms/op", value: 100},
+	{bench: "internal/claudesessions BenchmarkClaudeAppendReread/sessions=10000/size=2GB", metric: "ms/op", value: 5},
 }
 
 // ratio compares a benchmark run at two sizes: the median of metric at the

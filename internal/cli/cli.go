@@ -153,6 +153,7 @@ func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *gl
 	root.AddCommand(resetCmd(g), interruptCmd(g))
 	root.AddCommand(permissionsCmd(g), allowCmd(g), denyCmd(g))
 	root.AddCommand(diffCmd(g), mergeCmd(g), worktreeCmd(g))
+	root.AddCommand(sessionsCmd(g), resumeCmd(g), forkCmd(g), observeCmd(g))
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
 	root.PersistentFlags().BoolVar(&g.raw, "raw", false, "print what agents, tasks and project files wrote as it is, control characters included (on a terminal they are shown as \\xNN by default)")
 	root.AddCommand(serveCmd(g), statusCmd(g), versionCmd(g), projectCmd(g), agentsCmd(g),
@@ -162,7 +163,7 @@ func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *gl
 }
 
 func serveCmd(g *globals) *cobra.Command {
-	var addr, level, publicName string
+	var addr, level, publicName, claudeDir string
 	var allowRemote bool
 	var projects []string
 	var ceiling, sessionIdle time.Duration
@@ -203,7 +204,7 @@ func serveCmd(g *globals) *cobra.Command {
 			return daemon.Run(ctx, daemon.Config{Addr: addr, StateDir: dir, Version: version(),
 				Logger: log, Out: g.out, Projects: projects, AskCeiling: ceiling, MaxTasksPerProject: maxTasks,
 				SessionIdle: sessionIdle, AllowRemote: allowRemote, PublicName: publicName,
-				TaskMaxOutput: maxOutput})
+				TaskMaxOutput: maxOutput, ClaudeDir: claudeDir})
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", daemon.DefaultAddr, "address to listen on; beyond loopback it needs --allow-remote")
@@ -215,6 +216,7 @@ func serveCmd(g *globals) *cobra.Command {
 	c.Flags().IntVar(&maxTasks, "max-tasks-per-project", 8, "background tasks one project may run at once")
 	c.Flags().StringVar(&taskMaxOutput, "task-max-output", "64MB", "output a background task keeps unless it is given its own cap: its first half and its last half, the middle cut")
 	c.Flags().DurationVar(&sessionIdle, "session-idle", api.DefaultSessionIdle, "log a browser out after this long without a request")
+	c.Flags().StringVar(&claudeDir, "claude-dir", "", "Claude Code's config folder whose sessions `troupe sessions` lists (default $CLAUDE_CONFIG_DIR, else ~/.claude)")
 	return c
 }
 

@@ -3,12 +3,17 @@ package cli
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-dev/troupe/internal/daemon"
 	"github.com/troupe-dev/troupe/internal/doctor"
+	"github.com/troupe-dev/troupe/internal/project"
+	"github.com/troupe-dev/troupe/internal/projfile"
+	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 func doctorCmd(g *globals) *cobra.Command {
@@ -30,7 +35,7 @@ func doctorCmd(g *globals) *cobra.Command {
 			if repair {
 				return repairStore(cmd, g)
 			}
-			cs := doctor.Run(cmd.Context(), doctor.Options{})
+			cs := doctor.Run(cmd.Context(), doctor.Options{OpenAI: openaiEndpoints()})
 			var err error
 			if g.json {
 				err = g.printJSON(cs)
@@ -50,6 +55,45 @@ func doctorCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&strict, "strict", false, "exit 1 when an engine is not ready")
 	c.Flags().BoolVar(&repair, "repair", false, "export what is readable of a damaged database into a fresh one (daemon stopped)")
 	return c
+}
+
+// openaiEndpoints are the openai agents of the team of the project the CLI
+// runs in (the nearest folder up with .troupe/team.toml), for doctor to
+// probe their model servers; none when there is no such team or it does
+// not parse (the daemon reports a bad team).
+func openaiEndpoints() []doctor.Endpoint {
+	dir, err := os.Getwd()
+	if err != nil {
+		return nil
+	}
+	for {
+		const file = ".troupe/team.toml"
+		if fi, err := os.Lstat(filepath.Join(dir, file)); err == nil && fi.Mode().IsRegular() {
+			data, _, err := projfile.Team.ReadIn(dir, file)
+			if err != nil {
+				return nil
+			}
+			team, err := project.ParseTeam(file, data)
+			if err != nil {
+				return nil
+			}
+			var eps []doctor.Endpoint
+			for _, a := range team.Agents {
+				if a.Engine != troupe.EngineOpenAI {
+					continue
+				}
+				url, _ := a.Options["base_url"].(string)
+				key, _ := a.Options["api_key_env"].(string)
+				eps = append(eps, doctor.Endpoint{Agent: string(a.Name), BaseURL: url, KeyEnv: key, KeyInAgentEnv: key != "" && a.Env[key] != ""})
+			}
+			return eps
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return nil
+		}
+		dir = up
+	}
 }
 
 // repairStore runs daemon.Repair on the state dir and prints its report.

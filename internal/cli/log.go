@@ -133,6 +133,8 @@ func renderEvent(w io.Writer, ev journal.Event) {
 	case journal.KindUsage: // the turn's last usage is in its heading
 	case journal.KindSession:
 		fmt.Fprintf(w, "  session %s\n", ev.SessionID)
+	case journal.KindNotice:
+		fmt.Fprintf(w, "  note: %s%s\n", oneLine(ev.Text, 200), cut)
 	default:
 		fmt.Fprintf(w, "  %s\n", ev.Kind)
 	}

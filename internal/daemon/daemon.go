@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/claudesessions"
+	"github.com/troupe-dev/troupe/internal/engine/openai"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/mcp"
 	"github.com/troupe-dev/troupe/internal/memory"
@@ -41,6 +43,16 @@ import (
 // The SQLite store keeps the agents' conversation ids (it cannot import
 // the runtime to say so itself).
 var _ runtime.Sessions = (*sqlite.DB)(nil)
+
+// It keeps the openai agents' conversations too.
+var _ openai.Store = (*sqlite.DB)(nil)
+
+// The Claude sessions of the machine, as the API serves them; the runtime
+// hands a session to an agent.
+var (
+	_ api.ClaudeSessions = (*claudesessions.Machine)(nil)
+	_ api.SessionAdopter = (*runtime.Runtime)(nil)
+)
 
 // The registry's watcher reports memory-folder events to the notes' store.
 var _ project.MemoryWatcher = (*memory.Store)(nil)
@@ -82,6 +94,10 @@ type Config struct {
 	// (--public-name); Host and Origin checks accept it besides the
 	// loopback names. Required with AllowRemote on an unspecified address.
 	PublicName string
+	// ClaudeDir is Claude Code's config folder whose sessions `troupe
+	// sessions` lists (--claude-dir); default $CLAUDE_CONFIG_DIR, else
+	// ~/.claude.
+	ClaudeDir string
 }
 
 // CheckAddr refuses a listening address beyond loopback unless allowRemote
@@ -188,7 +204,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// whose tools include the task manager's) are closed by reg.Listen and
 	// tasks.OnComplete, before anything runs.
 	hub := events.New(events.Options{})
-	engines, err := newEngines(cfg, log)
+	engines, err := newEngines(cfg, db, log)
 	if err != nil {
 		return err
 	}
@@ -218,7 +234,21 @@ func Run(ctx context.Context, cfg Config) error {
 	tasks := task.New(task.Options{Store: db, Inbox: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
 		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject, MaxOutput: cfg.TaskMaxOutput})
 	trees := worktree.New(filepath.Join(cfg.StateDir, "worktrees"))
-	rt := runtime.New(runtime.Options{Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
+	claudeDir := cfg.ClaudeDir
+	if claudeDir == "" {
+		if claudeDir, err = claudesessions.ConfigDir(os.Getenv); err != nil {
+			return err
+		}
+	}
+	claude := claudesessions.NewMachine(claudesessions.MachineOptions{Dir: claudeDir, Store: db, Agents: db, Logger: log,
+		Projects: func() []claudesessions.ProjectRef {
+			var out []claudesessions.ProjectRef
+			for _, p := range reg.List() {
+				out = append(out, claudesessions.ProjectRef{ID: p.ID, Path: p.Path})
+			}
+			return out
+		}})
+	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
 		Grants: tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db,
 		MessageDir: filepath.Join(cfg.StateDir, "messages")})
@@ -237,7 +267,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db, Token: token, Logger: log,
 		MCP:       mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
-		Worktrees: trees, Memory: notes,
+		Worktrees: trees, Memory: notes, Claude: claude,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
 		SessionFile: filepath.Join(cfg.StateDir, "sessions"),
 		PublicName:  cfg.PublicName})
@@ -264,6 +294,16 @@ func Run(ctx context.Context, cfg Config) error {
 	wg.Go(func() {
 		if err := reg.Run(runCtx); err != nil {
 			log.Error("project watcher stopped", "err", err)
+		}
+	})
+	wg.Go(func() {
+		if err := claude.Index.Run(runCtx); err != nil {
+			log.Error("claude sessions watcher stopped", "err", err)
+		}
+	})
+	wg.Go(func() { // the first listing finds the index warm
+		if _, err := claude.Index.Sync(runCtx); err != nil && runCtx.Err() == nil {
+			log.Warn("index claude sessions", "dir", claudeDir, "err", err)
 		}
 	})
 	serveErr := make(chan error, 1)
@@ -304,6 +344,22 @@ func Run(ctx context.Context, cfg Config) error {
 	wg.Wait()
 	log.Info("daemon stopped")
 	return runErr
+}
+
+// claimClaude is the runtime's claim on a Claude conversation an agent's
+// session resumes (C9): refused while the conversation is live anywhere
+// on the machine or held inside troupe.
+func claimClaude(m *claudesessions.Machine) func(ctx context.Context, k troupe.RuntimeKey, eng troupe.Engine, id string) (func(), error) {
+	return func(ctx context.Context, k troupe.RuntimeKey, eng troupe.Engine, id string) (func(), error) {
+		if eng != troupe.EngineClaude {
+			return nil, nil
+		}
+		release, err := m.ClaimForAgent(ctx, k, id)
+		if err != nil {
+			return nil, fmt.Errorf("resume the agent's conversation %s: %w (or start the agent afresh with `troupe reset %s`)", id, err, k.Agent)
+		}
+		return release, nil
+	}
 }
 
 // Repair exports what is readable of the state dir's damaged database into

@@ -11,12 +11,14 @@ import (
 	"github.com/troupe-dev/troupe/internal/engine/claude"
 	"github.com/troupe-dev/troupe/internal/engine/codex"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
+	"github.com/troupe-dev/troupe/internal/engine/openai"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// newEngines builds the engines agents run on, by name, from cfg. A team
-// naming an engine that is not here does not load (checkAgent).
-func newEngines(cfg Config, log *slog.Logger) (map[troupe.Engine]engine.Engine, error) {
+// newEngines builds the engines agents run on, by name, from cfg; conv
+// keeps the openai agents' conversations (nil: in memory). A team naming
+// an engine that is not here does not load (checkAgent).
+func newEngines(cfg Config, conv openai.Store, log *slog.Logger) (map[troupe.Engine]engine.Engine, error) {
 	fakeCmd := cfg.FakeAgent
 	if len(fakeCmd) == 0 {
 		self, err := os.Executable()
@@ -31,6 +33,7 @@ func newEngines(cfg Config, log *slog.Logger) (map[troupe.Engine]engine.Engine, 
 		troupe.EngineCodex:    codex.New(codex.Options{Logger: log}),
 		troupe.EngineACP:      acp.New(acp.Options{Logger: log}),
 		troupe.EngineOpenCode: acp.NewOpenCode(acp.Options{Logger: log}),
+		troupe.EngineOpenAI:   openai.New(openai.Options{Logger: log, Store: conv}),
 	}, nil
 }
 

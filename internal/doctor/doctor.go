@@ -4,8 +4,11 @@
 // PATH and its version (from `<cli> --version`, run with a short timeout in
 // its own process group), whether troupe is tested with that version,
 // whether a login or an API key is present, and a one-line fix for what is
-// missing. `troupe doctor` prints the report; it runs in the CLI process,
-// no daemon needed.
+// missing; for the openai agents of the project it runs in (Options.OpenAI,
+// from the team file), whether each one's model server answers (GET
+// base_url/models, bounded by the timeout) and its key's variable is set.
+// `troupe doctor` prints the report; it runs in the CLI process, no daemon
+// needed.
 //
 // Secrets are never read or printed: an API key variable is reported as
 // set or not set, a login file only as present (it is stat'ed, never
@@ -23,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,8 +42,25 @@ type Options struct {
 	// Getenv reads the environment (PATH, HOME, the API key variables,
 	// CLAUDE_CONFIG_DIR, CODEX_HOME, XDG_DATA_HOME); default os.LookupEnv.
 	Getenv func(string) (string, bool)
-	// Timeout bounds each `--version` run; default 5s.
+	// Timeout bounds each `--version` run and each model server probe;
+	// default 5s.
 	Timeout time.Duration
+	// OpenAI are the openai agents of the project the CLI runs in (from
+	// its team file): each one's model server is probed (GET
+	// base_url/models) and its api_key_env looked up.
+	OpenAI []Endpoint
+	// HTTPClient probes the model servers; default one of its own.
+	HTTPClient *http.Client
+}
+
+// Endpoint is an openai agent's model server.
+type Endpoint struct {
+	Agent   string
+	BaseURL string // up to /v1
+	// KeyEnv is the variable that holds its key ("" for none);
+	// KeyInAgentEnv whether the agent's env table sets it.
+	KeyEnv        string
+	KeyInAgentEnv bool
 }
 
 // Check is the report on one engine.
@@ -86,12 +107,71 @@ var engines = []engine{
 		install: "install with: npm install -g @openai/codex@0.171.0", login: codexLogin},
 	{name: "opencode", cli: "opencode", tested: "1.18.33",
 		install: "install with: npm install -g opencode-ai@1.18.33", login: opencodeLogin},
-	{name: "openai", login: func(_ Options, c *Check) {
-		c.Login, c.LoginOK = "per agent: base_url and api_key_env in [agent.openai]", true
-	}},
+	{name: "openai", login: openaiServers},
 	{name: "fake", login: func(_ Options, c *Check) {
 		c.Login, c.LoginOK = "none needed (built in)", true
 	}},
+}
+
+// openaiServers checks the model server of each openai agent of the
+// project: reachable (any HTTP answer; a 401 or 403 says the key is
+// refused), and its key's variable set. The key is sent, never shown.
+func openaiServers(o Options, c *Check) {
+	if len(o.OpenAI) == 0 {
+		c.Login, c.LoginOK = "per agent: base_url and api_key_env in [agent.openai] (no openai agent in this folder's team)", true
+		return
+	}
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	ok := 0
+	for _, ep := range o.OpenAI {
+		key := ""
+		if ep.KeyEnv != "" && !ep.KeyInAgentEnv {
+			v, set := o.Getenv(ep.KeyEnv)
+			if !set || v == "" {
+				c.Problems = append(c.Problems, fmt.Sprintf("agent %s: api_key_env %s is not set", ep.Agent, ep.KeyEnv))
+				c.Fixes = append(c.Fixes, fmt.Sprintf("export %s before troupe serve, or set it in the agent's env", ep.KeyEnv))
+				continue
+			}
+			key = v
+		}
+		if err := probe(o, hc, ep.BaseURL, key); err != nil {
+			c.Problems = append(c.Problems, fmt.Sprintf("agent %s: %s: %v", ep.Agent, ep.BaseURL, err))
+			c.Fixes = append(c.Fixes, "start the model server (llama-server, vllm serve, ollama serve) or correct base_url in [agent.openai]")
+			continue
+		}
+		ok++
+	}
+	c.Login = fmt.Sprintf("%d of %d openai agents' model servers reachable", ok, len(o.OpenAI))
+	c.LoginOK = ok == len(o.OpenAI)
+}
+
+// probe asks a model server for its models with a bounded wait.
+func probe(o Options, hc *http.Client, base, key string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/models", nil)
+	if err != nil {
+		return fmt.Errorf("bad base_url: %v", err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		msg := err.Error()
+		if key != "" {
+			msg = strings.ReplaceAll(msg, key, "[key redacted]")
+		}
+		return fmt.Errorf("unreachable: %s", msg)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		return fmt.Errorf("reachable, but it refuses the key (%s)", resp.Status)
+	}
+	return nil
 }
 
 // Run checks every engine.

@@ -3,6 +3,8 @@ package doctor
 import (
 	"bytes"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,5 +158,47 @@ func TestDoctorGitVersion(t *testing.T) {
 	}
 	if versionAtLeast("2.37.99", MinGit) || !versionAtLeast("2.38.0-rc1", MinGit) {
 		t.Error("versionAtLeast compares wrongly")
+	}
+}
+
+// TestOpenAIServers: each openai agent's model server is probed with its
+// key (never shown): reachable, refusing the key, unreachable, key unset.
+func TestOpenAIServers(t *testing.T) {
+	const key = "sk-doctor-secret"
+	ok := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/models" || r.Header.Get("Authorization") != "Bearer "+key {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		w.Write([]byte(`{"data":[]}`))
+	}))
+	defer ok.Close()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	goneURL := gone.URL
+	gone.Close()
+	env := envOf(map[string]string{"PATH": t.TempDir(), "HOME": t.TempDir(), "GOOD_KEY": key, "BAD_KEY": "sk-wrong"})
+	run := func(eps ...Endpoint) Check {
+		for _, c := range Run(t.Context(), Options{Getenv: env, OpenAI: eps, Timeout: 2 * time.Second}) {
+			if c.Engine == "openai" {
+				return c
+			}
+		}
+		t.Fatal("no openai check")
+		return Check{}
+	}
+	if c := run(Endpoint{Agent: "a", BaseURL: ok.URL + "/v1", KeyEnv: "GOOD_KEY"}); !c.OK || len(c.Problems) != 0 || !strings.Contains(c.Login, "1 of 1") {
+		t.Errorf("reachable: %+v", c)
+	}
+	c := run(Endpoint{Agent: "a", BaseURL: ok.URL + "/v1", KeyEnv: "BAD_KEY"},
+		Endpoint{Agent: "b", BaseURL: goneURL + "/v1"},
+		Endpoint{Agent: "c", BaseURL: ok.URL + "/v1", KeyEnv: "UNSET_KEY"})
+	if c.OK || len(c.Problems) != 3 || !strings.Contains(c.Problems[0], "refuses the key") ||
+		!strings.Contains(c.Problems[1], "unreachable") || !strings.Contains(c.Problems[2], "UNSET_KEY is not set") {
+		t.Errorf("failures: %+v", c)
+	}
+	for _, p := range append(c.Problems, c.Login) {
+		if strings.Contains(p, key) || strings.Contains(p, "sk-wrong") {
+			t.Errorf("a key is shown: %q", p)
+		}
 	}
 }

@@ -172,6 +172,10 @@ const (
 	EventSession    EventKind = "session"     // the engine's own id of the conversation: SessionID
 	EventPermission EventKind = "permission"  // a permission request and how it was decided: Permission, Decision
 	EventTurnEnd    EventKind = "turn_end"    // the protocol's end of the turn: Text, Error
+	// EventNotice is something the engine tells about the turn that is no
+	// output of the agent's (the oldest turns of the conversation dropped
+	// to fit the model's context): Text.
+	EventNotice EventKind = "notice"
 )
 
 // Event is one thing a session reports. Which fields are set depends on

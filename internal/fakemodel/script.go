@@ -43,6 +43,10 @@ type ToolCall struct {
 	// and OpenCode's troupe_ask_agent).
 	Name string
 	Args json.RawMessage // a JSON object; empty means {}
+	// Raw sends Name and Args exactly as given, unchecked and unmatched:
+	// a model that calls a tool nobody offered, or writes arguments that
+	// are not JSON (Chat Completions and Responses only).
+	Raw bool
 }
 
 // maxChunks bounds a slow stream, whatever a marker asks for.
@@ -310,6 +314,10 @@ func resolve(req Request, r Reply) Reply {
 	}
 	calls := make([]ToolCall, len(r.Calls))
 	for i, c := range r.Calls {
+		if c.Raw {
+			calls[i] = c
+			continue
+		}
 		name, ok := matchTool(c.Name, req.Tools)
 		if !ok {
 			r.Calls = nil

@@ -50,6 +50,7 @@ const (
 	KindUsage      Kind = "usage"       // Usage
 	KindSession    Kind = "session"     // SessionID
 	KindPermission Kind = "permission"  // Permission
+	KindNotice     Kind = "notice"      // Text: what the engine said about the turn (history dropped to fit the context)
 )
 
 // Entry is what the runtime records: one of a turn's start, one of its

@@ -51,7 +51,7 @@ var only = map[string][]string{
 	"github.com/charmbracelet/x/vt":          {"internal/term"},
 	"github.com/spf13/cobra":                 {"internal/cli"},
 	"github.com/BurntSushi/toml":             {"internal/project"},
-	"github.com/fsnotify/fsnotify":           {"internal/project"},
+	"github.com/fsnotify/fsnotify":           {"internal/project", "internal/claudesessions"},
 	mod + "internal/daemon":                  {"internal/cli"},
 	mod + "internal/store/sqlite":            {"internal/daemon"},
 	mod + "internal/web":                     {"internal/daemon"},
@@ -69,6 +69,9 @@ var never = map[string][]string{
 	"internal/engine/claude": {mod + "internal/project", mod + "internal/runtime"},
 	"internal/engine/codex":  {mod + "internal/project", mod + "internal/runtime"},
 	"internal/engine/acp":    {mod + "internal/project", mod + "internal/runtime"},
+	// The openai engine keeps its conversations through its own Store
+	// interface: the SQLite store is the daemon's to give it.
+	"internal/engine/openai": {mod + "internal/project", mod + "internal/runtime", mod + "internal/store/sqlite"},
 	// The runtime drives engines through their seam and reads teams
 	// through its own interface: no project registry, store or transport.
 	"internal/runtime": {mod + "internal/project", mod + "internal/store/sqlite", mod + "internal/mcp", mod + "internal/api"},
@@ -93,6 +96,9 @@ var never = map[string][]string{
 	"internal/store/sqlite": {mod + "internal/runtime"},
 	// Process handles are below every owner of child processes.
 	"internal/pidfd": {mod + "internal"},
+	// The Claude sessions of the machine are read by the daemon and served
+	// by the API: they know no runtime, store, project registry or API.
+	"internal/claudesessions": {mod + "internal/runtime", mod + "internal/store/sqlite", mod + "internal/project", mod + "internal/api"},
 	// The inbox is below everything that delivers or fills it.
 	"internal/inbox": {mod + "internal/runtime", mod + "internal/engine", mod + "internal/project", mod + "internal/task"},
 }

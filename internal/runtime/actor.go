@@ -51,6 +51,7 @@ type actor struct {
 	sess       engine.Session
 	appr       *approver // the session's permission flow
 	token      string    // the session's MCP token; "" when none
+	unclaim    func()    // ends the session's claim on the conversation it resumed; nil when none
 	turn       *turn
 	actAt      time.Time     // last activity seen by the actor itself (turn starts, tool results)
 	toolCalls  int           // troupe tool calls of this agent in flight
@@ -283,11 +284,16 @@ func (a *actor) closeSession() {
 // until they are), and it is returned for the caller to close.
 func (a *actor) detach() engine.Session {
 	a.mu.Lock()
-	s, ap := a.sess, a.appr
-	a.sess, a.appr = nil, nil
+	s, ap, unclaim := a.sess, a.appr, a.unclaim
+	a.sess, a.appr, a.unclaim = nil, nil, nil
 	a.cold, a.coldUntil = false, time.Time{}
 	a.mu.Unlock()
 	a.revoke()
+	if unclaim != nil {
+		// Released before the caller closes the session: until its
+		// process is gone the engine's own registry still shows it live.
+		unclaim()
+	}
 	if ap != nil {
 		a.rt.closeApprover(ap, "the agent's session ended before the person decided")
 	}
@@ -631,6 +637,23 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 	if err != nil {
 		return nil, err
 	}
+	// One writer per conversation (C9): the resumed one must be free.
+	unclaim := func() {}
+	if resume != "" && a.rt.o.ClaimSession != nil {
+		u, err := a.rt.o.ClaimSession(ctx, a.key, spec.Engine, resume)
+		if err != nil {
+			return nil, err
+		}
+		if u != nil {
+			unclaim = u
+		}
+	}
+	started := false
+	defer func() {
+		if !started {
+			unclaim()
+		}
+	}()
 	var access engine.MCPAccess
 	if g := a.rt.o.Grants; g != nil && a.rt.o.MCPURL != "" {
 		access = engine.MCPAccess{URL: a.rt.o.MCPURL, Token: g.Mint(a.key, callLimit(eng, spec))}
@@ -667,9 +690,10 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 		return nil, fmt.Errorf("start %s session: %w", spec.Engine, err)
 	}
 	a.mu.Lock()
-	a.sess, a.appr, a.token, a.engine, a.spec = s, ap, access.Token, spec.Engine, spec
+	a.sess, a.appr, a.token, a.engine, a.spec, a.unclaim = s, ap, access.Token, spec.Engine, spec, unclaim
 	a.cold = true
 	a.mu.Unlock()
+	started = true
 	a.log.Info("session started", "engine", spec.Engine, "resume", resume)
 	return s, nil
 }

@@ -319,6 +319,7 @@ func TestAColdSessionsFirstTurnHasTheStartsBound(t *testing.T) {
 		if took := time.Since(start); took != StartTimeout {
 			t.Errorf("cold silent turn cut after %v, want StartTimeout (%v)", took, StartTimeout)
 		}
+		synctest.Wait() // the ask's watchdog and the turn's fire at the same instant
 		if st, reason := h.rt.AgentState(r); st != troupe.StateFailed || !strings.Contains(reason, "first turn of its new session") {
 			t.Errorf("after the cold cut: %s (%s), want failed saying why", st, reason)
 		}

@@ -101,6 +101,9 @@ func (l *turnLog) event(ev engine.Event) {
 	case engine.EventThinking:
 		e.Kind = journal.KindThinking
 		e.Text, e.Cut, e.Size = journal.Cap(ev.Text)
+	case engine.EventNotice:
+		e.Kind = journal.KindNotice
+		e.Text, e.Cut, e.Size = journal.Cap(ev.Text)
 	case engine.EventToolCall, engine.EventToolResult:
 		if ev.Tool == nil {
 			return

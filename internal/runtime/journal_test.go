@@ -136,3 +136,28 @@ func TestTurnLogCoalescesAndCaps(t *testing.T) {
 		t.Errorf("turn holds %d bytes of events, %d dropped, text %q; want at most %d and some dropped", total, tr.Dropped, tr.Text, journal.MaxTurnBytes)
 	}
 }
+
+// TestTurnLogKeepsNotices: an engine's notice about the turn (an openai
+// agent's oldest turns dropped to fit its context) is in the turn's record,
+// between the outputs around it.
+func TestTurnLogKeepsNotices(t *testing.T) {
+	st := journal.NewMemStore()
+	w := journal.NewWriter(journal.WriterOptions{Store: st, Queue: 1 << 10})
+	k := key(p1, "dev")
+	l := turnLog{w: w, key: k}
+	l.start("t1", []troupe.Message{{ID: 1, From: troupe.Person, Kind: troupe.KindMessage, Text: "go"}})
+	l.event(engine.Event{Kind: engine.EventOutput, Turn: "t1", Text: "before"})
+	l.event(engine.Event{Kind: engine.EventNotice, Turn: "t1", Text: "dropped the 2 oldest turns"})
+	l.event(engine.Event{Kind: engine.EventOutput, Turn: "t1", Text: "after"})
+	l.end("t1", "after", "")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	w.Run(ctx)
+	tr, err := st.Turn(t.Context(), k, "t1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Events) != 3 || tr.Events[1].Kind != journal.KindNotice || tr.Events[1].Text != "dropped the 2 oldest turns" {
+		t.Fatalf("events %+v", tr.Events)
+	}
+}

@@ -103,6 +103,11 @@ type Options struct {
 	// (<MessageDir>/<project>/<id>.txt, 0600), which the turn gets cut
 	// with the file's path; "": the turn gets it cut, the rest not kept.
 	MessageDir string
+	// ClaimSession, if set, is asked before a session resumes the
+	// conversation id (one writer per conversation, C9): an error refuses
+	// the start (the agent fails with it); release is called when the
+	// session ends. nil: no claim.
+	ClaimSession func(ctx context.Context, k troupe.RuntimeKey, eng troupe.Engine, id string) (release func(), err error)
 	// Stat looks at a project's folder before a session starts there; nil:
 	// os.Stat. Tests set it to make folders vanish.
 	Stat func(name string) (fs.FileInfo, error)

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -100,4 +101,40 @@ func (r *Runtime) ResumeID(ctx context.Context, k troupe.RuntimeKey) (string, er
 		return "", nil
 	}
 	return id, nil
+}
+
+// AdoptSession makes id the conversation k's next session resumes (a
+// session of eng handed to the agent by the person). It is refused with
+// troupe.ErrConflict while k has a session running: that session would
+// go on writing its own conversation and store its id over this one.
+func (r *Runtime) AdoptSession(ctx context.Context, k troupe.RuntimeKey, eng troupe.Engine, id string) error {
+	if err := r.checkTarget(k, troupe.Person); err != nil {
+		return err
+	}
+	set := func(ctx context.Context) error {
+		return r.o.Sessions.SetSessionID(ctx, k, eng, id)
+	}
+	if a := r.actor(k); a != nil {
+		err := a.do(ctx, func(ctx context.Context) error {
+			if a.session() != nil {
+				return fmt.Errorf("agent %s has a session running (conversation %s): stop it first with `troupe reset %s` (its conversation stays on disk), then hand this one over: %w",
+					k.Agent, a.currentID(ctx), k.Agent, troupe.ErrConflict)
+			}
+			return set(ctx)
+		})
+		if !errors.Is(err, errActorGone) {
+			return err
+		}
+	}
+	return set(ctx)
+}
+
+// currentID is the conversation id stored for the actor's key ("?" when
+// it cannot be read).
+func (a *actor) currentID(ctx context.Context) string {
+	_, id, err := a.rt.o.Sessions.SessionID(ctx, a.key)
+	if err != nil || id == "" {
+		return "?"
+	}
+	return id
 }

@@ -54,3 +54,12 @@ type TeamChange struct {
 func (c TeamChange) Empty() bool {
 	return len(c.Added)+len(c.Removed)+len(c.Changed) == 0 && c.Error == ""
 }
+
+// ConversationEntry is one message of a conversation that troupe keeps
+// itself for an engine that runs its own model loop (engine openai): Turn
+// numbers the conversation's turn it belongs to (from 1, rising), Data is
+// the engine's own encoding of the message.
+type ConversationEntry struct {
+	Turn int64
+	Data []byte
+}

@@ -244,6 +244,67 @@ var migrations = []migration{
 			`ALTER TABLE memory_notes ADD COLUMN stamp TEXT NOT NULL DEFAULT ''`,
 		},
 	},
+	// version 10
+	{
+		name: "openai agents' conversations",
+		stmts: []string{
+			// openai.Store: the messages of each openai agent's
+			// conversation with its model, in order (id), each with its
+			// turn's number (trimmed from the oldest turn) and the
+			// engine's JSON of the message. One conversation per agent
+			// (KeepChat deletes the others). Not foreign-keyed to
+			// projects, like messages.
+			`CREATE TABLE openai_messages (
+				id           INTEGER PRIMARY KEY AUTOINCREMENT,
+				project      TEXT NOT NULL,
+				agent        TEXT NOT NULL,
+				conversation TEXT NOT NULL,
+				turn         INTEGER NOT NULL,
+				data         BLOB NOT NULL
+			)`,
+			`CREATE INDEX openai_messages_conversation ON openai_messages (project, agent, conversation, turn)`,
+		},
+	},
+	// version 11
+	{
+		name: "index of the machine's Claude Code sessions",
+		stmts: []string{
+			// claudesessions.File: one row per transcript file under
+			// <claude config>/projects; a cache of the files (size, mtime,
+			// inode and how far it was read), rebuilt from them when lost.
+			`CREATE TABLE claude_files (
+				path       TEXT PRIMARY KEY,
+				session_id TEXT NOT NULL,
+				size       INTEGER NOT NULL,
+				mtime      INTEGER NOT NULL, -- unix nanoseconds
+				inode      INTEGER NOT NULL,
+				read_to    INTEGER NOT NULL, -- end of the last complete line read
+				complete   INTEGER NOT NULL, -- 1: read whole; 0: head and tail only (counts a lower bound)
+				cwd        TEXT NOT NULL,
+				title      TEXT NOT NULL,
+				title_kind TEXT NOT NULL,
+				prompt     TEXT NOT NULL,
+				version    TEXT NOT NULL,
+				git_branch TEXT NOT NULL,
+				first_at   INTEGER NOT NULL, -- unix nanoseconds, UTC; 0: unknown
+				last_at    INTEGER NOT NULL, -- unix nanoseconds, UTC; 0: unknown
+				messages   INTEGER NOT NULL,
+				model      TEXT NOT NULL,
+				skipped    INTEGER NOT NULL
+			)`,
+			// Every Claude session id troupe's own agents had (the latest
+			// per agent lives in agent_sessions; this keeps the earlier
+			// ones), so a listing tells which sessions troupe made.
+			`CREATE TABLE claude_agent_sessions (
+				session_id TEXT PRIMARY KEY,
+				project    TEXT NOT NULL,
+				agent      TEXT NOT NULL,
+				seen_at    INTEGER NOT NULL -- unix nanoseconds, UTC
+			)`,
+			`INSERT OR REPLACE INTO claude_agent_sessions (session_id, project, agent, seen_at)
+				SELECT session_id, project, agent, updated_at FROM agent_sessions WHERE engine = 'claude'`,
+		},
+	},
 }
 
 // latestVersion is the schema version this binary writes.

@@ -40,6 +40,11 @@ func (db *DB) SetSessionID(ctx context.Context, k troupe.RuntimeKey, eng troupe.
 			ON CONFLICT (project, agent) DO UPDATE SET engine = excluded.engine,
 				session_id = excluded.session_id, updated_at = excluded.updated_at`,
 			string(k.Project), string(k.Agent), string(eng), id, now)
+		if err != nil || eng != troupe.EngineClaude {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO claude_agent_sessions (session_id, project, agent, seen_at)
+			VALUES (?, ?, ?, ?)`, id, string(k.Project), string(k.Agent), now)
 		return err
 	})
 	if err != nil {
@@ -48,10 +53,15 @@ func (db *DB) SetSessionID(ctx context.Context, k troupe.RuntimeKey, eng troupe.
 	return nil
 }
 
-// ClearSessionID forgets k's conversation id.
+// ClearSessionID forgets k's conversation id, and the messages of an
+// openai agent's conversation kept here (openai.Store).
 func (db *DB) ClearSessionID(ctx context.Context, k troupe.RuntimeKey) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM agent_sessions WHERE project = ? AND agent = ?`,
+		if _, err := tx.ExecContext(ctx, `DELETE FROM agent_sessions WHERE project = ? AND agent = ?`,
+			string(k.Project), string(k.Agent)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM openai_messages WHERE project = ? AND agent = ?`,
 			string(k.Project), string(k.Agent))
 		return err
 	})
@@ -61,10 +71,14 @@ func (db *DB) ClearSessionID(ctx context.Context, k troupe.RuntimeKey) error {
 	return nil
 }
 
-// ClearProjectSessions forgets the conversation ids of p's agents.
+// ClearProjectSessions forgets the conversation ids of p's agents, and
+// its openai agents' conversations.
 func (db *DB) ClearProjectSessions(ctx context.Context, p troupe.ProjectID) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `DELETE FROM agent_sessions WHERE project = ?`, string(p))
+		if _, err := tx.ExecContext(ctx, `DELETE FROM agent_sessions WHERE project = ?`, string(p)); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `DELETE FROM openai_messages WHERE project = ?`, string(p))
 		return err
 	})
 	if err != nil {

@@ -6,7 +6,7 @@
 // /work/shared/engines/claude-code.md (§3, §12, §15).
 //
 // It has no goroutines. Who may import: tests only (of internal/engine/claude,
-// and the binary tests of cmd/troupe).
+// internal/claudesessions, and the binary tests of cmd/troupe).
 package claudetest
 
 import (

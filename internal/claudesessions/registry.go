@@ -1,0 +1,261 @@
+package claudesessions
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// RegistryFile is one <config>/sessions/<pid>.json as the CLI writes it
+// (claude-code.md §11). Status, WaitingFor and UpdatedAt are absent before
+// 2.1.3xx; PIDDomain too.
+type RegistryFile struct {
+	PID        int    `json:"pid"`
+	SessionID  string `json:"sessionId"`
+	Cwd        string `json:"cwd"`
+	StartedAt  int64  `json:"startedAt"` // unix ms
+	ProcStart  string `json:"procStart"` // field 22 of /proc/<pid>/stat
+	Version    string `json:"version"`
+	Kind       string `json:"kind"`
+	Entrypoint string `json:"entrypoint"`
+	PIDDomain  string `json:"pidDomain"`
+	Name       string `json:"name"`
+	Status     string `json:"status"` // idle, busy, waiting
+	WaitingFor string `json:"waitingFor"`
+	UpdatedAt  int64  `json:"updatedAt"` // unix ms
+}
+
+// MaxRegistryFile bounds a registry file's read (they are ~600 bytes).
+const MaxRegistryFile = 64 << 10
+
+// ParseRegistryFile decodes a registry file. A pid that is not positive
+// or a missing session id is an error: such a file names nothing.
+func ParseRegistryFile(b []byte) (RegistryFile, error) {
+	var r RegistryFile
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&r); err != nil {
+		return RegistryFile{}, fmt.Errorf("decode registry file: %w", err)
+	}
+	if r.PID <= 0 {
+		return RegistryFile{}, errors.New("decode registry file: no positive pid")
+	}
+	if r.SessionID == "" {
+		return RegistryFile{}, errors.New("decode registry file: no sessionId")
+	}
+	return r, nil
+}
+
+// ProcStartTime reads field 22 (starttime, clock ticks after boot) of a
+// /proc/<pid>/stat line. The second field, the command name, is in
+// parentheses and may hold spaces and parentheses itself: the fields after
+// it start after the last ')'.
+func ProcStartTime(stat []byte) (string, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return "", errors.New("parse /proc stat: no ')' after the command name")
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	// f[0] is field 3 (state): field 22 is f[19]
+	if len(f) < 20 {
+		return "", fmt.Errorf("parse /proc stat: %d fields after the command name, want at least 20", len(f))
+	}
+	if _, err := strconv.ParseUint(f[19], 10, 64); err != nil {
+		return "", fmt.Errorf("parse /proc stat: starttime %q: %w", f[19], err)
+	}
+	return f[19], nil
+}
+
+// Liveness is what the registry says of one session at one query.
+type Liveness struct {
+	Live       bool
+	Status     string // idle, busy, waiting, or "" when the CLI does not say
+	WaitingFor string
+	PIDs       []int  // the live processes naming the session
+	Doubt      string // why it reads as live without proof; "" when proved
+}
+
+// Registry reads the CLI's session registry. It caches nothing: every
+// Read lists the folder and checks each pid again (C8).
+type Registry struct {
+	// Dir is <config>/sessions.
+	Dir string
+	// Proc is the proc file system; default "/proc". Tests point it
+	// elsewhere.
+	Proc string
+	// ReadStat, when set, replaces reading <Proc>/<pid>/stat (tests).
+	ReadStat func(pid int) ([]byte, error)
+}
+
+// Snapshot is one read of the registry.
+type Snapshot struct {
+	At       time.Time
+	Sessions map[string]Liveness // live sessions only, by id
+	// Unknown lists registry files that could not be read or decoded
+	// while their pid may run: some session is live and troupe cannot
+	// tell which, so no session can be proved dead (resume is refused).
+	Unknown []string
+	Stale   int // files of dead processes (SIGKILLed, or pid reused)
+}
+
+// Read lists the registry and checks every file's process.
+func (r *Registry) Read() Snapshot {
+	s := Snapshot{At: time.Now(), Sessions: map[string]Liveness{}}
+	es, err := os.ReadDir(r.Dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return s
+	}
+	if err != nil {
+		s.Unknown = append(s.Unknown, fmt.Sprintf("%s: %v", r.Dir, err))
+		return s
+	}
+	self := r.selfPIDNS()
+	for _, e := range es {
+		name := e.Name()
+		pidText, ok := strings.CutSuffix(name, ".json")
+		if !ok {
+			continue
+		}
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 {
+			continue
+		}
+		path := filepath.Join(r.Dir, name)
+		f, err := r.readFile(path)
+		if err != nil {
+			// Unreadable: if its process may run, some session is live.
+			if alive, _ := r.exists(pid); alive {
+				s.Unknown = append(s.Unknown, fmt.Sprintf("%s: %v", path, err))
+			}
+			continue
+		}
+		lv, live := r.check(f, self)
+		if !live {
+			s.Stale++
+			continue
+		}
+		if old, ok := s.Sessions[f.SessionID]; ok { // two processes on one session
+			lv.PIDs = append(old.PIDs, lv.PIDs...)
+			if old.Doubt == "" {
+				lv.Doubt = "" // one of them is proved live
+			}
+			if statusRank[old.Status] > statusRank[lv.Status] {
+				lv.Status, lv.WaitingFor = old.Status, old.WaitingFor
+			}
+		}
+		s.Sessions[f.SessionID] = lv
+	}
+	return s
+}
+
+// readFile reads one registry file: a regular file, no link followed,
+// without blocking, bounded.
+func (r *Registry) readFile(path string) (RegistryFile, error) {
+	var last error
+	for range 2 { // a file read while the CLI writes it may be cut: once more
+		f, _, err := openFile(path)
+		if err != nil {
+			return RegistryFile{}, err
+		}
+		b, err := io.ReadAll(io.LimitReader(f, MaxRegistryFile+1))
+		f.Close()
+		if err != nil {
+			return RegistryFile{}, err
+		}
+		if len(b) > MaxRegistryFile {
+			return RegistryFile{}, fmt.Errorf("over %d bytes", MaxRegistryFile)
+		}
+		rf, err := ParseRegistryFile(b)
+		if err == nil {
+			return rf, nil
+		}
+		last = err
+		time.Sleep(5 * time.Millisecond)
+	}
+	return RegistryFile{}, last
+}
+
+// check applies C8 to one file: live iff the pid exists and its start
+// time equals procStart; unreadable or in doubt reads as live.
+func (r *Registry) check(f RegistryFile, selfNS string) (Liveness, bool) {
+	lv := Liveness{Live: true, Status: f.Status, WaitingFor: f.WaitingFor, PIDs: []int{f.PID}}
+	if f.PIDDomain != "" && selfNS != "" && !strings.HasSuffix(f.PIDDomain, ":"+selfNS) {
+		lv.Doubt = "its process is in another pid namespace (" + f.PIDDomain + "): troupe cannot check it"
+		return lv, true
+	}
+	stat, err := r.readStat(f.PID)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoProcess) {
+		return Liveness{}, false
+	}
+	if err != nil {
+		lv.Doubt = fmt.Sprintf("cannot read /proc/%d/stat (%v)", f.PID, err)
+		return lv, true
+	}
+	start, err := ProcStartTime(stat)
+	if err != nil {
+		lv.Doubt = fmt.Sprintf("/proc/%d/stat: %v", f.PID, err)
+		return lv, true
+	}
+	if f.ProcStart == "" {
+		lv.Doubt = "its registry file has no procStart"
+		return lv, true
+	}
+	if start != f.ProcStart {
+		return Liveness{}, false // the pid is another process now
+	}
+	return lv, true
+}
+
+var errNoProcess = errors.New("no such process")
+
+// statusRank orders statuses when two processes name one session.
+var statusRank = map[string]int{"": 0, "idle": 1, "busy": 2, "waiting": 3}
+
+func (r *Registry) proc() string {
+	if r.Proc == "" {
+		return "/proc"
+	}
+	return r.Proc
+}
+
+func (r *Registry) readStat(pid int) ([]byte, error) {
+	var b []byte
+	var err error
+	if r.ReadStat != nil {
+		b, err = r.ReadStat(pid)
+	} else {
+		b, err = os.ReadFile(filepath.Join(r.proc(), strconv.Itoa(pid), "stat"))
+	}
+	if errors.Is(err, syscall.ESRCH) { // the process went between the open and the read
+		return nil, errNoProcess
+	}
+	return b, err
+}
+
+// exists reports whether pid may run: its /proc entry exists or cannot be
+// checked.
+func (r *Registry) exists(pid int) (bool, error) {
+	_, err := r.readStat(pid)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoProcess) {
+		return false, nil
+	}
+	return true, err
+}
+
+// selfPIDNS is "pid:[<inode>]" of this process's pid namespace, as the
+// CLI writes it at the end of pidDomain; "" when unknown.
+func (r *Registry) selfPIDNS() string {
+	l, err := os.Readlink(filepath.Join(r.proc(), "self", "ns", "pid"))
+	if err != nil {
+		return ""
+	}
+	return l
+}

@@ -1,0 +1,148 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// parseArgs reads a tool call's arguments as the model wrote them: one
+// JSON object (empty means {}); an object encoded once more as a JSON
+// string, as some models do, is taken too. Anything else is an error the
+// model is shown.
+func parseArgs(raw string) (json.RawMessage, error) {
+	b := bytes.TrimSpace([]byte(raw))
+	if len(b) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	if len(b) > maxCallArgs {
+		return nil, fmt.Errorf("the arguments are %d bytes, more than %d", len(b), maxCallArgs)
+	}
+	if b[0] == '"' {
+		var inner string
+		if err := json.Unmarshal(b, &inner); err == nil {
+			b = bytes.TrimSpace([]byte(inner))
+		}
+	}
+	if len(b) == 0 || b[0] != '{' {
+		return nil, fmt.Errorf("the arguments are not a JSON object: %s", clipText(string(b), 80))
+	}
+	if !json.Valid(b) {
+		var v any
+		err := json.Unmarshal(b, &v)
+		return nil, fmt.Errorf("the arguments are not valid JSON (%v): %s", err, clipText(string(b), 80))
+	}
+	var c bytes.Buffer
+	if err := json.Compact(&c, b); err != nil {
+		return nil, fmt.Errorf("the arguments are not valid JSON (%v)", err)
+	}
+	return c.Bytes(), nil
+}
+
+// call runs one tool call and returns the result the model is given. It
+// reports the call and its result as events; a tool error is a result
+// beginning with "Error: ".
+func (s *Session) call(ctx context.Context, turn troupe.TurnID, c toolCall) string {
+	name := c.Function.Name
+	args, perr := parseArgs(c.Function.Arguments)
+	input := args
+	if perr != nil {
+		input, _ = json.Marshal(c.Function.Arguments) // shown as the model wrote it
+	}
+	s.Emit(engine.Event{Kind: engine.EventToolCall, Turn: turn, Tool: &engine.ToolUse{ID: c.ID, Name: name, Input: input}})
+	out, err := s.dispatch(ctx, turn, c.ID, name, args, perr)
+	isErr := err != nil
+	if isErr {
+		out = "Error: " + err.Error()
+	}
+	out = capOutput(out, "ask for less")
+	s.Emit(engine.Event{Kind: engine.EventToolResult, Turn: turn, Tool: &engine.ToolUse{ID: c.ID, Name: name, Output: out, IsError: isErr}})
+	return out
+}
+
+// dispatch runs the tool: troupe's in process, a workspace tool once
+// permitted.
+func (s *Session) dispatch(ctx context.Context, turn troupe.TurnID, id, name string, args json.RawMessage, perr error) (string, error) {
+	kind, ok := s.offered[name]
+	if !ok {
+		return "", fmt.Errorf("unknown tool %q: your tools are %s", name, strings.Join(s.names, ", "))
+	}
+	if perr != nil {
+		return "", fmt.Errorf("%s: %v: call it again with one JSON object of arguments", name, perr)
+	}
+	if kind == kindTroupe {
+		return s.tools.Call(ctx, name, args)
+	}
+	if err := s.permit(ctx, turn, id, name, args); err != nil {
+		return "", err
+	}
+	switch name {
+	case toolReadFile:
+		return s.ws.readFile(args)
+	case toolWriteFile:
+		return s.ws.writeFile(args)
+	case toolEditFile:
+		return s.ws.editFile(args)
+	case toolListDir:
+		return s.ws.listDir(args)
+	case toolSearchText:
+		return s.ws.searchText(ctx, args)
+	case toolRunCommand:
+		return runCommand(ctx, args, s.ws.dir, s.env, s.backstop, s.Bump)
+	}
+	return "", fmt.Errorf("unknown tool %q", name)
+}
+
+// errNoApprover is the reason of a denial when the session has no Approver.
+var errNoApprover = errors.New("no approver: troupe denies what it cannot ask about")
+
+// permit asks the Approver before a write, an edit or a command when the
+// permission mode says so: default asks for all three, acceptEdits for
+// commands, bypassPermissions for none. The request and its decision are
+// reported as an EventPermission.
+func (s *Session) permit(ctx context.Context, turn troupe.TurnID, id, name string, args json.RawMessage) error {
+	var title string
+	switch name {
+	case toolWriteFile, toolEditFile:
+		if s.mode == modeAcceptEdits || s.mode == modeBypass {
+			return nil
+		}
+		var a struct{ Path string }
+		json.Unmarshal(args, &a)
+		title = "wants to change " + clipText(a.Path, 200)
+	case toolRunCommand:
+		if s.mode == modeBypass {
+			return nil
+		}
+		var a struct{ Command string }
+		json.Unmarshal(args, &a)
+		title = "wants to run: " + clipText(a.Command, 200)
+	default:
+		return nil
+	}
+	perm := engine.Permission{ID: id, Turn: turn, Tool: name, Input: args, Title: title}
+	var d engine.Decision
+	if s.approver == nil {
+		d = engine.Decision{Reason: errNoApprover.Error()}
+	} else {
+		var err error
+		if d, err = s.approver.Approve(ctx, perm); err != nil {
+			d = engine.Decision{Reason: "not approved: " + err.Error()}
+		}
+	}
+	s.Emit(engine.Event{Kind: engine.EventPermission, Turn: turn, Permission: &perm, Decision: &d})
+	if !d.Allow {
+		why := d.Reason
+		if why == "" {
+			why = "denied"
+		}
+		return fmt.Errorf("%s was not allowed: %s", name, why)
+	}
+	return nil
+}
