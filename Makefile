@@ -20,9 +20,26 @@ OPENCODE_BIN   := $(OPENCODE_DIR)/node_modules/opencode-linux-x64/bin/opencode
 # The tests find the pinned CLIs here.
 TOOL_ENV       := TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_OPENCODE_BIN=$(OPENCODE_BIN)
 
-.PHONY: build run worktree-demo test bench fuzz clean tools
+.PHONY: build run worktree-demo test bench fuzz clean tools web
 
-build:
+# The web UI (web/, TypeScript + Preact) bundled by esbuild into
+# internal/web/dist, which the binary embeds. `npm ci` runs only when the
+# lockfile changed; the bundle is rebuilt only when a source changed. The
+# built files are not committed (dist/README is, so `go vet` and `go build`
+# work before this runs; such a binary's page says to run `make build`).
+WEB_SRC := $(shell find web/src -type f 2>/dev/null) web/build.mjs web/tsconfig.json web/package-lock.json
+WEB_OUT := internal/web/dist/index.html
+
+web: $(WEB_OUT)
+
+web/node_modules/.package-lock.json: web/package.json web/package-lock.json
+	cd web && npm ci --no-audit --no-fund
+	@touch $@
+
+$(WEB_OUT): web/node_modules/.package-lock.json $(WEB_SRC)
+	cd web && npm run --silent check && npm run --silent build
+
+build: web
 	@echo "building $(BIN) (the first build downloads modules and takes a minute)..."
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troupe
 	@echo "built $(BIN)"
@@ -53,7 +70,7 @@ $(OPENCODE_BIN):
 	npm install --no-audit --no-fund --prefix $(OPENCODE_DIR) opencode-ai@$(OPENCODE_VERSION)
 	$(OPENCODE_BIN) --version
 
-test: tools
+test: tools web
 	$(GO) vet ./...
 	$(TOOL_ENV) $(GO) test -race -timeout 12m ./...
 
@@ -77,6 +94,8 @@ bench: build tools $(XTERM)
 	@rm -f bench.out
 	$(BENCH) -benchtime 10x -bench '^BenchmarkStartup$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToOwnerTurn$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -benchtime 10x -bench '^BenchmarkWebFirstLoad$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -benchtime 2x -bench '^BenchmarkWebEventBurst$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 5x -bench '^BenchmarkClaude' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 10x -bench '^Benchmark(CodexWarmTurn|CodexExecPerTurn|OpenCodeWarmTurn)$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 5x -bench '^BenchmarkOpenCodeRunPerTurn$$' ./cmd/troupe | tee -a bench.out
@@ -111,4 +130,5 @@ fuzz:
 	$(GO) test ./internal/engine/openai -run '^$$' -fuzz FuzzStream -fuzztime 30s
 
 clean:
-	rm -rf bin bench.out
+	rm -rf bin bench.out web/node_modules
+	find internal/web/dist -mindepth 1 ! -name README -exec rm -rf {} +

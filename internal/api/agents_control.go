@@ -3,9 +3,11 @@ package api
 import "net/http"
 
 // routeAgentControl registers the person's controls of one agent: reset
-// (a new conversation) and interrupt (stop the turn in flight).
+// (a new conversation), restart (a new session, the same conversation) and
+// interrupt (stop the turn in flight).
 func (s *Server) routeAgentControl() {
 	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/reset", s.resetAgent)
+	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/restart", s.restartAgent)
 	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/interrupt", s.interruptAgent)
 }
 
@@ -36,4 +38,19 @@ func (s *Server) interruptAgent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// restartAgent closes the agent's session, keeping its conversation, which
+// the next session resumes; a turn in flight ends failed ("restarted by the
+// person"). 204 when done.
+func (s *Server) restartAgent(w http.ResponseWriter, r *http.Request) {
+	k, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	if err := s.o.Runtime.Restart(r.Context(), k); err != nil {
+		s.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

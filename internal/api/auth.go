@@ -1,13 +1,18 @@
 package api
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,18 +48,87 @@ type LoginLink struct {
 // logins holds the one-time login tokens and the browser sessions. Expired
 // sessions are dropped lazily, when looked up and when a session is added;
 // no goroutine sweeps them.
+//
+// With a file (Options.SessionFile), the sessions outlive the daemon: the
+// file holds each session's SHA-256 (never the cookie itself) and last use,
+// written (mode 0600, by rename) when a session is added and at most once
+// per persistEvery as sessions are used, and read when the daemon starts.
+// A browser thus stays logged in across a daemon restart; its session may
+// end up to persistEvery early, its last uses not yet written.
 type logins struct {
 	idle time.Duration
 	now  func() time.Time
+	file string // "": sessions live in memory only
+	log  *slog.Logger
 
-	// mu guards links and sessions.
+	// mu guards the fields below.
 	mu       sync.Mutex
 	links    map[string]time.Time // one-time login token → when minted
-	sessions map[string]time.Time // session cookie → last use
+	sessions map[string]time.Time // sessionKey(cookie) → last use
+	saved    time.Time            // when file was last written
 }
 
-func newLogins(idle time.Duration, now func() time.Time) *logins {
-	return &logins{idle: idle, now: now, links: map[string]time.Time{}, sessions: map[string]time.Time{}}
+// persistEvery bounds how often using a session rewrites the session file.
+const persistEvery = time.Minute
+
+func newLogins(idle time.Duration, now func() time.Time, file string, log *slog.Logger) *logins {
+	l := &logins{idle: idle, now: now, file: file, log: log, links: map[string]time.Time{}, sessions: map[string]time.Time{}}
+	if file != "" {
+		l.load()
+	}
+	return l
+}
+
+// sessionKey is what the daemon keeps of a session cookie: its SHA-256, so
+// that the session file holds nothing a reader could log in with.
+func sessionKey(cookie string) string {
+	h := sha256.Sum256([]byte(cookie))
+	return hex.EncodeToString(h[:])
+}
+
+// load reads the session file: lines "KEY UNIXNANO". A missing file is no
+// session; a bad line is skipped; expired sessions are dropped; at most
+// maxSessions are read.
+func (l *logins) load() {
+	b, err := os.ReadFile(l.file)
+	if err != nil {
+		if !os.IsNotExist(err) {
+			l.log.Warn("read browser sessions: browsers log in again", "file", l.file, "err", err)
+		}
+		return
+	}
+	now := l.now()
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() && len(l.sessions) < maxSessions {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil || len(k) != 64 {
+			continue
+		}
+		if last := time.Unix(0, n); !l.expired(last, now) {
+			l.sessions[k] = last
+		}
+	}
+}
+
+// persist writes the session file; l.mu is held.
+func (l *logins) persist(now time.Time) {
+	if l.file == "" {
+		return
+	}
+	l.saved = now
+	var b bytes.Buffer
+	for k, last := range l.sessions {
+		fmt.Fprintf(&b, "%s %d\n", k, last.UnixNano())
+	}
+	tmp := l.file + ".tmp"
+	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
+		l.log.Warn("write browser sessions", "file", tmp, "err", err)
+		return
+	}
+	if err := os.Rename(tmp, l.file); err != nil {
+		l.log.Warn("write browser sessions", "file", l.file, "err", err)
+	}
 }
 
 // mint records a new one-time login token and returns it. Links unused
@@ -93,7 +167,8 @@ func (l *logins) redeem(token string) (string, bool) {
 		}
 	}
 	sess := randomToken()
-	addBounded(l.sessions, sess, now, maxSessions)
+	addBounded(l.sessions, sessionKey(sess), now, maxSessions)
+	l.persist(now)
 	return sess, true
 }
 
@@ -101,17 +176,21 @@ func (l *logins) redeem(token string) (string, bool) {
 // counts this as a use. An expired session is dropped.
 func (l *logins) use(id string) bool {
 	now := l.now()
+	k := sessionKey(id)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	last, ok := l.sessions[id]
+	last, ok := l.sessions[k]
 	if !ok {
 		return false
 	}
 	if l.expired(last, now) {
-		delete(l.sessions, id)
+		delete(l.sessions, k)
 		return false
 	}
-	l.sessions[id] = now
+	l.sessions[k] = now
+	if now.Sub(l.saved) >= persistEvery {
+		l.persist(now)
+	}
 	return true
 }
 

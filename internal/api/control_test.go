@@ -56,6 +56,10 @@ func (f *fakeRuntime) Reset(_ context.Context, k troupe.RuntimeKey) error {
 	f.record(fmt.Sprintf("reset %s/%s", k.Project, k.Agent))
 	return nil
 }
+func (f *fakeRuntime) Restart(_ context.Context, k troupe.RuntimeKey) error {
+	f.record(fmt.Sprintf("restart %s/%s", k.Project, k.Agent))
+	return nil
+}
 func (f *fakeRuntime) Interrupt(_ context.Context, k troupe.RuntimeKey) error {
 	return fmt.Errorf("%s has no turn in flight: %w", k.Agent, troupe.ErrConflict)
 }
@@ -119,6 +123,12 @@ func TestAPIAgentControlAndPermissions(t *testing.T) {
 	}
 	if want := "reset " + string(p.ID) + "/a"; len(rt.calls) != 1 || rt.calls[0] != want {
 		t.Errorf("runtime calls = %v, want %s", rt.calls, want)
+	}
+	if code := f.do(t, "POST", "/api/projects/"+string(p.ID)+"/agents/a/restart", "", nil); code != http.StatusNoContent {
+		t.Errorf("restart: %d, want 204", code)
+	}
+	if want := "restart " + string(p.ID) + "/a"; len(rt.calls) != 2 || rt.calls[1] != want {
+		t.Errorf("runtime calls = %v, want %s last", rt.calls, want)
 	}
 	if err := cl.Reset(ctx, "pnope", "a"); !errors.Is(err, troupe.ErrNotFound) {
 		t.Errorf("reset in an unknown project = %v, want not found", err)

@@ -33,9 +33,10 @@ type Runtime interface {
 	Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page) ([]troupe.Message, error)
 	// ResumeID is the engine conversation the agent's next session resumes.
 	ResumeID(ctx context.Context, k troupe.RuntimeKey) (string, error)
-	// Reset, Interrupt, Permissions, Decide: see agents_control.go and
+	// Reset, Restart, Interrupt, Permissions, Decide: see agents_control.go and
 	// permissions.go.
 	Reset(ctx context.Context, k troupe.RuntimeKey) error
+	Restart(ctx context.Context, k troupe.RuntimeKey) error
 	Interrupt(ctx context.Context, k troupe.RuntimeKey) error
 	Permissions(p troupe.ProjectID) []troupe.Permission
 	Decide(ctx context.Context, id troupe.PermissionID, allow bool, reason string) (troupe.Permission, error)
@@ -53,6 +54,8 @@ type Options struct {
 	Journal  Journal // nil: no agent logs
 	// Worktrees serves the agents' worktrees (worktrees.go); nil: none.
 	Worktrees Worktrees
+	// Memory serves the projects' memory notes (memory.go); nil: none.
+	Memory Memory
 	// Claude serves the machine's Claude Code sessions
 	// (claudesessions.go); nil: none.
 	Claude   ClaudeSessions
@@ -69,6 +72,9 @@ type Options struct {
 	// SessionIdle is how long a browser login session lasts without a
 	// request; default DefaultSessionIdle (12h).
 	SessionIdle time.Duration
+	// SessionFile keeps the browser sessions across daemon restarts (see
+	// logins in auth.go); "": in memory only.
+	SessionFile string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// PublicName is the host name browsers on other machines use to reach
@@ -108,7 +114,7 @@ func New(o Options) *Server {
 		o.Now = time.Now
 	}
 	s := &Server{o: o, log: o.Logger, started: o.Now().UTC(), mux: http.NewServeMux(),
-		logins: newLogins(o.SessionIdle, o.Now)}
+		logins: newLogins(o.SessionIdle, o.Now, o.SessionFile, o.Logger)}
 	s.mux.HandleFunc("GET /api/status", s.status)
 	s.mux.HandleFunc("GET /api/projects", s.listProjects)
 	s.mux.HandleFunc("POST /api/projects", s.addProject)
@@ -126,6 +132,7 @@ func New(o Options) *Server {
 	s.routeTerminal()
 	s.routePermissions()
 	s.routeWorktrees()
+	s.routeMemory()
 	s.routeClaudeSessions()
 	s.mux.HandleFunc("GET /api/projects/{id}/agents/{agent}/log", s.agentLog)
 	s.mux.HandleFunc("GET /login", s.login)
@@ -247,12 +254,21 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 // encoded once by the hub and shared by every stream; a stream sends what
 // has queued for it in one write and one flush. A client resumes with
 // ?since=N or the Last-Event-ID header; when the daemon no longer has the
-// events after N it first sends an event of type "reset".
+// events after N it first sends an event of type "reset". ?project=ID
+// scopes the stream (scope): the web UI follows the project it shows.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	since, err := parseSince(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
 		return
+	}
+	keep := func(events.Event) bool { return true }
+	if p := troupe.ProjectID(r.URL.Query().Get("project")); p != "" {
+		if _, ok := s.o.Registry.Get(p); !ok {
+			writeError(w, http.StatusNotFound, "not_found", "project "+string(p)+" is not registered: see `troupe project list`")
+			return
+		}
+		keep = func(ev events.Event) bool { return inScope(ev, p) }
 	}
 	fl, ok := w.(http.Flusher)
 	if !ok {
@@ -270,7 +286,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "event: reset\ndata: {\"last\":%d}\n\n", s.o.Hub.Last())
 	}
 	for _, ev := range backlog {
-		w.Write(ev.SSE())
+		if keep(ev) {
+			w.Write(ev.SSE())
+		}
 	}
 	fl.Flush()
 	hb := time.NewTicker(s.o.Heartbeat)
@@ -287,9 +305,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				return // fell behind: the client resumes with its last id
 			}
 			bp := batches.Get().(*[]byte)
-			batch, more := drain(append((*bp)[:0], ev.SSE()...), sub.C())
-			w.Write(batch)
-			fl.Flush()
+			batch := (*bp)[:0]
+			if keep(ev) {
+				batch = append(batch, ev.SSE()...)
+			}
+			batch, more := drain(batch, sub.C(), keep)
+			if len(batch) > 0 {
+				w.Write(batch)
+				fl.Flush()
+			}
 			if cap(batch) <= 2*maxBatch {
 				*bp = batch
 				batches.Put(bp)
@@ -310,17 +334,35 @@ const maxBatch = 64 << 10
 // allocate one per write.
 var batches = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
-// drain appends to batch the frames of the events waiting in c, up to about
-// maxBatch bytes, without blocking. more is false when c was closed (the
-// subscriber fell behind).
-func drain(batch []byte, c <-chan events.Event) (_ []byte, more bool) {
+// inScope reports whether a stream scoped to project p sends ev: the
+// events of p, those of no project (daemon.started), and of every project
+// those that tell what waits on the person or changes the project list
+// (agent.state, agent.permission, team.changed, project.removed), so that
+// one stream serves a page showing one project and a list across all.
+func inScope(ev events.Event, p troupe.ProjectID) bool {
+	if ev.Project == p || ev.Project == "" {
+		return true
+	}
+	switch ev.Type {
+	case events.TypeAgentState, events.TypeAgentPermission, events.TypeTeamChanged, events.TypeProjectRemoved:
+		return true
+	}
+	return false
+}
+
+// drain appends to batch the frames of the events waiting in c that keep
+// accepts, up to about maxBatch bytes, without blocking. more is false when
+// c was closed (the subscriber fell behind).
+func drain(batch []byte, c <-chan events.Event, keep func(events.Event) bool) (_ []byte, more bool) {
 	for len(batch) < maxBatch {
 		select {
 		case ev, ok := <-c:
 			if !ok {
 				return batch, false
 			}
-			batch = append(batch, ev.SSE()...)
+			if keep(ev) {
+				batch = append(batch, ev.SSE()...)
+			}
 		default:
 			return batch, true
 		}

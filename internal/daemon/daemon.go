@@ -253,6 +253,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db,
 		MessageDir: filepath.Join(cfg.StateDir, "messages")})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
+	tasks.OnChange(func(t task.Task) { publishTask(hub, t) })
 	reg.Listen(func(c troupe.TeamChange) {
 		hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})
 		rt.TeamChanged(c)
@@ -266,9 +267,10 @@ func Run(ctx context.Context, cfg Config) error {
 
 	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db, Token: token, Logger: log,
 		MCP:       mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
-		Worktrees: trees, Claude: claude,
+		Worktrees: trees, Memory: notes, Claude: claude,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
-		PublicName: cfg.PublicName})
+		SessionFile: filepath.Join(cfg.StateDir, "sessions"),
+		PublicName:  cfg.PublicName})
 	srv.SetAddr(addr)
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -415,6 +417,17 @@ func killTasks(ctx context.Context, log *slog.Logger, tasks *task.Manager, p tro
 			log.Warn("kill task of a removed project", "project", p, "task", t.ID, "err", err)
 		}
 	}
+}
+
+// publishTask puts a task's start or end on the event feed.
+func publishTask(hub *events.Hub, t task.Task) {
+	k := troupe.RuntimeKey{Project: t.Project, Agent: t.Owner}
+	if t.State == task.Running {
+		cmd, cut := events.Clip(t.Command)
+		hub.Publish(k, events.TaskStarted{ID: string(t.ID), Command: cmd, Cut: cut})
+		return
+	}
+	hub.Publish(k, events.TaskEnded{ID: string(t.ID), State: string(t.State), ExitCode: t.ExitCode, Signal: t.Signal, Reason: t.Reason})
 }
 
 // keptWorktrees tells, in the log and as a worktree.kept event, of each

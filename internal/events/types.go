@@ -30,6 +30,8 @@ const (
 	TypeMessageQueued   Type = "message.queued"    // MessageQueued
 	TypeRequestDone     Type = "request.done"      // RequestDone
 	TypeInboxExpired    Type = "inbox.expired"     // InboxExpired
+	TypeTaskStarted     Type = "task.started"      // TaskStarted
+	TypeTaskEnded       Type = "task.ended"        // TaskEnded
 	TypeWorktreeKept    Type = "worktree.kept"     // WorktreeKept
 )
 
@@ -161,6 +163,26 @@ type RequestDone struct{ troupe.Request }
 type InboxExpired struct {
 	Messages int `json:"messages"`
 }
+
+// TaskStarted: a background task started (its owner is the event's
+// agent: an agent, or the person).
+type TaskStarted struct {
+	ID      string `json:"id"`
+	Command string `json:"command"` // clipped to MaxText
+	Cut     bool   `json:"cut,omitempty"`
+}
+
+// TaskEnded: a background task's end was recorded.
+type TaskEnded struct {
+	ID       string `json:"id"`
+	State    string `json:"state"` // exited, failed, killed, timed_out, lost
+	ExitCode int    `json:"exit_code"`
+	Signal   string `json:"signal,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+func (TaskStarted) EventType() Type { return TypeTaskStarted }
+func (TaskEnded) EventType() Type   { return TypeTaskEnded }
 
 // WorktreeKept: an agent with a worktree left its team; the worktree and
 // its branch are kept (Reason says so, and what to do).

@@ -86,3 +86,38 @@ func (a *actor) interrupt(ctx context.Context) error {
 	a.log.Info("turn interrupted", "turn", t.id)
 	return nil
 }
+
+// RestartReason ends the turn a restart cuts, and its asks.
+const RestartReason = "restarted by the person"
+
+// Restart closes k's live session, if any, and keeps its conversation: the
+// next session resumes it (StartSpec.Resume). A turn in flight ends failed
+// with RestartReason, and so do its asks; its permission requests are
+// denied. The agent is then stopped (a failed agent too); its next message,
+// or mail still queued, starts the new session. For an agent stuck or
+// failed whose conversation is worth keeping (Reset forgets it).
+func (r *Runtime) Restart(ctx context.Context, k troupe.RuntimeKey) error {
+	if err := r.checkTarget(k, troupe.Person); err != nil {
+		return err
+	}
+	a := r.actor(k)
+	if a == nil {
+		return nil // no session: the next message starts one anyway
+	}
+	if err := a.do(ctx, a.restartSession); !errors.Is(err, errActorGone) {
+		return err
+	}
+	return nil
+}
+
+// restartSession runs in the actor's loop.
+func (a *actor) restartSession(ctx context.Context) error {
+	t := a.currentTurn()
+	a.closeSession()
+	if t != nil {
+		a.endTurn(ctx, "", RestartReason)
+	}
+	a.setState(troupe.StateStopped, RestartReason)
+	a.log.Info("session restarted by the person")
+	return nil
+}

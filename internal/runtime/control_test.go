@@ -144,3 +144,44 @@ func TestInterrupt(t *testing.T) {
 		}
 	})
 }
+
+// TestRestartClosesAndKeepsTheConversation: restart closes the live
+// session at once (the turn in flight and its ask fail with the reason),
+// keeps the conversation, and the next message starts a session resuming
+// it; an agent without a session, or unknown, is handled like Reset.
+func TestRestartClosesAndKeepsTheConversation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(10*time.Minute), 0)
+		r := key(p1, "researcher")
+		if _, err := h.rt.Ask(t.Context(), r, "lead", "session conv-1", 0); err != nil {
+			t.Fatal(err)
+		}
+		ask := askAsync(t.Context(), h, r, "silent 5m then late")
+		synctest.Wait()
+		if err := h.rt.Restart(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+		req := ask.wait(t)
+		if req.State != troupe.ReqFailed || !strings.Contains(req.Error, RestartReason) {
+			t.Fatalf("the ask in flight = %+v, want failed: %s", req, RestartReason)
+		}
+		if st, why := h.rt.AgentState(r); st != troupe.StateStopped || why != RestartReason {
+			t.Errorf("state = %s (%s), want stopped (%s)", st, why, RestartReason)
+		}
+		if id, _ := h.rt.ResumeID(t.Context(), r); id != "conv-1" {
+			t.Errorf("after restart the conversation is %q, want conv-1 kept", id)
+		}
+		if _, err := h.rt.Ask(t.Context(), r, "lead", "hello", 0); err != nil {
+			t.Fatal(err)
+		}
+		if rs := resumes(h.eng.Specs()); len(rs) != 2 || rs[1] != "conv-1" {
+			t.Fatalf("starts resumed %v, want the kept conversation after the restart", rs)
+		}
+		if err := h.rt.Restart(t.Context(), key(p1, "lead")); err != nil {
+			t.Errorf("restart of an agent without a session: %v", err)
+		}
+		if err := h.rt.Restart(t.Context(), key(p1, "ghost")); !errors.Is(err, troupe.ErrNotFound) {
+			t.Errorf("restart of an unknown agent = %v, want not found", err)
+		}
+	})
+}

@@ -101,6 +101,7 @@ type Manager struct {
 	dir        string
 	supervisor []string
 	notify     func(troupe.Message)
+	changed    func(Task) // OnChange
 	max        int
 	jobEnv     []string
 	supEnv     []string
@@ -490,12 +491,28 @@ func (m *Manager) finish(ctx context.Context, log *slog.Logger, t Task, res Resu
 		log.Error("complete task", "err", err)
 	}
 	m.mu.Lock()
-	fn := m.notify
+	fn, changed := m.notify, m.changed
 	m.mu.Unlock()
 	if notify && fn != nil {
 		fn(msg)
 	}
+	if changed != nil && err == nil {
+		ended := t
+		ended.State, ended.ExitCode, ended.Signal, ended.Reason, ended.EndedAt = res.State, res.ExitCode, res.Signal, res.Reason, res.EndedAt
+		ended.Stopped = left
+		changed(ended)
+	}
 	m.pruneProject(sctx, t.Project, t.ID) // its own output stays readable
+}
+
+// OnChange sets a function called when a task started (State Running)
+// and when its end was recorded, to publish the change (the daemon's event
+// feed). It is called on the caller's or a watcher goroutine and should
+// not block. Call it before Run.
+func (m *Manager) OnChange(fn func(Task)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.changed = fn
 }
 
 // OnComplete sets the function Options.Notify names, for a caller built
@@ -619,6 +636,12 @@ func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir
 			m.log.Warn("remove the folder of a task that did not start", "task", id, "err", rerr)
 		}
 		return Task{}, noSpace(fmt.Errorf("start task %s: %w", id, err))
+	}
+	m.mu.Lock()
+	changed := m.changed
+	m.mu.Unlock()
+	if changed != nil {
+		changed(t)
 	}
 	return t, nil
 }

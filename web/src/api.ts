@@ -1,0 +1,60 @@
+// The daemon's API as the UI uses it: JSON over fetch with the session
+// cookie (same origin), and the wire types of docs/API.md.
+
+export type AgentState = "stopped" | "starting" | "idle" | "busy" | "waiting" | "blocked" | "failed";
+
+export interface Project { id: string; path: string; name: string; agents: number; team: string; team_error?: string }
+export interface Agent { project: string; name: string; engine: string; model?: string; mode: string; state: AgentState; reason?: string; session_id: string }
+export interface Message {
+  id: number; project: string; to: string; from: string; kind: string; text: string; request?: string;
+  state: string; reason?: string; turn?: string; redelivered?: boolean; created_at: string; done_at?: string;
+}
+export interface MessagePage { messages: Message[]; before?: number; after?: number }
+export interface Request { id: string; state: string; answer?: string; error?: string; to?: string }
+export interface Task {
+  id: string; project: string; owner: string; command: string; cwd: string; state: string; exit_code: number;
+  signal?: string; reason?: string; started_at: string; ended_at?: string;
+  output?: { total_bytes: number; cut_bytes: number };
+}
+export interface Permission { id: string; project: string; agent: string; turn: string; tool: string; title?: string; input: string; cut?: boolean; state: string; reason?: string; created_at: string }
+export interface Status { version: string; projects: number; agents: number; last_event: number }
+
+export interface JournalTool { id: string; name?: string; input?: string; output?: string; is_error?: boolean }
+export interface Usage { input_tokens: number; output_tokens: number; cache_read_tokens?: number; cache_write_tokens?: number; cost_usd?: number }
+export interface JournalEvent {
+  seq: number; at: string; kind: "output" | "thinking" | "tool_call" | "tool_result" | "usage" | "session" | "permission";
+  text?: string; tool?: JournalTool; usage?: Usage; session_id?: string; cut?: boolean;
+  permission?: { id: string; tool: string; title?: string; input?: string; allow: boolean; reason?: string };
+}
+export interface Turn {
+  seq: number; agent: string; turn: string; started_at: string; messages: { id: number; from: string; kind: string; text: string }[];
+  events: JournalEvent[]; ended_at?: string; duration_ms?: number; text?: string; error?: string; usage?: Usage;
+}
+export interface AgentLog { agent: string; turns: Turn[]; before?: number }
+
+/** ApiError is a non-2xx answer: its message is the daemon's sentence. */
+export class ApiError extends Error {
+  constructor(message: string, readonly status: number) { super(message); }
+}
+
+export async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
+  let r: Response;
+  try {
+    r = await fetch(path, {
+      method, credentials: "same-origin",
+      headers: body === undefined ? {} : { "Content-Type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new ApiError("the daemon is not reachable", 0);
+  }
+  const text = r.status === 204 ? "" : await r.text();
+  let data: any = null;
+  try { data = text ? JSON.parse(text) : null; } catch { /* a proxy's page, say */ }
+  if (!r.ok) throw new ApiError((data && data.error) || r.statusText || `HTTP ${r.status}`, r.status);
+  return data as T;
+}
+
+export const enc = encodeURIComponent;
+export const projectPath = (p: string) => `/api/projects/${enc(p)}`;
+export const agentPath = (p: string, a: string) => `${projectPath(p)}/agents/${enc(a)}`;

@@ -1,0 +1,107 @@
+// One agent: its state, controls, and its transcript turn by turn: the
+// journal's recent turns, then what the event feed streams.
+import { registerView } from "../router";
+import { Item, TurnView, app, control, decide, loadLog, useApp } from "../store";
+import { Clip } from "../clip";
+import { ago, clock, duration, prettyJSON } from "../format";
+import { useEffect } from "preact/hooks";
+import type { Usage } from "../api";
+
+function UsageLine({ u }: { u: Usage }) {
+  return (
+    <span class="usage">
+      {u.input_tokens} in · {u.output_tokens} out
+      {u.cache_read_tokens ? ` · ${u.cache_read_tokens} cached` : ""}
+      {u.cost_usd ? ` · $${u.cost_usd.toFixed(4)}` : ""}
+    </span>
+  );
+}
+
+function ItemView({ it }: { it: Item }) {
+  switch (it.kind) {
+    case "text":
+      return <div class="item text"><Clip text={it.text} cut={it.cut} /></div>;
+    case "thinking":
+      return (
+        <details class="item thinking">
+          <summary>thinking</summary>
+          <Clip text={it.text} cut={it.cut} />
+        </details>
+      );
+    case "tool":
+      return (
+        <details class="item tool" data-tool={it.name} data-tool-id={it.id}>
+          <summary>
+            <span class="tool-name">{it.name}</span>{" "}
+            <span class={`tool-state ${it.isError ? "err" : ""}`}>{!it.done ? "running…" : it.isError ? "failed" : "done"}</span>
+          </summary>
+          <h4>input</h4>
+          <Clip text={prettyJSON(it.input)} cut={it.cut} />
+          {it.done && <><h4>result</h4><Clip text={it.output || ""} /></>}
+        </details>
+      );
+    case "permission":
+      return (
+        <div class={`item permission perm-${it.state}`} data-permission={it.id}>
+          <div><strong>asks to use {it.tool}</strong>{it.title ? `: ${it.title}` : ""} — <span class="pstate">{it.state}</span>
+            {it.reason ? ` (${it.reason})` : ""}</div>
+          <Clip text={prettyJSON(it.input)} />
+          {it.state === "pending" && (
+            <div class="buttons">
+              <button type="button" class="allow" onClick={() => decide(it.id, true)}>Allow</button>
+              <button type="button" class="deny" onClick={() => decide(it.id, false)}>Deny</button>
+            </div>
+          )}
+        </div>
+      );
+  }
+}
+
+function TurnBox({ t }: { t: TurnView }) {
+  return (
+    <li class={`turn ${t.ended ? "ended" : "live"}${t.error ? " failed" : ""}`} data-turn={t.turn}>
+      <div class="meta">
+        turn {t.turn} · <time dateTime={t.startedAt}>{clock(t.startedAt)}</time>
+        {t.from.length ? ` · from ${t.from.join(", ")}` : ""}
+        {t.ended ? (t.durationMs ? ` · ${duration(t.durationMs)}` : "") : " · running…"}
+        {t.usage && <> · <UsageLine u={t.usage} /></>}
+      </div>
+      {t.asked && <div class="asked"><Clip text={t.asked} /></div>}
+      {t.items.map((it, i) => <ItemView key={i} it={it} />)}
+      {t.error && <p class="err">{t.error}</p>}
+    </li>
+  );
+}
+
+function AgentView({ arg }: { arg: string }) {
+  const a = useApp();
+  // The journal once per agent shown (live events may have made some turns
+  // already; loadLog merges them).
+  useEffect(() => { if (arg && !a.logBefore.has(arg)) loadLog(arg); }, [arg, a.route.project]);
+  const ag = a.agents.find((x) => x.name === arg);
+  if (!ag) return <p class="note">No agent {arg} in this project.</p>;
+  const turns = a.turns.get(arg) || [];
+  const last = a.lastActivity.get(arg);
+  return (
+    <section id="agent" aria-label={`agent ${arg}`} data-agent={arg}>
+      <div class="agent-head">
+        <h2>{arg}</h2>
+        <span class={`state state-${ag.state}`} id="agent-state">{ag.state}{ag.reason ? ` — ${ag.reason}` : ""}</span>
+        <span class="note">{ag.engine}{ag.model ? ` · ${ag.model}` : ""}{last ? ` · last activity ${ago(last)}` : ""}</span>
+        <span class="buttons">
+          <button type="button" id="interrupt" disabled={ag.state !== "busy" && ag.state !== "waiting"} onClick={() => control(arg, "interrupt")}>Interrupt</button>
+          <button type="button" id="restart" title="a new session that resumes the same conversation" onClick={() => control(arg, "restart")}>Restart</button>
+          <button type="button" id="reset" onClick={() => { if (confirm(`Start a new conversation for ${arg}? Its current one is forgotten.`)) control(arg, "reset"); }}>Reset conversation</button>
+        </span>
+      </div>
+      {a.logBefore.get(arg) ? <button type="button" id="older-turns" onClick={() => loadLog(arg, true)}>load older turns</button> : null}
+      <ol id="transcript">
+        {turns.map((t) => <TurnBox key={t.turn} t={t} />)}
+      </ol>
+      {!turns.length && <p class="note">No turns yet.</p>}
+    </section>
+  );
+}
+
+registerView({ id: "agent", label: "Agent", component: AgentView, inNav: false });
+void app;

@@ -1,0 +1,55 @@
+// What waits on the person, across projects: permission requests, and
+// failed, blocked or waiting agents.
+import { registerView } from "../router";
+import { decide, useApp } from "../store";
+import { Clip } from "../clip";
+import { ago, prettyJSON } from "../format";
+import { useState } from "preact/hooks";
+
+function NotifyToggle() {
+  const [on, setOn] = useState(localStorage.getItem("troupe.notify") === "on");
+  if (typeof Notification === "undefined") return null;
+  async function toggle() {
+    if (!on && Notification.permission !== "granted" && (await Notification.requestPermission()) !== "granted") return;
+    localStorage.setItem("troupe.notify", on ? "off" : "on");
+    setOn(!on);
+  }
+  return <button type="button" id="notify" onClick={toggle}>{on ? "Turn browser notifications off" : "Notify me in the background"}</button>;
+}
+
+function Needs() {
+  const a = useApp();
+  const name = (id: string) => a.projects.find((p) => p.id === id)?.name || id;
+  const perms = a.permissions.filter((p) => p.state === "pending");
+  const troubled = a.troubled.filter((t) => t.state !== "waiting");
+  return (
+    <section id="needs" aria-label="needs you">
+      <NotifyToggle />
+      <h2>Permission requests</h2>
+      {!perms.length && <p class="note">None.</p>}
+      <ul class="needs-list">
+        {perms.map((p) => (
+          <li key={p.id} data-permission={p.id} class="need perm">
+            <div><a href={`#/p/${encodeURIComponent(p.project)}/agent/${encodeURIComponent(p.agent)}`}>{name(p.project)} / {p.agent}</a>{" "}
+              asks to use <strong>{p.tool}</strong>{p.title ? `: ${p.title}` : ""} · {ago(Date.parse(p.created_at))}</div>
+            <Clip text={prettyJSON(p.input)} />
+            <button type="button" class="allow" onClick={() => decide(p.id, true)}>Allow</button>{" "}
+            <button type="button" class="deny" onClick={() => decide(p.id, false)}>Deny</button>
+          </li>
+        ))}
+      </ul>
+      <h2>Agents in trouble</h2>
+      {!troubled.length && <p class="note">None.</p>}
+      <ul class="needs-list">
+        {troubled.map((t) => (
+          <li key={t.project + "/" + t.name} class="need agent" data-agent={t.name}>
+            <a href={`#/p/${encodeURIComponent(t.project)}/agent/${encodeURIComponent(t.name)}`}>{name(t.project)} / {t.name}</a>{" "}
+            <span class={`state state-${t.state}`}>{t.state}</span>{t.reason ? `: ${t.reason}` : ""}
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+
+registerView({ id: "needs", label: "Needs you", component: Needs, inNav: true });
