@@ -148,8 +148,14 @@ func TestGenericREPL(t *testing.T) {
 	}
 	v.Detach()
 	var unblocked bool
+	until := time.After(time.Minute)
 	for {
-		ev := <-s.Events()
+		var ev engine.Event
+		select {
+		case ev = <-s.Events():
+		case <-until:
+			t.Fatal("the turn did not end within a minute of the answer")
+		}
 		if ev.Kind == engine.EventBlocked && ev.Text == "" {
 			unblocked = true
 		}
