@@ -57,14 +57,47 @@ type daemon struct {
 
 // syncBuffer is a stderr sink that may be read while the child writes.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	cond *sync.Cond // broadcast at each write; L is &mu
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.cond != nil {
+		b.cond.Broadcast()
+	}
 	return b.buf.Write(p)
+}
+
+// waitFor returns the log once it holds every one of wants, or what it
+// holds after patience. The child writes its log through a pipe that
+// exec copies in: a line written before an event may land after it.
+func (b *syncBuffer) waitFor(patience time.Duration, wants ...string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cond == nil {
+		b.cond = sync.NewCond(&b.mu)
+	}
+	expired := false
+	timer := time.AfterFunc(patience, func() {
+		b.mu.Lock()
+		expired = true
+		b.cond.Broadcast()
+		b.mu.Unlock()
+	})
+	defer timer.Stop()
+	for {
+		all := true
+		for _, w := range wants {
+			all = all && strings.Contains(b.buf.String(), w)
+		}
+		if all || expired {
+			return b.buf.String()
+		}
+		b.cond.Wait()
+	}
 }
 
 func (b *syncBuffer) String() string {

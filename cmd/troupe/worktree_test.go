@@ -248,7 +248,7 @@ func TestWorktreeKeptOnRemoval(t *testing.T) {
 	if !errors.Is(err, errStop) || kept.Path != wtB || kept.Branch != "troupe/b" || !strings.Contains(kept.Reason, "removed from the team") {
 		t.Fatalf("worktree.kept = %+v, %v", kept, err)
 	}
-	if logs := d.logs.String(); !strings.Contains(logs, "agent removed from the team; its worktree and branch are kept") || !strings.Contains(logs, wtB) {
+	if logs := d.logs.waitFor(10*time.Second, "agent removed from the team; its worktree and branch are kept", wtB); !strings.Contains(logs, "agent removed from the team; its worktree and branch are kept") || !strings.Contains(logs, wtB) {
 		t.Fatalf("daemon log lacks the kept worktree:\n%s", logs)
 	}
 	var list api.WorktreeList
