@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
+	"github.com/chromedp/chromedp"
+
+	"github.com/troupe-dev/troupe/internal/client"
+)
+
+// copyFixtureSession copies one of internal/claudesessions' recorded
+// transcripts into a Claude config folder's projects/ tree.
+func copyFixtureSession(t *testing.T, claudeDir, id string) {
+	t.Helper()
+	const src = "../../internal/claudesessions/testdata/transcripts/print-mode/-home-lab-a-work-fixproj"
+	b, err := os.ReadFile(filepath.Join(src, id+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(claudeDir, "projects", "-home-lab-a-work-fixproj")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, id+".jsonl"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// typeKeys types text into the focused element as a keyboard does: one
+// keyDown carrying the text (the browser's keydown, keypress and input),
+// then keyUp, per character. (chromedp's KeyEvent sends the text in a
+// separate char event, which xterm.js reads as a second key press.)
+func typeKeys(text string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		for _, r := range text {
+			key, code := string(r), int64(r)
+			if r == '\r' {
+				key, code = "Enter", 13
+			} else if r >= 'a' && r <= 'z' {
+				code = int64(r - 'a' + 'A')
+			}
+			down := input.DispatchKeyEventParams{Type: input.DispatchKeyEventTypeKeyDown, Key: key, Text: string(r), UnmodifiedText: string(r), WindowsVirtualKeyCode: code, NativeVirtualKeyCode: code}
+			up := down
+			up.Type, up.Text, up.UnmodifiedText = input.DispatchKeyEventTypeKeyUp, "", ""
+			for _, ev := range []input.DispatchKeyEventParams{down, up} {
+				if _, err := cdp.Call(ctx, t, input.DispatchKeyEvent, ev); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// TestBrowserChangesTerminalSessions drives the Changes, Terminal and
+// Claude sessions views against one daemon: a worktree agent's diff
+// (files folded with their +/- counts) and Merge, refused while the
+// project has uncommitted changes, then done; the files a turn's edit
+// tool calls name, in the agent view; a terminal agent attached in
+// xterm.js, typed into, its echo on the screen, and the screen redrawn
+// after the connection drops; the clear state of an agent that is not
+// terminal-mode; the machine's Claude sessions listed from a fake config
+// folder, filtered by the search box, one opened with its transcript and
+// the resume and fork commands.
+func TestBrowserChangesTerminalSessions(t *testing.T) {
+	state := t.TempDir()
+	script := filepath.Join(t.TempDir(), "repl.sh")
+	if err := os.WriteFile(script, []byte(termREPL), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	proj := gitProject(t, fmt.Sprintf(`
+[[agent]]
+name = "a"
+engine = "fake"
+workspace = "worktree"
+
+[[agent]]
+name = "repl"
+engine = "terminal"
+command = "/bin/sh"
+args = [%q]
+
+[agent.terminal]
+idle = "repl>"
+busy = "working..."
+`, script))
+	claudeDir := t.TempDir()
+	const sessA, sessB = "aaaaaaaa-bbbb-4ccc-8ddd-000000000001", "4153f123-0ed3-4769-886f-bb478a784dd9"
+	copyFixtureSession(t, claudeDir, sessA)
+	copyFixtureSession(t, claudeDir, sessB)
+	d := startDaemon(t, state, "--project", proj, "--claude-dir", claudeDir)
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	info, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent's worktree, made when its session starts; the test writes
+	// in it as the agent would.
+	req, err := cl.Ask(ctx, info.ID, "a", "!cwd", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := strings.TrimSpace(req.Answer)
+	if i := strings.LastIndex(tree, " "); i >= 0 {
+		tree = tree[i+1:]
+	}
+	if err := os.WriteFile(filepath.Join(tree, "notes.txt"), []byte("first note\nsecond note\n"), 0o644); err != nil {
+		t.Fatalf("write in the worktree %q (answer %q): %v", tree, req.Answer, err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, "README"), []byte("hello from a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	p := newPage(t, d.login)
+	p.wait("see the team", `document.querySelector('#agents tr[data-agent="a"]')`, 20*time.Second)
+
+	// Changes: the worktree listed, the diff per file with its counts.
+	p.click("open changes", "#tab-changes")
+	p.click("open a's changes", `#worktrees tr[data-agent="a"] a`)
+	p.wait("a's diff", `document.querySelector('#diff-view .file-diff[data-file="notes.txt"]')`, 20*time.Second)
+	if s := eval[string](p, `document.querySelector('#worktrees tr[data-agent="a"]').innerText`); !strings.Contains(s, "troupe/a") || !strings.Contains(s, "uncommitted: 2 file(s)") {
+		t.Errorf("a's worktree row = %q, want its branch and 2 uncommitted files", s)
+	}
+	if s := eval[string](p, `document.querySelector('.file-diff[data-file="notes.txt"] summary').innerText`); !strings.Contains(s, "+2") || !strings.Contains(s, "−0") {
+		t.Errorf("notes.txt's summary = %q, want +2 −0", s)
+	}
+	if s := eval[string](p, `document.querySelector('.file-diff[data-file="README"] summary').innerText`); !strings.Contains(s, "+1") || !strings.Contains(s, "−1") {
+		t.Errorf("README's summary = %q, want +1 −1", s)
+	}
+	if s := eval[string](p, `[...document.querySelectorAll('.file-diff[data-file="README"] .dl.add')].map(e => e.innerText).join("|")`); !strings.Contains(s, "+hello from a") {
+		t.Errorf("README's added lines = %q", s)
+	}
+	p.click("fold README", `.file-diff[data-file="README"] summary`)
+	if open := eval[bool](p, `document.querySelector('.file-diff[data-file="README"]').open`); open {
+		t.Error("a click did not fold README's diff")
+	}
+	p.shot("changes")
+	// Merge refused while the project's tree is dirty, as the daemon says.
+	if err := os.WriteFile(filepath.Join(proj, "README"), []byte("the person's edit\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.click("merge", "#merge")
+	p.wait("the refusal", `document.querySelector("#merge-result.err")?.innerText.includes("uncommitted changes")`, 20*time.Second)
+	gitIn(t, proj, "checkout", "--", "README")
+	p.click("merge again", "#merge")
+	p.wait("merged", `document.querySelector("#merge-result.note")?.innerText.includes("merged troupe/a into main")`, 20*time.Second)
+	if b, _ := os.ReadFile(filepath.Join(proj, "notes.txt")); string(b) != "first note\nsecond note\n" {
+		t.Errorf("after the merge notes.txt = %q", b)
+	}
+
+	// The files a turn's edit tool calls name show on the turn.
+	if _, err := cl.Send(ctx, info.ID, "a", `!tool Edit {"file_path":"src/app.go","old_string":"a","new_string":"b"}`+"\n!say edited"); err != nil {
+		t.Fatal(err)
+	}
+	p.click("open a", `#agents tr[data-agent="a"] a`)
+	p.wait("the turn's files", `[...document.querySelectorAll("#transcript .turn-files")].some(e => e.innerText.includes("src/app.go"))`, 20*time.Second)
+
+	// Terminal: a non-terminal agent says so; the REPL attaches, echoes
+	// what is typed, and a dropped connection redraws the screen.
+	p.click("open terminal", "#tab-terminal")
+	p.click("pick a", `#terminal a[data-agent="repl"]`)
+	p.wait("attached", `document.querySelector("#term-state")?.dataset.state === "attached"`, 20*time.Second)
+	const screen = `(document.querySelector("#term .xterm-rows")?.innerText || "")`
+	p.wait("the prompt on the screen", screen+`.includes("repl>")`, 20*time.Second)
+	eval[bool](p, `(window.troupe.terminal.term.focus(), true)`)
+	p.do("type into the terminal", typeKeys("hello term\r"))
+	p.wait("the echo", screen+`.includes("REPL HEARD: HELLO TERM")`, 20*time.Second)
+	if n := eval[int](p, `document.adoptedStyleSheets.reduce((n, s) => n + s.cssRules.length, 0)`); n == 0 {
+		t.Error("xterm's styles were not mirrored into a constructed sheet (the CSP refuses its <style> elements)")
+	}
+	p.shot("terminal")
+	eval[bool](p, `(window.troupe.terminal.term.reset(), window.troupe.terminal.drop(), true)`)
+	p.wait("reattached with the screen", `document.querySelector("#term-state")?.dataset.state === "attached" && `+screen+`.includes("REPL HEARD: HELLO TERM")`, 20*time.Second)
+	eval[bool](p, `(location.hash = location.hash.replace(/\/terminal\/repl$/, "/terminal/a"), true)`)
+	p.wait("not terminal-mode", `document.querySelector("#term-not-terminal")?.innerText.includes("structured mode")`, 10*time.Second)
+
+	// Claude sessions: both listed; the search keeps one; its detail.
+	p.click("open sessions", "#tab-sessions")
+	p.wait("two sessions", `document.querySelectorAll("#session-list li[data-session]").length === 2`, 20*time.Second)
+	p.do("search", chromedp.SendKeys("#sessions-q", "aaaaaaaa-bbbb"))
+	p.wait("one session", `(l => l.length === 1 && l[0].dataset.session === "`+sessA+`")(document.querySelectorAll("#session-list li[data-session]"))`, 10*time.Second)
+	p.click("open it", `#session-list li[data-session="`+sessA+`"] a`)
+	p.wait("the resume command", `document.querySelector("#cmd-resume")?.innerText === "troupe resume `+sessA+`"`, 10*time.Second)
+	p.wait("the fork command", `document.querySelector("#cmd-fork")?.innerText === "troupe fork `+sessA+`"`, 10*time.Second)
+	p.wait("its transcript", `[...document.querySelectorAll("#session-transcript li")].some(e => e.innerText.includes("hello"))`, 10*time.Second)
+	p.shot("sessions")
+	p.click("live only", "#sessions-live")
+	p.wait("no live session", `document.querySelectorAll("#session-list li[data-session]").length === 0`, 10*time.Second)
+}
