@@ -91,6 +91,10 @@ args = [%q]
 [agent.terminal]
 idle = "repl>"
 busy = "working..."
+
+[[agent]]
+name = "cc"
+engine = "claude"
 `, script))
 	claudeDir := t.TempDir()
 	const sessA, sessB = "aaaaaaaa-bbbb-4ccc-8ddd-000000000001", "4153f123-0ed3-4769-886f-bb478a784dd9"
@@ -182,6 +186,17 @@ busy = "working..."
 		t.Error("xterm's styles were not mirrored into a constructed sheet (the CSP refuses its <style> elements)")
 	}
 	p.shot("terminal")
+	// The program is told the view's size, and follows when the box changes.
+	sizeIs := func() string {
+		return fmt.Sprintf(`"size is " + window.troupe.terminal.term.rows + " " + window.troupe.terminal.term.cols`)
+	}
+	p.do("ask the size", typeKeys("size\r"))
+	p.wait("the program has the view's size", screen+`.includes(`+sizeIs()+`)`, 20*time.Second)
+	before := eval[string](p, sizeIs())
+	eval[bool](p, `(document.querySelector("#term").style.height = "220px", true)`)
+	p.wait("the terminal refitted", sizeIs()+` !== `+fmt.Sprintf("%q", before), 10*time.Second)
+	p.do("ask the size again", typeKeys("size\r"))
+	p.wait("the program has the new size", screen+`.includes(`+sizeIs()+`)`, 20*time.Second)
 	eval[bool](p, `(window.troupe.terminal.term.reset(), window.troupe.terminal.drop(), true)`)
 	p.wait("reattached with the screen", `document.querySelector("#term-state")?.dataset.state === "attached" && `+screen+`.includes("REPL HEARD: HELLO TERM")`, 20*time.Second)
 	eval[bool](p, `(location.hash = location.hash.replace(/\/terminal\/repl$/, "/terminal/a"), true)`)
@@ -197,6 +212,10 @@ busy = "working..."
 	p.wait("the fork command", `document.querySelector("#cmd-fork")?.innerText === "troupe fork `+sessA+`"`, 10*time.Second)
 	p.wait("its transcript", `[...document.querySelectorAll("#session-transcript li")].some(e => e.innerText.includes("hello"))`, 10*time.Second)
 	p.shot("sessions")
+	// Hand-off to the project's Claude agent: the session is the agent's.
+	p.click("hand off", `#handoff button[type="submit"]`)
+	p.wait("handed off", `document.querySelector("#handoff-result.note")?.innerText.includes("cc's next session resumes")`, 10*time.Second)
+	p.wait("the session now the agent's", `document.querySelector("#session .facts")?.innerText.includes("troupe's cc")`, 10*time.Second)
 	p.click("live only", "#sessions-live")
 	p.wait("no live session", `document.querySelectorAll("#session-list li[data-session]").length === 0`, 10*time.Second)
 }

@@ -5,7 +5,7 @@
 // the view's size as {"type":"resize"}. A dropped connection reconnects
 // and the new snapshot redraws the screen, so nothing is lost.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { Terminal } from "@xterm/xterm";
+import type { Terminal } from "@xterm/xterm";
 import "@xterm/xterm/css/xterm.css";
 import { registerView } from "../router";
 import { app, navigate, useApp } from "../store";
@@ -37,8 +37,17 @@ function TermScreen({ agent }: { agent: string }) {
   const project = app.route.project;
 
   useEffect(() => {
+    let cleanup: (() => void) | undefined;
+    let gone = false;
+    // xterm.js is a chunk of its own, fetched the first time a terminal opens.
+    import("@xterm/xterm").then(({ Terminal }) => {
+      if (!gone) cleanup = attach(new Terminal({ fontFamily: "ui-monospace, monospace", fontSize: 13, scrollback: 2000 }));
+    }, (e) => setSt({ state: "closed", reason: `could not load the terminal: ${(e as Error).message}` }));
+    return () => { gone = true; cleanup?.(); };
+  }, [project, agent]);
+
+  function attach(term: Terminal): () => void {
     const el = box.current!;
-    const term = new Terminal({ fontFamily: "ui-monospace, monospace", fontSize: 13, scrollback: 2000, convertEol: false });
     term.open(el);
     const unmirror = mirrorStyles(el);
     let ws: WebSocket | null = null;
@@ -113,7 +122,7 @@ function TermScreen({ agent }: { agent: string }) {
       unmirror();
       if ((window as any).troupe) delete (window as any).troupe.terminal;
     };
-  }, [project, agent]);
+  }
 
   return (
     <>
