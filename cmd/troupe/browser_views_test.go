@@ -199,6 +199,13 @@ engine = "claude"
 	p.wait("the program has the new size", screen+`.includes(`+sizeIs()+`)`, 20*time.Second)
 	eval[bool](p, `(window.troupe.terminal.term.reset(), window.troupe.terminal.drop(), true)`)
 	p.wait("reattached with the screen", `document.querySelector("#term-state")?.dataset.state === "attached" && `+screen+`.includes("REPL HEARD: HELLO TERM")`, 20*time.Second)
+	// The program ends (EOF on its input): the view says so and waits for
+	// the person; Reconnect starts the agent's session again.
+	eval[bool](p, `(window.troupe.terminal.term.input("\x04"), true)`)
+	p.wait("the end said", `document.querySelector("#term-state")?.dataset.state === "ended" && document.querySelector("#term-state").innerText.includes("the program ended")`, 20*time.Second)
+	p.click("reconnect", "#term-reconnect")
+	p.wait("attached again", `document.querySelector("#term-state")?.dataset.state === "attached"`, 20*time.Second)
+	p.wait("a new prompt", screen+`.includes("repl>")`, 20*time.Second)
 	eval[bool](p, `(location.hash = location.hash.replace(/\/terminal\/repl$/, "/terminal/a"), true)`)
 	p.wait("not terminal-mode", `document.querySelector("#term-not-terminal")?.innerText.includes("structured mode")`, 10*time.Second)
 

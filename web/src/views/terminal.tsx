@@ -29,11 +29,12 @@ function mirrorStyles(root: HTMLElement): () => void {
   return () => { mo.disconnect(); document.adoptedStyleSheets = document.adoptedStyleSheets.filter((s) => s !== sheet); };
 }
 
-type ConnState = { state: "connecting" | "attached" | "closed"; reason?: string; size?: string };
+type ConnState = { state: "connecting" | "attached" | "closed" | "ended"; reason?: string; size?: string };
 
 function TermScreen({ agent }: { agent: string }) {
   const box = useRef<HTMLDivElement>(null);
   const [st, setSt] = useState<ConnState>({ state: "connecting" });
+  const reconnect = useRef<() => void>(() => {});
   const project = app.route.project;
 
   useEffect(() => {
@@ -106,12 +107,18 @@ function TermScreen({ agent }: { agent: string }) {
       s.onclose = (ev) => {
         if (ws !== s || stopped) return;
         ws = null;
-        setSt({ state: "closed", reason: ev.reason || (ev.code === 1006 ? "the connection dropped (or the daemon refused it)" : `closed (${ev.code})`) });
+        const reason = ev.reason || (ev.code === 1006 ? "the connection dropped (or the daemon refused it)" : `closed (${ev.code})`);
+        // The program's end is not retried by itself: attaching again
+        // starts the agent's session again, which the person decides
+        // (Reconnect). A drop, a daemon restart or falling behind is.
+        if (/program ended/.test(reason)) { setSt({ state: "ended", reason }); return; }
+        setSt({ state: "closed", reason });
         retry = window.setTimeout(connect, delay);
         delay = Math.min(delay * 2, 5000);
       };
     };
     connect();
+    reconnect.current = () => { clearTimeout(retry); delay = 500; connect(); };
     ((window as any).troupe ||= {}).terminal = { term, drop: () => ws?.close() };
     return () => {
       stopped = true;
@@ -129,7 +136,9 @@ function TermScreen({ agent }: { agent: string }) {
       <p class="note" id="term-state" data-state={st.state} role="status">
         {st.state === "attached" ? `attached${st.size ? ` · ${st.size}` : ""} · keys go to the program; the agent's queued turns wait until 3 s after your last key`
           : st.state === "connecting" ? "connecting…"
-            : `disconnected: ${st.reason}; reconnecting…`}
+            : st.state === "ended" ? `${st.reason}. `
+              : `disconnected: ${st.reason}; reconnecting…`}
+        {st.state === "ended" && <button type="button" id="term-reconnect" onClick={() => reconnect.current()}>Reconnect (starts it again)</button>}
       </p>
       <div id="term" ref={box} class="term-box" />
     </>
