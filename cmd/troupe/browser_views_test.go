@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
+	"github.com/troupe-dev/troupe/internal/claudesessions"
 	"github.com/troupe-dev/troupe/internal/client"
 )
 
@@ -100,6 +101,21 @@ engine = "claude"
 	const sessA, sessB = "aaaaaaaa-bbbb-4ccc-8ddd-000000000001", "4153f123-0ed3-4769-886f-bb478a784dd9"
 	copyFixtureSession(t, claudeDir, sessA)
 	copyFixtureSession(t, claudeDir, sessB)
+	// Session B is live: a registry file names this test's process, with
+	// its start time (C8's check).
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start, err := claudesessions.ProcStartTime(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(claudeDir, "sessions"), 0o755)
+	reg := fmt.Sprintf(`{"pid":%d,"sessionId":%q,"cwd":"/home/lab-a/work/fixproj","startedAt":1,"procStart":%q,"kind":"print","status":"busy"}`, os.Getpid(), sessB, start)
+	if err := os.WriteFile(filepath.Join(claudeDir, "sessions", fmt.Sprintf("%d.json", os.Getpid())), []byte(reg), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	d := startDaemon(t, state, "--project", proj, "--claude-dir", claudeDir)
 	cl, err := client.FromStateDir(state)
 	if err != nil {
@@ -223,6 +239,21 @@ engine = "claude"
 	p.click("hand off", `#handoff button[type="submit"]`)
 	p.wait("handed off", `document.querySelector("#handoff-result.note")?.innerText.includes("cc's next session resumes")`, 10*time.Second)
 	p.wait("the session now the agent's", `document.querySelector("#session .facts")?.innerText.includes("troupe's cc")`, 10*time.Second)
+	// The live session: observed (its transcript followed as it grows),
+	// forked, never resumed nor handed off (C9).
+	eval[bool](p, `(s => { s.value = ""; s.dispatchEvent(new Event("input", {bubbles: true})); return true })(document.querySelector("#sessions-q"))`)
 	p.click("live only", "#sessions-live")
-	p.wait("no live session", `document.querySelectorAll("#session-list li[data-session]").length === 0`, 10*time.Second)
+	p.wait("only the live session", `(l => l.length === 1 && l[0].dataset.session === "`+sessB+`" && l[0].innerText.includes("live · busy"))(document.querySelectorAll("#session-list li[data-session]"))`, 10*time.Second)
+	p.click("open it", `#session-list li[data-session="`+sessB+`"] a`)
+	p.wait("resume refused, fork offered", `document.querySelector("#resume-refused")?.innerText.includes("never resumed") && !document.querySelector("#cmd-resume") && document.querySelector("#cmd-fork")?.innerText === "troupe fork `+sessB+`"`, 10*time.Second)
+	p.wait("no hand-off", `document.querySelector("#handoff-refused") && !document.querySelector("#handoff")`, 5*time.Second)
+	p.wait("observing", `document.querySelector("#transcript-state")?.innerText.includes("following the live session") && document.querySelectorAll("#session-transcript li").length > 0`, 10*time.Second)
+	tr := filepath.Join(claudeDir, "projects", "-home-lab-a-work-fixproj", sessB+".jsonl")
+	f, err := os.OpenFile(tr, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, `{"type":"user","message":{"role":"user","content":"a line written while observed"},"uuid":"0e0e0e0e-0000-4000-8000-000000000001","timestamp":%q,"sessionId":%q,"cwd":"/home/lab-a/work/fixproj"}`+"\n", time.Now().UTC().Format(time.RFC3339Nano), sessB)
+	f.Close()
+	p.wait("the new line shown", `[...document.querySelectorAll("#session-transcript li")].some(e => e.innerText.includes("a line written while observed"))`, 20*time.Second)
 }
