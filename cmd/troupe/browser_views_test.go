@@ -143,6 +143,13 @@ engine = "claude"
 	if err := os.WriteFile(filepath.Join(tree, "README"), []byte("hello from a\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	var big strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&big, "line %d\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(tree, "big.txt"), []byte(big.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
 	p := newPage(t, d.login)
 	p.wait("see the team", `document.querySelector('#agents tr[data-agent="a"]')`, 20*time.Second)
@@ -151,8 +158,8 @@ engine = "claude"
 	p.click("open changes", "#tab-changes")
 	p.click("open a's changes", `#worktrees tr[data-agent="a"] a`)
 	p.wait("a's diff", `document.querySelector('#diff-view .file-diff[data-file="notes.txt"]')`, 20*time.Second)
-	if s := eval[string](p, `document.querySelector('#worktrees tr[data-agent="a"]').innerText`); !strings.Contains(s, "troupe/a") || !strings.Contains(s, "uncommitted: 2 file(s)") {
-		t.Errorf("a's worktree row = %q, want its branch and 2 uncommitted files", s)
+	if s := eval[string](p, `document.querySelector('#worktrees tr[data-agent="a"]').innerText`); !strings.Contains(s, "troupe/a") || !strings.Contains(s, "uncommitted: 3 file(s)") {
+		t.Errorf("a's worktree row = %q, want its branch and 3 uncommitted files", s)
 	}
 	if s := eval[string](p, `document.querySelector('.file-diff[data-file="notes.txt"] summary').innerText`); !strings.Contains(s, "+2") || !strings.Contains(s, "−0") {
 		t.Errorf("notes.txt's summary = %q, want +2 −0", s)
@@ -163,6 +170,13 @@ engine = "claude"
 	if s := eval[string](p, `[...document.querySelectorAll('.file-diff[data-file="README"] .dl.add')].map(e => e.innerText).join("|")`); !strings.Contains(s, "+hello from a") {
 		t.Errorf("README's added lines = %q", s)
 	}
+	// A long file's diff is clipped until "show all".
+	const bigLines = `document.querySelectorAll('.file-diff[data-file="big.txt"] .dl.add').length`
+	if n := eval[int](p, bigLines); n == 0 || n >= 400 {
+		t.Errorf("big.txt shows %d added lines, want a clipped part of 400", n)
+	}
+	p.click("show all of big.txt", `.file-diff[data-file="big.txt"] button.show-all`)
+	p.wait("all of big.txt", bigLines+` === 400`, 5*time.Second)
 	p.click("fold README", `.file-diff[data-file="README"] summary`)
 	if open := eval[bool](p, `document.querySelector('.file-diff[data-file="README"]').open`); open {
 		t.Error("a click did not fold README's diff")

@@ -59,18 +59,22 @@ function ItemView({ it }: { it: Item }) {
 
 // Tools that change files, by the engines' names: Claude Code's Edit,
 // Write, MultiEdit and NotebookEdit, Codex's apply_patch (its fileChange
-// items), OpenCode's edit, write and patch.
+// items), OpenCode's edit, write and patch. Over ACP a tool call is named
+// by its title, so an input with OpenCode's edit shape (filePath with
+// content, oldString or newString) counts too.
 const editTools = new Set(["edit", "write", "multiedit", "notebookedit", "apply_patch", "patch"]);
+const editShape = (v: any) => typeof v.filePath === "string" && ("content" in v || "oldString" in v || "newString" in v);
 
 /** turnFiles lists the files a turn's edit tool calls name (their input's
  * file_path, filePath, notebook_path, path, or changes[].path). */
 export function turnFiles(items: Item[]): string[] {
   const out = new Set<string>();
   for (const it of items) {
-    if (it.kind !== "tool" || !editTools.has(it.name.toLowerCase())) continue;
+    if (it.kind !== "tool") continue;
     let v: any;
     try { v = JSON.parse(it.input); } catch { continue; }
     if (!v || typeof v !== "object") continue;
+    if (!editTools.has(it.name.toLowerCase()) && !editShape(v)) continue;
     for (const k of ["file_path", "filePath", "notebook_path", "path"]) if (typeof v[k] === "string") out.add(v[k]);
     if (Array.isArray(v.changes)) for (const c of v.changes) if (c && typeof c.path === "string") out.add(c.path);
   }

@@ -49,13 +49,16 @@ function lineClass(l: string): string {
 
 function FileBox({ f, open }: { f: FileDiff; open: boolean }) {
   const [all, setAll] = useState(false);
+  // A folded file's lines are not rendered: a large diff folded costs
+  // one summary line per file.
+  const [shownOpen, setShownOpen] = useState(open);
   const long = f.lines.length > clipLines;
   const shown = all || !long ? f.lines : f.lines.slice(0, clipLines);
   return (
-    <details class="file-diff" data-file={f.name} open={open}>
+    <details class="file-diff" data-file={f.name} open={open} onToggle={(e) => setShownOpen((e.currentTarget as HTMLDetailsElement).open)}>
       <summary><span class="fname">{f.name}</span> <span class="plus">+{f.added}</span> <span class="minus">−{f.removed}</span></summary>
-      <pre class="diff">{shown.map((l, i) => <div key={i} class={lineClass(l)}>{l || " "}</div>)}</pre>
-      {long && (
+      {shownOpen && <pre class="diff">{shown.map((l, i) => <div key={i} class={lineClass(l)}>{l || " "}</div>)}</pre>}
+      {shownOpen && long && (
         <button type="button" class="link show-all" onClick={() => setAll(!all)}>
           {all ? "show less" : `show all (${f.lines.length} lines)`}
         </button>
@@ -122,7 +125,7 @@ function ChangesView({ arg }: { arg: string }) {
             <h2>{arg}'s changes</h2>
             <span class="note">{wt ? `${wt.branch} against ${wt.base}` : ""}</span>
             <span class="buttons">
-              <button type="button" id="diff-refresh" onClick={() => loadDiff(arg)}>Refresh</button>
+              <button type="button" id="diff-refresh" onClick={() => { loadList(); loadDiff(arg); }}>Refresh</button>
               <button type="button" id="merge" disabled={busy} title="commit the agent's work on its branch, then merge it into the project's current branch"
                 onClick={() => doMerge(arg)}>Merge</button>
             </span>
