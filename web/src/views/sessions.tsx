@@ -187,6 +187,12 @@ function SessionsView({ arg }: { arg: string }) {
   }
   // Search as the person types (a short pause), and on Enter.
   useEffect(() => { const t = setTimeout(() => load(q, liveOnly), 250); return () => clearTimeout(t); }, [q, liveOnly]);
+  // Liveness changes without an event: the list is read again every 10 s
+  // while the view is open and the page visible.
+  useEffect(() => {
+    const t = setInterval(() => { if (!document.hidden) load(q, liveOnly); }, 10000);
+    return () => clearInterval(t);
+  }, [q, liveOnly]);
 
   return (
     <section id="sessions" aria-label="Claude sessions">
