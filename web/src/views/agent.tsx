@@ -114,6 +114,9 @@ function AgentView({ arg }: { arg: string }) {
         <h2>{arg}</h2>
         <span class={`state state-${ag.state}`} id="agent-state">{ag.state}{ag.reason ? ` — ${ag.reason}` : ""}</span>
         <span class="note">{ag.engine}{ag.model ? ` · ${ag.model}` : ""}{last ? ` · last activity ${ago(last)}` : ""}</span>
+        {(ag.mode === "terminal" || ag.engine === "terminal") && (
+          <a id="agent-terminal" href={`#/p/${encodeURIComponent(a.route.project)}/terminal/${encodeURIComponent(arg)}`}>its terminal</a>
+        )}
         <span class="buttons">
           <button type="button" id="interrupt" disabled={ag.state !== "busy" && ag.state !== "waiting"} onClick={() => control(arg, "interrupt")}>Interrupt</button>
           <button type="button" id="restart" title="a new session that resumes the same conversation" onClick={() => control(arg, "restart")}>Restart</button>
