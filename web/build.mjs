@@ -27,6 +27,10 @@ const result = await esbuild.build({
   target: ["es2022"],
   outdir: assets,
   entryNames: "[name]-[hash]",
+  // The terminal view's xterm.js is a chunk of its own, loaded when that
+  // view opens: the first load does not carry it.
+  splitting: true,
+  chunkNames: "[name]-[hash]",
   jsx: "automatic",
   jsxImportSource: "preact",
   metafile: true,
@@ -35,8 +39,10 @@ const result = await esbuild.build({
 });
 
 let js = "", css = "";
-for (const f of Object.keys(result.metafile.outputs)) {
-  if (f.endsWith(".js")) js = basename(f);
+const files = [];
+for (const [f, o] of Object.entries(result.metafile.outputs)) {
+  if (f.endsWith(".js") || f.endsWith(".css")) files.push(basename(f));
+  if (f.endsWith(".js") && o.entryPoint === "src/main.tsx") js = basename(f);
   if (f.endsWith(".css")) css = basename(f);
 }
 if (!js || !css) throw new Error("build: esbuild made no JS or no CSS bundle");
@@ -58,8 +64,10 @@ const html = `<!doctype html>
 writeFileSync(join(out, "index.html"), html);
 
 // Precompressed copies of every text file.
-for (const f of [join(out, "index.html"), join(assets, js), join(assets, css)]) {
+for (const f of [join(out, "index.html"), ...files.map((n) => join(assets, n))]) {
   writeFileSync(f + ".gz", gzipSync(readFileSync(f), { level: 9 }));
 }
 const size = (f) => readFileSync(join(assets, f)).length;
-console.log(`web: built ${js} (${size(js)} B, gzip ${size(js + ".gz")} B), ${css} (${size(css)} B)`);
+const chunks = files.filter((n) => n !== js && n !== css).map((n) => `${n} (${size(n)} B, gzip ${size(n + ".gz")} B)`);
+console.log(`web: built ${js} (${size(js)} B, gzip ${size(js + ".gz")} B), ${css} (${size(css)} B, gzip ${size(css + ".gz")} B)` +
+  (chunks.length ? `; loaded on demand: ${chunks.join(", ")}` : ""));

@@ -11,6 +11,9 @@ import "./views/agent";
 import "./views/tasks";
 import "./views/needs";
 import "./views/memory";
+import "./views/changes";
+import "./views/terminal";
+import "./views/sessions";
 
 // notify shows a browser notification when more waits on the person than
 // before, if the person turned them on (Needs you) and the page is hidden.

@@ -1,6 +1,6 @@
 // The URL names the project, the view and its argument (an agent, a task):
-// #/p/PROJECT/VIEW/ARG. Views register themselves in `views`; the Changes,
-// Terminal and Claude sessions views add an entry here when their APIs land.
+// #/p/PROJECT/VIEW/ARG. Views register themselves in `views` (views/*.tsx,
+// imported by main.tsx in tab order).
 import type { ComponentType } from "preact";
 
 export interface Route { project: string; view: string; arg: string }

@@ -57,7 +57,32 @@ function ItemView({ it }: { it: Item }) {
   }
 }
 
+// Tools that change files, by the engines' names: Claude Code's Edit,
+// Write, MultiEdit and NotebookEdit, Codex's apply_patch (its fileChange
+// items), OpenCode's edit, write and patch. Over ACP a tool call is named
+// by its title, so an input with OpenCode's edit shape (filePath with
+// content, oldString or newString) counts too.
+const editTools = new Set(["edit", "write", "multiedit", "notebookedit", "apply_patch", "patch"]);
+const editShape = (v: any) => typeof v.filePath === "string" && ("content" in v || "oldString" in v || "newString" in v);
+
+/** turnFiles lists the files a turn's edit tool calls name (their input's
+ * file_path, filePath, notebook_path, path, or changes[].path). */
+export function turnFiles(items: Item[]): string[] {
+  const out = new Set<string>();
+  for (const it of items) {
+    if (it.kind !== "tool") continue;
+    let v: any;
+    try { v = JSON.parse(it.input); } catch { continue; }
+    if (!v || typeof v !== "object") continue;
+    if (!editTools.has(it.name.toLowerCase()) && !editShape(v)) continue;
+    for (const k of ["file_path", "filePath", "notebook_path", "path"]) if (typeof v[k] === "string") out.add(v[k]);
+    if (Array.isArray(v.changes)) for (const c of v.changes) if (c && typeof c.path === "string") out.add(c.path);
+  }
+  return [...out];
+}
+
 function TurnBox({ t }: { t: TurnView }) {
+  const files = turnFiles(t.items);
   return (
     <li class={`turn ${t.ended ? "ended" : "live"}${t.error ? " failed" : ""}`} data-turn={t.turn}>
       <div class="meta">
@@ -66,6 +91,7 @@ function TurnBox({ t }: { t: TurnView }) {
         {t.ended ? (t.durationMs ? ` · ${duration(t.durationMs)}` : "") : " · running…"}
         {t.usage && <> · <UsageLine u={t.usage} /></>}
       </div>
+      {files.length > 0 && <div class="turn-files">changed: {files.map((f, i) => <>{i ? ", " : ""}<code key={f}>{f}</code></>)}</div>}
       {t.asked && <div class="asked"><Clip text={t.asked} /></div>}
       {t.items.map((it, i) => <ItemView key={i} it={it} />)}
       {t.error && <p class="err">{t.error}</p>}
@@ -88,6 +114,9 @@ function AgentView({ arg }: { arg: string }) {
         <h2>{arg}</h2>
         <span class={`state state-${ag.state}`} id="agent-state">{ag.state}{ag.reason ? ` — ${ag.reason}` : ""}</span>
         <span class="note">{ag.engine}{ag.model ? ` · ${ag.model}` : ""}{last ? ` · last activity ${ago(last)}` : ""}</span>
+        {(ag.mode === "terminal" || ag.engine === "terminal") && (
+          <a id="agent-terminal" href={`#/p/${encodeURIComponent(a.route.project)}/terminal/${encodeURIComponent(arg)}`}>its terminal</a>
+        )}
         <span class="buttons">
           <button type="button" id="interrupt" disabled={ag.state !== "busy" && ag.state !== "waiting"} onClick={() => control(arg, "interrupt")}>Interrupt</button>
           <button type="button" id="restart" title="a new session that resumes the same conversation" onClick={() => control(arg, "restart")}>Restart</button>

@@ -1,0 +1,147 @@
+// Changes: the worktrees of the project's agents with workspace =
+// "worktree" (GET /worktrees), one agent's diff against its base (GET
+// …/diff) shown file by file (folded, +/- counts, long files clipped with
+// "show all"), and Merge (POST …/merge) with the daemon's refusal shown as
+// it says it (conflicting files, a dirty project tree).
+import { useEffect, useState } from "preact/hooks";
+import { registerView } from "../router";
+import { app, navigate, useApp } from "../store";
+import { agentPath, call, projectPath } from "../api";
+
+interface Worktree {
+  agent: string; path: string; branch: string; base: string; base_commit?: string; exists: boolean;
+  orphan?: boolean; dirty?: boolean; changed?: number; ahead?: number; error?: string;
+}
+interface WorktreeList { worktrees: Worktree[]; cut?: number }
+interface MergeResult { committed: boolean; merged: boolean; branch: string; into: string; commit?: string }
+
+export interface FileDiff { name: string; lines: string[]; added: number; removed: number }
+
+/** parseDiff splits a git diff into files, counting added and removed lines. */
+export function parseDiff(diff: string): FileDiff[] {
+  const files: FileDiff[] = [];
+  let cur: FileDiff | null = null;
+  for (const line of diff.split("\n")) {
+    if (line.startsWith("diff --git ")) {
+      const m = / b\/(.*)$/.exec(line);
+      cur = { name: m ? m[1] : line.slice(11), lines: [line], added: 0, removed: 0 };
+      files.push(cur);
+      continue;
+    }
+    if (!cur) { if (line) { cur = { name: "(diff)", lines: [], added: 0, removed: 0 }; files.push(cur); } else continue; }
+    cur.lines.push(line);
+    if (line.startsWith("+++ b/")) cur.name = line.slice(6);
+    else if (line.startsWith("+") && !line.startsWith("+++")) cur.added++;
+    else if (line.startsWith("-") && !line.startsWith("---")) cur.removed++;
+  }
+  return files;
+}
+
+const clipLines = 300; // per file, until "show all"
+
+function lineClass(l: string): string {
+  if (l.startsWith("@@")) return "dl hunk";
+  if (l.startsWith("+++") || l.startsWith("---") || l.startsWith("diff --git") || l.startsWith("index ")) return "dl head";
+  if (l.startsWith("+")) return "dl add";
+  if (l.startsWith("-")) return "dl del";
+  return "dl";
+}
+
+function FileBox({ f, open }: { f: FileDiff; open: boolean }) {
+  const [all, setAll] = useState(false);
+  // A folded file's lines are not rendered: a large diff folded costs
+  // one summary line per file.
+  const [shownOpen, setShownOpen] = useState(open);
+  const long = f.lines.length > clipLines;
+  const shown = all || !long ? f.lines : f.lines.slice(0, clipLines);
+  return (
+    <details class="file-diff" data-file={f.name} open={open} onToggle={(e) => setShownOpen((e.currentTarget as HTMLDetailsElement).open)}>
+      <summary><span class="fname">{f.name}</span> <span class="plus">+{f.added}</span> <span class="minus">−{f.removed}</span></summary>
+      {shownOpen && <pre class="diff">{shown.map((l, i) => <div key={i} class={lineClass(l)}>{l || " "}</div>)}</pre>}
+      {shownOpen && long && (
+        <button type="button" class="link show-all" onClick={() => setAll(!all)}>
+          {all ? "show less" : `show all (${f.lines.length} lines)`}
+        </button>
+      )}
+    </details>
+  );
+}
+
+function ChangesView({ arg }: { arg: string }) {
+  useApp();
+  const project = app.route.project;
+  const [list, setList] = useState<WorktreeList | null>(null);
+  const [diff, setDiff] = useState<{ agent: string; text: string } | null>(null);
+  const [err, setErr] = useState("");
+  const [merge, setMerge] = useState<{ ok: boolean; text: string } | null>(null);
+  const [busy, setBusy] = useState(false);
+
+  async function loadList() {
+    try { setList(await call<WorktreeList>("GET", `${projectPath(project)}/worktrees`)); setErr(""); } catch (e) { setErr((e as Error).message); }
+  }
+  async function loadDiff(agent: string) {
+    try {
+      const d = await call<{ diff: string }>("GET", `${agentPath(project, agent)}/diff`);
+      setDiff({ agent, text: d.diff }); setErr("");
+    } catch (e) { setDiff(null); setErr((e as Error).message); }
+  }
+  useEffect(() => { setList(null); loadList(); }, [project]);
+  useEffect(() => { setMerge(null); setDiff(null); if (arg) loadDiff(arg); }, [project, arg]);
+
+  async function doMerge(agent: string) {
+    setBusy(true);
+    try {
+      const r = await call<MergeResult>("POST", `${agentPath(project, agent)}/merge`);
+      setMerge({ ok: true, text: r.merged ? `merged ${r.branch} into ${r.into}${r.commit ? ` (${r.commit.slice(0, 10)})` : ""}${r.committed ? "; the agent's uncommitted work was committed first" : ""}` : `nothing to merge: ${r.branch} has no work that ${r.into} lacks` });
+      loadList(); loadDiff(agent);
+    } catch (e) { setMerge({ ok: false, text: (e as Error).message }); }
+    setBusy(false);
+  }
+
+  const files = diff ? parseDiff(diff.text) : [];
+  const wt = list?.worktrees.find((w) => w.agent === arg);
+  return (
+    <section id="changes" aria-label="changes">
+      {err && <p class="err" role="alert" id="changes-error">{err}</p>}
+      <table id="worktrees">
+        <thead><tr><th>agent</th><th>branch</th><th>base</th><th>state</th></tr></thead>
+        <tbody>
+          {list?.worktrees.map((w) => (
+            <tr key={w.agent} data-agent={w.agent} class={w.agent === arg ? "selected" : ""}>
+              <td><a href="#" onClick={(e) => { e.preventDefault(); navigate({ view: "changes", arg: w.agent }); }}>{w.agent}</a>{w.orphan ? " (removed from the team)" : ""}</td>
+              <td>{w.branch}</td>
+              <td>{w.base}{w.base_commit ? ` (${w.base_commit.slice(0, 8)})` : ""}</td>
+              <td>{w.error ? <span class="err">{w.error}</span> : !w.exists ? "not made yet" :
+                [w.dirty ? `uncommitted: ${w.changed || 0} file(s)` : "clean", w.ahead ? `${w.ahead} commit(s) ahead` : ""].filter(Boolean).join(" · ")}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {list && !list.worktrees.length && <p class="note" id="no-worktrees">No agent of this project has <code>workspace = "worktree"</code>: their changes are in the project's folder.</p>}
+      {list?.cut ? <p class="note">{list.cut} more folder(s) not looked at.</p> : null}
+      {arg && (
+        <div id="diff-view" data-agent={arg}>
+          <div class="agent-head">
+            <h2>{arg}'s changes</h2>
+            <span class="note">{wt ? `${wt.branch} against ${wt.base}` : ""}</span>
+            <span class="buttons">
+              <button type="button" id="diff-refresh" onClick={() => { loadList(); loadDiff(arg); }}>Refresh</button>
+              <button type="button" id="merge" disabled={busy} title="commit the agent's work on its branch, then merge it into the project's current branch"
+                onClick={() => doMerge(arg)}>Merge</button>
+            </span>
+          </div>
+          {merge && <p id="merge-result" class={merge.ok ? "note" : "err"} role="status">{merge.text}</p>}
+          {diff && (
+            <>
+              <p class="note" id="diff-summary">{files.length} file(s) · +{files.reduce((n, f) => n + f.added, 0)} −{files.reduce((n, f) => n + f.removed, 0)}</p>
+              {!files.length && <p class="note">No changes against the base.</p>}
+              {files.map((f) => <FileBox key={f.name} f={f} open={files.length <= 5} />)}
+            </>
+          )}
+        </div>
+      )}
+    </section>
+  );
+}
+
+registerView({ id: "changes", label: "Changes", component: ChangesView, inNav: true });
