@@ -57,7 +57,7 @@ type ClaudeSession struct {
 	// Project is the registered project whose folder holds Cwd.
 	Project *troupe.ProjectID `json:"project,omitempty"`
 	// Agent is troupe's agent that ran the session, if one did.
-	Agent *troupe.RuntimeKey `json:"agent,omitempty"`
+	Agent *AgentRef `json:"agent,omitempty"`
 	Live  bool               `json:"live"`
 	// Status is idle, busy or waiting when live (empty when the CLI does
 	// not say); WaitingFor what it waits on.
@@ -69,6 +69,19 @@ type ClaudeSession struct {
 	// HeldBy names who holds the id inside troupe (a resume in a
 	// terminal, an agent).
 	HeldBy string `json:"held_by,omitempty"`
+}
+
+// AgentRef names an agent of a project.
+type AgentRef struct {
+	Project troupe.ProjectID `json:"project"`
+	Agent   troupe.AgentID   `json:"agent"`
+}
+
+func agentRef(k *troupe.RuntimeKey) *AgentRef {
+	if k == nil {
+		return nil
+	}
+	return &AgentRef{Project: k.Project, Agent: k.Agent}
 }
 
 // ClaudeSessionList is the answer of GET /api/claude-sessions.
@@ -141,7 +154,7 @@ func (s *Server) claude(w http.ResponseWriter) bool {
 func wireClaude(c claudesessions.Session) ClaudeSession {
 	out := ClaudeSession{ID: c.ID, Cwd: c.Cwd, CwdExists: claudesessions.FolderExists(c.Cwd), Title: c.Title, TitleKind: c.TitleKind,
 		Prompt: c.Prompt, First: c.First, Last: c.Last, Messages: c.Messages, MessagesPartial: !c.Complete, Model: c.Model, Version: c.Version,
-		Size: c.Stamp.Size, Path: c.Path, Skipped: c.Skipped, Agent: c.Agent, Live: c.Live, HeldBy: c.HeldBy}
+		Size: c.Stamp.Size, Path: c.Path, Skipped: c.Skipped, Agent: agentRef(c.Agent), Live: c.Live, HeldBy: c.HeldBy}
 	if c.Project != nil {
 		id := c.Project.ID
 		out.Project = &id

@@ -243,7 +243,11 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 					s.log.Warn("read session id", "project", id, "agent", a.Name, "err", err)
 				}
 			}
-			out = append(out, Agent{Project: id, Name: a.Name, Engine: a.Engine, Model: a.Model, Mode: a.Mode,
+			mode := a.Mode
+			if a.Engine == troupe.EngineTerminal {
+				mode = troupe.ModeTerminal // the generic engine has no other mode
+			}
+			out = append(out, Agent{Project: id, Name: a.Name, Engine: a.Engine, Model: a.Model, Mode: mode,
 				TurnTimeout: Duration(a.TurnTimeout), IdleTimeout: Duration(a.IdleTimeout), State: st, Reason: reason, SessionID: sess})
 		}
 	}

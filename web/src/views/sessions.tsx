@@ -14,7 +14,7 @@ import { ago } from "../format";
 interface Session {
   id: string; cwd: string; cwd_exists: boolean; title: string; title_kind: string; first_prompt: string;
   first: string; last: string; messages: number; messages_partial?: boolean; model?: string; version?: string;
-  size: number; path: string; skipped_lines: number; project?: string; agent?: { Project: string; Agent: string }; // troupe.RuntimeKey: no JSON tags
+  size: number; path: string; skipped_lines: number; project?: string; agent?: { project: string; agent: string };
   live: boolean; status?: string; waiting_for?: string; pids?: number[]; doubt?: string; held_by?: string;
 }
 interface SessionList { sessions: Session[]; total: number; registry_unreadable?: string[] }
@@ -132,7 +132,7 @@ function Detail({ id, refresh }: { id: string; refresh: () => void }) {
         <dt>id</dt><dd><code>{s.id}</code></dd>
         <dt>folder</dt><dd>{s.cwd}{s.cwd_exists ? "" : " (gone)"}</dd>
         {s.project && <><dt>project</dt><dd>{s.project}</dd></>}
-        {s.agent && <><dt>agent</dt><dd>troupe's {s.agent.Agent} ({s.agent.Project})</dd></>}
+        {s.agent && <><dt>agent</dt><dd>troupe's {s.agent.agent} ({s.agent.project})</dd></>}
         <dt>messages</dt><dd>{s.messages}{s.messages_partial ? "+" : ""}</dd>
         <dt>last activity</dt><dd>{s.last ? `${new Date(s.last).toLocaleString()} (${ago(Date.parse(s.last))})` : "?"}</dd>
         {s.model && <><dt>model</dt><dd>{s.model}</dd></>}
