@@ -701,3 +701,59 @@ func TestBudgetLearnsTheServersCount(t *testing.T) {
 		t.Error("no turn was dropped")
 	}
 }
+
+// TestGitFilesAreNotWritten: write_file and edit_file refuse git's own
+// files (.git/config, a hook, a worktree's .git file), written directly
+// or through a symbolic link (of the file or of a folder) into .git: git
+// runs what they name, so an agent without run_command could run commands
+// through them. Reading them is allowed.
+func TestGitFilesAreNotWritten(t *testing.T) {
+	r := newRig(t, nil)
+	gitDir := filepath.Join(r.dir, ".git")
+	os.MkdirAll(filepath.Join(gitDir, "hooks"), 0o755)
+	os.WriteFile(filepath.Join(gitDir, "config"), []byte("[core]\n\tbare = false\n"), 0o644)
+	os.MkdirAll(filepath.Join(r.dir, "sub"), 0o755)
+	os.WriteFile(filepath.Join(r.dir, "sub", ".git"), []byte("gitdir: /elsewhere\n"), 0o644)
+	os.Symlink(".git/config", filepath.Join(r.dir, "cfg"))
+	os.Symlink(".git/hooks", filepath.Join(r.dir, "h"))
+	calls := []fakemodel.ToolCall{
+		call("write_file", `{"path":".git/config","content":"[core]\n\tfsmonitor = touch pwned\n"}`),
+		call("write_file", `{"path":".git/hooks/post-merge","content":"#!/bin/sh\ntouch pwned\n"}`),
+		call("write_file", `{"path":"./.GIT/config","content":"x"}`),
+		call("edit_file", `{"path":".git/config","old_string":"bare = false","new_string":"fsmonitor = touch pwned"}`),
+		call("write_file", `{"path":"sub/.git","content":"gitdir: ../evil\n"}`),
+		call("write_file", `{"path":"cfg","content":"[core]\n\tfsmonitor = touch pwned\n"}`),
+		call("edit_file", `{"path":"cfg","old_string":"bare = false","new_string":"fsmonitor = touch pwned"}`),
+		call("write_file", `{"path":"h/post-merge","content":"#!/bin/sh\ntouch pwned\n"}`),
+		call("write_file", `{"path":"`+filepath.Join(r.dir, ".git", "config")+`","content":"x"}`),
+	}
+	r.model.Push(fakemodel.Reply{Calls: append(calls, call("read_file", `{"path":".git/config"}`))}, fakemodel.Reply{Text: "done"})
+	a := r.agent(nil)
+	a.PermissionMode = modeBypass
+	s := r.start(engine.StartSpec{Agent: a})
+	evs, end := turn(t, s, "t1", "go")
+	if end.Error != "" {
+		t.Fatalf("turn end %+v", end)
+	}
+	res := results(evs)
+	if len(res) != len(calls)+1 {
+		t.Fatalf("%d results for %d calls", len(res), len(calls)+1)
+	}
+	for i, u := range res[:len(calls)] {
+		if !u.IsError || !strings.Contains(u.Output, "git's own files") {
+			t.Errorf("call %d %s: %+v, want a refusal naming git's own files", i, calls[i].Args, u)
+		}
+	}
+	if last := res[len(calls)]; last.IsError || !strings.Contains(last.Output, "bare = false") {
+		t.Errorf("reading .git/config: %+v", last)
+	}
+	if b, _ := os.ReadFile(filepath.Join(gitDir, "config")); string(b) != "[core]\n\tbare = false\n" {
+		t.Errorf(".git/config changed: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(r.dir, "sub", ".git")); string(b) != "gitdir: /elsewhere\n" {
+		t.Errorf("sub/.git changed: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(gitDir, "hooks", "post-merge")); err == nil {
+		t.Error("a hook was made")
+	}
+}

@@ -58,7 +58,7 @@ var workspaceSpecs = map[string]tool.Spec{
 		Description: "Read a text file of your working folder. Optional start_line and end_line (1-based, inclusive) read a range. At most 64 KB is returned; the cut is stated.",
 		Schema:      json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"path relative to your working folder"},"start_line":{"type":"integer","minimum":1},"end_line":{"type":"integer","minimum":1}},"required":["path"],"additionalProperties":false}`)},
 	toolWriteFile: {Name: toolWriteFile,
-		Description: "Write a file of your working folder (created with its folders if missing, replaced if present).",
+		Description: "Write a file of your working folder (created with its folders if missing, replaced if present). Git's own files (.git) are not written.",
 		Schema:      json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"],"additionalProperties":false}`)},
 	toolEditFile: {Name: toolEditFile,
 		Description: "Edit a file of your working folder: replace old_string, which must occur exactly once in the file, by new_string. Include enough surrounding text to make old_string unique.",
@@ -240,6 +240,9 @@ func (w *workspace) writeFile(args json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := notGit(rel, a.Path); err != nil {
+		return "", err
+	}
 	if dir := path.Dir(rel); dir != "." {
 		if err := w.root.MkdirAll(dir, 0o755); err != nil {
 			return "", pathErr(a.Path, err)
@@ -254,6 +257,20 @@ func (w *workspace) writeFile(args json.RawMessage) (string, error) {
 // write replaces the content of a regular file (made if missing) without
 // blocking on anything else.
 func (w *workspace) write(rel, shown string, b []byte, perm os.FileMode) error {
+	if err := notGit(rel, shown); err != nil {
+		return err
+	}
+	if dir := path.Dir(rel); dir != "." { // a folder that is a link into .git
+		d, err := w.root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+		if err != nil {
+			return pathErr(shown, err)
+		}
+		err = w.notGitReal(d, shown)
+		d.Close()
+		if err != nil {
+			return err
+		}
+	}
 	if fi, err := w.root.Lstat(rel); err == nil && !fi.Mode().IsRegular() && fi.Mode()&os.ModeSymlink == 0 {
 		return fmt.Errorf("%s is not a regular file: not written", shown)
 	}
@@ -269,6 +286,9 @@ func (w *workspace) write(rel, shown string, b []byte, perm os.FileMode) error {
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file: not written", shown)
 	}
+	if err := w.notGitReal(f, shown); err != nil { // a link into .git
+		return err
+	}
 	if err := f.Truncate(0); err != nil {
 		return pathErr(shown, err)
 	}
@@ -281,6 +301,37 @@ func (w *workspace) write(rel, shown string, b []byte, perm os.FileMode) error {
 	return nil
 }
 
+// git's own files (the .git folder, or the .git file of a worktree) are
+// not written by the workspace tools: git runs what its config and hooks
+// name (core.fsmonitor, core.hooksPath, post-merge…) when troupe or the
+// person runs git in this folder, so a write there would let an agent
+// without run_command run commands. A path through .git is refused as
+// written; a symbolic link (or a folder link) that leads into it is
+// refused once opened, from the opened file's real path
+// (/proc/self/fd; where that cannot be read, the written path alone is
+// checked).
+func notGit(rel, shown string) error {
+	for c := range strings.SplitSeq(rel, "/") {
+		if strings.EqualFold(c, ".git") {
+			return fmt.Errorf("%s is inside git's own files (.git): the workspace tools do not change them (git runs what its config and hooks name); change the project's files instead", shown)
+		}
+	}
+	return nil
+}
+
+// notGitReal applies notGit to the real path of an opened file or folder.
+func (w *workspace) notGitReal(f *os.File, shown string) error {
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil {
+		return nil // no /proc: the written path was checked
+	}
+	r, err := filepath.Rel(w.dir, real)
+	if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+		return fmt.Errorf("%s leads outside your working folder: not written", shown)
+	}
+	return notGit(filepath.ToSlash(r), shown)
+}
+
 type editArgs struct {
 	Path      string `json:"path"`
 	OldString string `json:"old_string"`
@@ -290,6 +341,11 @@ type editArgs struct {
 func (w *workspace) editFile(args json.RawMessage) (string, error) {
 	var a editArgs
 	if err := tool.DecodeArgs(args, &a, "path", "old_string"); err != nil {
+		return "", err
+	}
+	if rel, err := w.rel(a.Path); err != nil {
+		return "", err
+	} else if err := notGit(rel, a.Path); err != nil {
 		return "", err
 	}
 	b, fi, err := w.readAll(a.Path, maxFileRead)
