@@ -203,7 +203,7 @@ func (c *client) once(ctx context.Context, body []byte, sink stepSink) (step, er
 	case "text/event-stream", "":
 		return c.stream(resp.Body, sink)
 	}
-	return step{}, &errStream{fmt.Errorf("the server answered %s, not an event stream: is base_url the API's, up to /v1 (like http://127.0.0.1:8080/v1)?", mt)}
+	return step{}, &errStream{fmt.Errorf("the server answered %s, not an event stream: is base_url the API's, up to /v1 (like http://127.0.0.1:8080/v1)?", clipText(c.redact(mt), 100))}
 }
 
 // refusal reads a non-200 answer: the server's message, with the key
@@ -330,7 +330,7 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 		var ch chatChunk
 		if err := json.Unmarshal(data, &ch); err != nil {
 			s, _ := finish()
-			return s, &errStream{fmt.Errorf("a chunk that is not JSON: %.200s", data)}
+			return s, &errStream{fmt.Errorf("a chunk that is not JSON: %s", clipText(c.redact(string(data)), 200))}
 		}
 		if ch.Error != nil {
 			s, _ := finish()

@@ -363,6 +363,25 @@ func TestKeyNeverShown(t *testing.T) {
 			t.Errorf("event shows the key: %s", b)
 		}
 	}
+	// A stream whose chunk is not JSON and quotes the key (at the start
+	// and where the error's quote of the chunk is cut): redacted too, and
+	// no part of it shown.
+	garbage := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s %s%s\n\n", k, strings.Repeat("x", 190-len(k)), k)
+	}))
+	defer garbage.Close()
+	s2 := r.start(engine.StartSpec{Agent: r.agent(map[string]any{optBaseURL: garbage.URL + "/v1"})})
+	evs, end = turn(t, s2, "t2", "go")
+	if !strings.Contains(end.Error, "not JSON: [key redacted]") || strings.Contains(end.Error, testKey[:8]) {
+		t.Errorf("turn end %+v", end)
+	}
+	for _, ev := range evs {
+		if b, _ := json.Marshal(ev); strings.Contains(string(b), testKey[:8]) {
+			t.Errorf("event shows the key: %s", b)
+		}
+	}
 	// A missing variable is a start error naming it, not the key.
 	a.Options[optAPIKeyEnv] = "NO_SUCH_KEY_VAR"
 	if _, err := r.eng.Start(context.Background(), engine.StartSpec{Key: testKeyOf, Agent: a, Dir: r.dir}); err == nil || !strings.Contains(err.Error(), "NO_SUCH_KEY_VAR") {
