@@ -45,6 +45,8 @@ const (
 	maxListEntries  = 1000     // list_dir
 	maxSearchHits   = 200      // search_text, by default and at most
 	maxSearchFiles  = 20000    // files search_text looks at
+	maxSearchDirs   = 20000    // folders search_text opens
+	maxSearchDepth  = 64       // folders below its start search_text goes down
 	maxSearchFile   = 1 << 20  // a file search_text reads
 	maxSearchLine   = 300      // of a matching line shown
 	maxSearchTotal  = 64 << 20 // bytes search_text reads in all
@@ -55,7 +57,7 @@ const (
 // workspaceSpecs describe the workspace tools to the model.
 var workspaceSpecs = map[string]tool.Spec{
 	toolReadFile: {Name: toolReadFile,
-		Description: "Read a text file of your working folder. Optional start_line and end_line (1-based, inclusive) read a range. At most 64 KB is returned; the cut is stated.",
+		Description: "Read a text file of your working folder (a binary file is refused). Optional start_line and end_line (1-based, inclusive) read a range. At most 64 KB is returned; the cut is stated.",
 		Schema:      json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"path relative to your working folder"},"start_line":{"type":"integer","minimum":1},"end_line":{"type":"integer","minimum":1}},"required":["path"],"additionalProperties":false}`)},
 	toolWriteFile: {Name: toolWriteFile,
 		Description: "Write a file of your working folder (created with its folders if missing, replaced if present). Git's own files (.git) are not written.",
@@ -204,6 +206,9 @@ func (w *workspace) readFile(args json.RawMessage) (string, error) {
 	b, _, err := w.readAll(a.Path, maxFileRead)
 	if err != nil {
 		return "", err
+	}
+	if binary(b) {
+		return "", fmt.Errorf("%s is not a text file (a NUL byte in its first %d KB): read_file reads text; look at it with run_command (file, od -c | head) if you must", a.Path, binarySniff>>10)
 	}
 	if a.StartLine == 0 && a.EndLine == 0 {
 		return capOutput(string(b), "ask for a range with start_line and end_line"), nil
@@ -454,8 +459,8 @@ func (w *workspace) searchText(ctx context.Context, args json.RawMessage) (strin
 		return "", err
 	}
 	var b strings.Builder
-	hits, files, total := 0, 0, int64(0)
-	var stop string
+	hits, files, dirs, total := 0, 0, 0, int64(0)
+	var stop, deep string
 	walkErr := fs.WalkDir(w.root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == rel {
@@ -468,6 +473,18 @@ func (w *workspace) searchText(ctx context.Context, args json.RawMessage) (strin
 		}
 		if d.IsDir() {
 			if d.Name() == ".git" && p != rel {
+				return fs.SkipDir
+			}
+			if dirs++; dirs > maxSearchDirs {
+				stop = fmt.Sprintf("[cut: stopped after %d folders: search a sub-folder]", maxSearchDirs)
+				return fs.SkipAll
+			}
+			depth := strings.Count(p, "/") + 1 // folders below rel
+			if rel != "." {
+				depth -= strings.Count(rel, "/") + 1
+			}
+			if depth > maxSearchDepth {
+				deep = fmt.Sprintf("[folders more than %d levels down were not searched: search one of them]", maxSearchDepth)
 				return fs.SkipDir
 			}
 			return nil
@@ -492,7 +509,7 @@ func (w *workspace) searchText(ctx context.Context, args json.RawMessage) (strin
 			return fs.SkipAll
 		}
 		data, err := io.ReadAll(io.LimitReader(f, maxSearchFile))
-		if err != nil || bytes.IndexByte(data[:min(len(data), 8<<10)], 0) >= 0 {
+		if err != nil || binary(data) {
 			return nil // unreadable or binary
 		}
 		sc := bufio.NewScanner(bytes.NewReader(data))
@@ -516,14 +533,27 @@ func (w *workspace) searchText(ctx context.Context, args json.RawMessage) (strin
 		}
 		return "", pathErr(a.Path, walkErr)
 	}
+	for _, note := range []string{stop, deep} {
+		if note == "" {
+			continue
+		}
+		if hits == 0 {
+			b.WriteString("no match\n")
+			hits = -1 // said once
+		}
+		b.WriteString(note + "\n")
+	}
 	if hits == 0 {
 		return "no match", nil
 	}
-	if stop != "" {
-		b.WriteString(stop + "\n")
-	}
 	return capOutput(b.String(), "narrow the search"), nil
 }
+
+// binarySniff is how much of a file is looked at for a NUL byte, the
+// mark of a file that is not text (as git and grep judge).
+const binarySniff = 8 << 10
+
+func binary(b []byte) bool { return bytes.IndexByte(b[:min(len(b), binarySniff)], 0) >= 0 }
 
 // capOutput cuts a tool's result to maxToolOutput, stating the cut and
 // what to do.
