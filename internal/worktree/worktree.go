@@ -227,10 +227,29 @@ func (m *Manager) existing(k troupe.RuntimeKey, spec troupe.AgentSpec) (string, 
 		return "", fmt.Errorf("%s works in the project folder, not a worktree: set workspace = \"worktree\" in its [[agent]] table: %w", k.Agent, troupe.ErrInvalid)
 	}
 	path := m.Path(k)
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return "", fmt.Errorf("the worktree of %s, %s, is a symbolic link, not the folder troupe made: remove the link (troupe makes the worktree again at the agent's next start): %w", k.Agent, path, troupe.ErrConflict)
+	}
 	if _, err := os.Stat(filepath.Join(path, ".git")); err != nil {
 		return "", fmt.Errorf("%s has no worktree yet: it gets one when it starts (send it a message): %w", k.Agent, troupe.ErrNotFound)
 	}
 	return path, nil
+}
+
+// onBranch refuses to change a worktree whose HEAD is not the agent's
+// branch: Reset's reset --hard and clean, Merge's add and commit would act
+// on whatever that checkout is (a .git file pointed at the project's own
+// repository would have them reset or commit the person's branch).
+func onBranch(ctx context.Context, k troupe.RuntimeKey, path string) error {
+	want := "refs/heads/" + Branch(k.Agent)
+	head, err := git(ctx, path, nil, "symbolic-ref", "--quiet", "HEAD")
+	if head = strings.TrimSpace(head); err != nil || head != want {
+		if head == "" {
+			head = "a detached HEAD"
+		}
+		return fmt.Errorf("the worktree of %s is on %s, not %s: check out %s in %s first: %w", k.Agent, head, want, Branch(k.Agent), path, troupe.ErrConflict)
+	}
+	return nil
 }
 
 // forkPoint is the commit the agent's changes are counted from: where its
@@ -304,6 +323,9 @@ func (m *Manager) Merge(ctx context.Context, k troupe.RuntimeKey, spec troupe.Ag
 	defer m.lock(k)()
 	path, err := m.existing(k, spec)
 	if err != nil {
+		return MergeResult{}, err
+	}
+	if err := onBranch(ctx, k, path); err != nil {
 		return MergeResult{}, err
 	}
 	branch := Branch(k.Agent)
@@ -389,6 +411,9 @@ func (m *Manager) Reset(ctx context.Context, k troupe.RuntimeKey, spec troupe.Ag
 	defer m.lock(k)()
 	path, err := m.existing(k, spec)
 	if err != nil {
+		return err
+	}
+	if err := onBranch(ctx, k, path); err != nil {
 		return err
 	}
 	base, err := m.baseRef(ctx, spec, dir)
