@@ -296,6 +296,7 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 		args     strings.Builder
 	}
 	var calls []*partial
+	thought := 0 // bytes of reasoning streamed
 	finish := func() (step, error) {
 		st.text = text.String()
 		for i, p := range calls {
@@ -342,6 +343,12 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 		for _, choice := range ch.Choices {
 			d := choice.Delta
 			if t := d.ReasoningContent + d.Reasoning; t != "" {
+				// A model that reasons in a loop streams until its
+				// context is full, or forever: stopped at the bound.
+				if thought += len(t); thought > maxStepText {
+					s, _ := finish()
+					return s, &errStream{fmt.Errorf("the model's reasoning passed %d bytes without an answer: stopped reading (a model thinking in a loop? lower its max tokens or its temperature)", maxStepText)}
+				}
 				st.thinking = true
 				sink.thinking(t)
 			}
@@ -354,6 +361,14 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 				if out != "" {
 					text.WriteString(out)
 					sink.output(out)
+				}
+				if st.cut {
+					// Nothing more of it is kept: the rest is not
+					// read (a model repeating itself never ends).
+					if st.finish == "" {
+						st.finish = "length"
+					}
+					return finish()
 				}
 			}
 			for _, tc := range d.ToolCalls {

@@ -776,3 +776,34 @@ func TestGitFilesAreNotWritten(t *testing.T) {
 		t.Error("a hook was made")
 	}
 }
+
+// TestEndlessAnswerIsCut: a server that streams an answer, or reasoning,
+// without end (a model repeating itself) does not hold the turn: the text
+// is cut at maxStepText and the rest not read; reasoning past the same
+// bound ends the turn with an error saying why.
+func TestEndlessAnswerIsCut(t *testing.T) {
+	endless := func(field string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			chunk := []byte(`data: {"choices":[{"index":0,"delta":{"` + field + `":"` + strings.Repeat("again ", 2000) + `"}}]}` + "\n\n")
+			for r.Context().Err() == nil {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}))
+	}
+	r := newRig(t, nil)
+	text := endless("content")
+	defer text.Close()
+	s := r.start(engine.StartSpec{Agent: r.agent(map[string]any{optBaseURL: text.URL + "/v1"})})
+	if _, end := turn(t, s, "t1", "go"); end.Error != "" || !strings.Contains(end.Text, "[cut: the answer passed") || len(end.Text) > maxStepText+100 {
+		t.Errorf("endless text: error %q, %d bytes of text", end.Error, len(end.Text))
+	}
+	thinking := endless("reasoning_content")
+	defer thinking.Close()
+	s2 := r.start(engine.StartSpec{Agent: r.agent(map[string]any{optBaseURL: thinking.URL + "/v1"})})
+	if _, end := turn(t, s2, "t1", "go"); !strings.Contains(end.Error, "reasoning passed") {
+		t.Errorf("endless reasoning: %+v", end.Error)
+	}
+}
