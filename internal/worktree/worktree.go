@@ -99,8 +99,8 @@ func gitCode(ctx context.Context, dir string, env []string, args ...string) (str
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdout, stderr := &capBuffer{max: MaxGitOutput}, &capBuffer{max: maxGitStderr}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err := cmd.Run()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return "", -1, "", fmt.Errorf("run git %s: no answer within %v: look for a lock or a hook that hangs in the repository", strings.Join(args, " "), Timeout)
@@ -116,6 +116,38 @@ func gitCode(ctx context.Context, dir string, env []string, args ...string) (str
 		return "", -1, "", fmt.Errorf("run git: %w: install git", err)
 	}
 	return stdout.String(), 0, stderr.String(), nil
+}
+
+// MaxGitOutput bounds what one git command's output is kept of (a diff
+// of a huge file the agent made): past it the rest is counted, not kept,
+// and a last line says so.
+const MaxGitOutput = 16 << 20
+
+// maxGitStderr bounds what is kept of git's stderr (shown in errors).
+const maxGitStderr = 64 << 10
+
+// capBuffer keeps the first max bytes written and counts the rest; it
+// never fails a write (git goes on to its end).
+type capBuffer struct {
+	max int
+	buf bytes.Buffer
+	cut int64
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); room < len(p) {
+		c.cut += int64(len(p) - max(room, 0))
+		c.buf.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return c.buf.Write(p)
+}
+
+func (c *capBuffer) String() string {
+	if c.cut == 0 {
+		return c.buf.String()
+	}
+	return strings.ToValidUTF8(c.buf.String(), "") + fmt.Sprintf("\n[cut: %d bytes more of git's output not shown]\n", c.cut)
 }
 
 // dropEmpty keeps the last value of each variable and drops those left

@@ -135,3 +135,36 @@ func TestSwappedWorktreeIsNotTouched(t *testing.T) {
 		t.Errorf("Reset of the real worktree: %v", err)
 	}
 }
+
+// TestHugeDiffIsCut: the diff of a huge file the agent made is kept up to
+// MaxGitOutput, the cut stated, not read whole into the daemon.
+func TestHugeDiffIsCut(t *testing.T) {
+	repo := t.TempDir()
+	os.WriteFile(filepath.Join(repo, "README"), []byte("hi\n"), 0o644)
+	run(t, repo, "init", "-q", "-b", "main")
+	run(t, repo, "add", "-A")
+	run(t, repo, "commit", "-q", "-m", "start")
+	m := New(t.TempDir())
+	k := troupe.RuntimeKey{Project: "p1", Agent: "a"}
+	spec := troupe.AgentSpec{Name: "a", Workspace: Worktree}
+	ctx := context.Background()
+	wt, err := m.Dir(ctx, k, spec, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Repeat("log line of an agent that wrote too much\n", 1000)
+	f, _ := os.Create(filepath.Join(wt, "huge.log"))
+	for f.Write([]byte(line)); ; f.Write([]byte(line)) {
+		if fi, _ := f.Stat(); fi.Size() > MaxGitOutput+(4<<20) {
+			break
+		}
+	}
+	f.Close()
+	d, err := m.Diff(ctx, k, spec, repo, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d) > MaxGitOutput+200 || !strings.Contains(d, "+log line") || !strings.Contains(d[len(d)-200:], "bytes more of git's output not shown") {
+		t.Errorf("diff of %d bytes, ending %q", len(d), d[max(0, len(d)-200):])
+	}
+}
