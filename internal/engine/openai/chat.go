@@ -79,6 +79,11 @@ const (
 	maxCalls      = 64       // tool calls in one answer
 	maxErrBody    = 16 << 10 // an error body read
 	maxErrMessage = 512      // of which shown
+	// maxEmptyChunks bounds the chunks in a row that bring nothing (no
+	// text, reasoning or call): each counts as activity, so a server
+	// sending them without end would hold the turn past every watchdog.
+	// A heartbeat a second passes it after a day.
+	maxEmptyChunks = 100000
 )
 
 // step is one model answer, streamed.
@@ -297,6 +302,16 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 	}
 	var calls []*partial
 	thought := 0 // bytes of reasoning streamed
+	empty := 0   // chunks in a row that brought nothing
+	progress := func() int {
+		n := text.Len() + thought
+		for _, p := range calls {
+			if p != nil {
+				n += len(p.id) + len(p.name) + p.args.Len()
+			}
+		}
+		return n
+	}
 	finish := func() (step, error) {
 		st.text = text.String()
 		for i, p := range calls {
@@ -340,6 +355,7 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 		if ch.Usage != nil {
 			st.usage = &usage{prompt: ch.Usage.PromptTokens, completion: ch.Usage.CompletionTokens}
 		}
+		before := progress()
 		for _, choice := range ch.Choices {
 			d := choice.Delta
 			if t := d.ReasoningContent + d.Reasoning; t != "" {
@@ -399,6 +415,12 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 			if choice.FinishReason != nil && *choice.FinishReason != "" {
 				st.finish = *choice.FinishReason
 			}
+		}
+		if progress() > before {
+			empty = 0
+		} else if empty++; empty > maxEmptyChunks {
+			s, _ := finish()
+			return s, &errStream{fmt.Errorf("the server sent more than %d chunks in a row with nothing in them: stopped reading", maxEmptyChunks)}
 		}
 	}
 	return finish()

@@ -777,10 +777,11 @@ func TestGitFilesAreNotWritten(t *testing.T) {
 	}
 }
 
-// TestEndlessAnswerIsCut: a server that streams an answer, or reasoning,
-// without end (a model repeating itself) does not hold the turn: the text
-// is cut at maxStepText and the rest not read; reasoning past the same
-// bound ends the turn with an error saying why.
+// TestEndlessAnswerIsCut: a server that streams an answer, reasoning, or
+// chunks that bring nothing, without end (a model repeating itself, a
+// broken server) does not hold the turn: the text is cut at maxStepText
+// and the rest not read; reasoning past the same bound, or maxEmptyChunks
+// empty chunks in a row, end the turn with an error saying why.
 func TestEndlessAnswerIsCut(t *testing.T) {
 	endless := func(field string) *httptest.Server {
 		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -799,6 +800,21 @@ func TestEndlessAnswerIsCut(t *testing.T) {
 	s := r.start(engine.StartSpec{Agent: r.agent(map[string]any{optBaseURL: text.URL + "/v1"})})
 	if _, end := turn(t, s, "t1", "go"); end.Error != "" || !strings.Contains(end.Text, "[cut: the answer passed") || len(end.Text) > maxStepText+100 {
 		t.Errorf("endless text: error %q, %d bytes of text", end.Error, len(end.Text))
+	}
+	nothing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte(`data: {"choices":[{"index":0,"delta":{"content":"a start"}}]}` + "\n\n"))
+		chunk := []byte(strings.Repeat(`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}`+"\n\n", 100))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer nothing.Close()
+	s3 := r.start(engine.StartSpec{Agent: r.agent(map[string]any{optBaseURL: nothing.URL + "/v1"})})
+	if _, end := turn(t, s3, "t1", "go"); !strings.Contains(end.Error, "chunks in a row with nothing in them") || end.Text != "a start" {
+		t.Errorf("endless empty chunks: %+v", end)
 	}
 	thinking := endless("reasoning_content")
 	defer thinking.Close()
