@@ -120,3 +120,18 @@ func TestViewerStreamFiltered(t *testing.T) {
 		t.Errorf("title %q", s.Title)
 	}
 }
+
+// BenchmarkOutputFilter: the viewers' filter over a captured Claude Code
+// session's output (bytes/s in MB/s), one pass as the reader feeds it.
+func BenchmarkOutputFilter(b *testing.B) {
+	data, err := os.ReadFile("testdata/tui_mcp_flow.out.raw")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	buf := make([]byte, 0, len(data))
+	for b.Loop() {
+		var f outputFilter
+		buf = f.filter(buf[:0], data)
+	}
+}
