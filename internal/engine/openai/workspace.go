@@ -44,6 +44,7 @@ const (
 	maxWrite        = 8 << 20  // content write_file writes, a file edit_file makes
 	maxListEntries  = 1000     // list_dir
 	maxSearchHits   = 200      // search_text, by default and at most
+	maxPath         = 4096     // bytes of a path (PATH_MAX): write_file made 100,000 nested folders that os.RemoveAll then failed on
 	maxSearchFiles  = 20000    // files search_text looks at
 	maxSearchDirs   = 20000    // folders search_text opens
 	maxSearchDepth  = 64       // folders below its start search_text goes down
@@ -103,6 +104,9 @@ func (w *workspace) close() error { return w.root.Close() }
 func (w *workspace) rel(p string) (string, error) {
 	if strings.ContainsRune(p, 0) {
 		return "", errors.New("the path holds a NUL byte")
+	}
+	if len(p) > maxPath {
+		return "", fmt.Errorf("the path is %d bytes, more than %d: use a shorter one", len(p), maxPath)
 	}
 	if p == "" {
 		p = "."

@@ -74,3 +74,25 @@ func TestReadFileRefusesBinary(t *testing.T) {
 		t.Errorf("read_file text = %q, %v", out, err)
 	}
 }
+
+// TestLongPathRefused: a path past maxPath bytes is a tool error, before
+// anything is made (write_file once made 100,000 nested folders from one
+// call, a tree os.RemoveAll could not delete).
+func TestLongPathRefused(t *testing.T) {
+	dir := t.TempDir()
+	ws, err := openWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.close()
+	b, _ := json.Marshal(map[string]string{"path": strings.Repeat("a/", maxPath/2) + "f.txt", "content": "x"})
+	if out, err := ws.writeFile(b); err == nil || !strings.Contains(err.Error(), "more than 4096") {
+		t.Errorf("write_file of a long path = %q, %v", out, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a")); err == nil {
+		t.Error("folders were made")
+	}
+	if out, err := ws.readFile(json.RawMessage(`{"path":"` + strings.Repeat("x", maxPath+1) + `"}`)); err == nil {
+		t.Errorf("read_file of a long path = %q", out)
+	}
+}
