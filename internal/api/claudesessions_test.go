@@ -77,6 +77,10 @@ func TestClaudeSessionRoutes(t *testing.T) {
 	if a := f.post(t, "/api/claude-sessions/"+ccID+"/claim", `{"pid":0}`); a.StatusCode != 400 {
 		t.Errorf("claim without a pid: %d", a.StatusCode)
 	}
+	// A pid no process has is the caller's mistake (400), not the daemon's.
+	if a := f.post(t, "/api/claude-sessions/"+ccID+"/claim", `{"pid":2147483646}`); a.StatusCode != 400 {
+		t.Errorf("claim for a pid nobody has: %d", a.StatusCode)
+	}
 	a = f.post(t, "/api/claude-sessions/"+ccID+"/claim", fmt.Sprintf(`{"pid":%d}`, os.Getpid()))
 	var c api.ClaimResponse
 	if a.StatusCode != 200 || json.Unmarshal([]byte(a.Body), &c) != nil || c.Claim == "" || c.Session.Cwd != cwd {

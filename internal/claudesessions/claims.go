@@ -3,7 +3,9 @@ package claudesessions
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"sync"
@@ -72,6 +74,9 @@ func (c *Claims) holderLocked(id string) (Holder, bool) {
 func (c *Claims) take(id string, h Holder, check func() error) (string, error) {
 	if h.PID > 0 {
 		stat, err := c.reg.readStat(h.PID)
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errNoProcess) {
+			return "", fmt.Errorf("claim session %s: no process %d runs: %w: give the pid of the process that runs the resume", id, h.PID, troupe.ErrInvalid)
+		}
 		if err != nil {
 			return "", fmt.Errorf("claim session %s: process %d: %w", id, h.PID, err)
 		}

@@ -209,7 +209,10 @@ func runClaude(cmd *cobra.Command, g *globals, bin, dir string, args []string) e
 	c.Dir = dir
 	c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), g.stdout, cmd.ErrOrStderr()
 	c.Env = childEnv(os.Environ())
-	fmt.Fprintf(cmd.ErrOrStderr(), "troupe: running %s %s in %s\n", bin, strings.Join(args, " "), dir)
+	// The folder comes from the transcript: shown through errw, which
+	// neutralises escape sequences on a terminal (claude's own output
+	// is its TUI's and goes straight through).
+	fmt.Fprintf(g.errw, "troupe: running %s %s in %s\n", bin, strings.Join(args, " "), dir)
 	if err := c.Run(); err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {

@@ -150,3 +150,21 @@ func TestTaskRunTakesOneQuotedCommand(t *testing.T) {
 		t.Fatalf("task run make test: exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// TestResumeFolderNeutralised: the folder `troupe resume` and `fork`
+// announce comes from a transcript: on a terminal its escape sequences
+// are shown, not run (a clipboard write in a folder's name).
+func TestResumeFolderNeutralised(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "x\x1b]52;c;ZWNobyBwd25lZA==\x07y")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	root, g := newRoot(&out, &errb, true, true)
+	if err := runClaude(root, g, "true", dir, []string{"--resume", "id"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := errb.String(); strings.Contains(s, "\x1b") || !strings.Contains(s, "running true --resume id in") {
+		t.Errorf("stderr %q", s)
+	}
+}

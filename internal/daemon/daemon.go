@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/claudesessions"
 	"github.com/troupe-dev/troupe/internal/engine/openai"
@@ -167,6 +169,14 @@ func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Logger
 	if err := CheckAddr(ctx, cfg.Addr, cfg.AllowRemote, cfg.PublicName); err != nil {
 		return err
+	}
+	// The daemon's environment holds the model keys (api_key_env, the
+	// engines' variables) and agents run commands as the same user: made
+	// not dumpable, its /proc/<pid>/environ, mem and fd/ are closed to
+	// them (as ssh-agent does). Debuggers of the same user cannot attach
+	// either; its children are dumpable again once they exec.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		log.Warn("could not hide the daemon's environment from its agents (prctl PR_SET_DUMPABLE)", "err", err)
 	}
 	dir := statedir.Dir(cfg.StateDir)
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {

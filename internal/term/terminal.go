@@ -72,6 +72,8 @@ type Terminal struct {
 
 	mu       sync.Mutex // guards viewers, personAt; held while output is fed and fanned out
 	viewers  map[*Viewer]struct{}
+	filt     outputFilter  // the viewers' stream (sanitize.go)
+	fbuf     []byte        // filt's output while nobody is attached, reused
 	personAt time.Time     // the last keystroke of an attached person
 	changed  chan struct{} // closed at the next output, then replaced
 }
@@ -195,10 +197,17 @@ func (t *Terminal) feed(b []byte) {
 	t.emu.Write(b)
 	close(t.changed)
 	t.changed = make(chan struct{})
+	// The viewers get the output less the sequences that act on the
+	// person's machine (sanitize.go); the filter follows the stream
+	// whether or not anyone is attached.
 	if len(t.viewers) == 0 {
+		t.fbuf = t.filt.filter(t.fbuf[:0], b)
 		return
 	}
-	c := append([]byte(nil), b...)
+	c := t.filt.filter(make([]byte, 0, len(b)), b)
+	if len(c) == 0 {
+		return
+	}
 	for v := range t.viewers {
 		select {
 		case v.out <- c:

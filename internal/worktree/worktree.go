@@ -99,8 +99,8 @@ func gitCode(ctx context.Context, dir string, env []string, args ...string) (str
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdout, stderr := &capBuffer{max: MaxGitOutput}, &capBuffer{max: maxGitStderr}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err := cmd.Run()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return "", -1, "", fmt.Errorf("run git %s: no answer within %v: look for a lock or a hook that hangs in the repository", strings.Join(args, " "), Timeout)
@@ -116,6 +116,38 @@ func gitCode(ctx context.Context, dir string, env []string, args ...string) (str
 		return "", -1, "", fmt.Errorf("run git: %w: install git", err)
 	}
 	return stdout.String(), 0, stderr.String(), nil
+}
+
+// MaxGitOutput bounds what one git command's output is kept of (a diff
+// of a huge file the agent made): past it the rest is counted, not kept,
+// and a last line says so.
+const MaxGitOutput = 16 << 20
+
+// maxGitStderr bounds what is kept of git's stderr (shown in errors).
+const maxGitStderr = 64 << 10
+
+// capBuffer keeps the first max bytes written and counts the rest; it
+// never fails a write (git goes on to its end).
+type capBuffer struct {
+	max int
+	buf bytes.Buffer
+	cut int64
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	if room := c.max - c.buf.Len(); room < len(p) {
+		c.cut += int64(len(p) - max(room, 0))
+		c.buf.Write(p[:max(room, 0)])
+		return len(p), nil
+	}
+	return c.buf.Write(p)
+}
+
+func (c *capBuffer) String() string {
+	if c.cut == 0 {
+		return c.buf.String()
+	}
+	return strings.ToValidUTF8(c.buf.String(), "") + fmt.Sprintf("\n[cut: %d bytes more of git's output not shown]\n", c.cut)
 }
 
 // dropEmpty keeps the last value of each variable and drops those left
@@ -227,10 +259,29 @@ func (m *Manager) existing(k troupe.RuntimeKey, spec troupe.AgentSpec) (string, 
 		return "", fmt.Errorf("%s works in the project folder, not a worktree: set workspace = \"worktree\" in its [[agent]] table: %w", k.Agent, troupe.ErrInvalid)
 	}
 	path := m.Path(k)
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return "", fmt.Errorf("the worktree of %s, %s, is a symbolic link, not the folder troupe made: remove the link (troupe makes the worktree again at the agent's next start): %w", k.Agent, path, troupe.ErrConflict)
+	}
 	if _, err := os.Stat(filepath.Join(path, ".git")); err != nil {
 		return "", fmt.Errorf("%s has no worktree yet: it gets one when it starts (send it a message): %w", k.Agent, troupe.ErrNotFound)
 	}
 	return path, nil
+}
+
+// onBranch refuses to change a worktree whose HEAD is not the agent's
+// branch: Reset's reset --hard and clean, Merge's add and commit would act
+// on whatever that checkout is (a .git file pointed at the project's own
+// repository would have them reset or commit the person's branch).
+func onBranch(ctx context.Context, k troupe.RuntimeKey, path string) error {
+	want := "refs/heads/" + Branch(k.Agent)
+	head, err := git(ctx, path, nil, "symbolic-ref", "--quiet", "HEAD")
+	if head = strings.TrimSpace(head); err != nil || head != want {
+		if head == "" {
+			head = "a detached HEAD"
+		}
+		return fmt.Errorf("the worktree of %s is on %s, not %s: check out %s in %s first: %w", k.Agent, head, want, Branch(k.Agent), path, troupe.ErrConflict)
+	}
+	return nil
 }
 
 // forkPoint is the commit the agent's changes are counted from: where its
@@ -304,6 +355,9 @@ func (m *Manager) Merge(ctx context.Context, k troupe.RuntimeKey, spec troupe.Ag
 	defer m.lock(k)()
 	path, err := m.existing(k, spec)
 	if err != nil {
+		return MergeResult{}, err
+	}
+	if err := onBranch(ctx, k, path); err != nil {
 		return MergeResult{}, err
 	}
 	branch := Branch(k.Agent)
@@ -389,6 +443,9 @@ func (m *Manager) Reset(ctx context.Context, k troupe.RuntimeKey, spec troupe.Ag
 	defer m.lock(k)()
 	path, err := m.existing(k, spec)
 	if err != nil {
+		return err
+	}
+	if err := onBranch(ctx, k, path); err != nil {
 		return err
 	}
 	base, err := m.baseRef(ctx, spec, dir)

@@ -76,3 +76,95 @@ func TestDiffAndMergeKeepTheDirtyTree(t *testing.T) {
 		t.Fatalf("Diff of an agent without a worktree: %v", err)
 	}
 }
+
+// TestSwappedWorktreeIsNotTouched: a worktree folder replaced by a link
+// to the project, or whose .git file was pointed at the project's own
+// repository, is refused by Reset and Merge (reset --hard and clean -fd,
+// add and commit would otherwise act on the person's checkout); the
+// project's files, untracked ones included, and its branch stay.
+func TestSwappedWorktreeIsNotTouched(t *testing.T) {
+	repo := t.TempDir()
+	os.WriteFile(filepath.Join(repo, "README"), []byte("hi\n"), 0o644)
+	run(t, repo, "init", "-q", "-b", "main")
+	run(t, repo, "add", "-A")
+	run(t, repo, "commit", "-q", "-m", "start")
+	m := New(t.TempDir())
+	k := troupe.RuntimeKey{Project: "p1", Agent: "a"}
+	spec := troupe.AgentSpec{Name: "a", Workspace: Worktree}
+	ctx := context.Background()
+	wt, err := m.Dir(ctx, k, spec, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(repo, "README"), []byte("person's edit\n"), 0o644)
+	os.WriteFile(filepath.Join(repo, "untracked.txt"), []byte("keep me\n"), 0o644)
+	run(t, repo, "commit", "-q", "-am", "person's commit")
+	os.WriteFile(filepath.Join(repo, "README"), []byte("person's uncommitted edit\n"), 0o644)
+	head := run(t, repo, "rev-parse", "HEAD")
+	check := func(how string) {
+		t.Helper()
+		if err := m.Reset(ctx, k, spec, repo); !errors.Is(err, troupe.ErrConflict) {
+			t.Errorf("%s: Reset = %v, want a conflict", how, err)
+		}
+		if _, err := m.Merge(ctx, k, spec, repo); !errors.Is(err, troupe.ErrConflict) {
+			t.Errorf("%s: Merge = %v, want a conflict", how, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(repo, "untracked.txt")); string(b) != "keep me\n" {
+			t.Errorf("%s: the project's untracked file is gone", how)
+		}
+		if b, _ := os.ReadFile(filepath.Join(repo, "README")); string(b) != "person's uncommitted edit\n" {
+			t.Errorf("%s: the project's edit is gone: %q", how, b)
+		}
+		if got := run(t, repo, "rev-parse", "refs/heads/main"); got != head {
+			t.Errorf("%s: main moved from %s to %s", how, head, got)
+		}
+	}
+	// The .git file pointed at the project's repository.
+	gitFile := filepath.Join(wt, ".git")
+	saved, _ := os.ReadFile(gitFile)
+	os.WriteFile(gitFile, []byte("gitdir: "+filepath.Join(repo, ".git")+"\n"), 0o644)
+	check(".git file swapped")
+	os.WriteFile(gitFile, saved, 0o644)
+	// The folder replaced by a link to the project.
+	os.Rename(wt, wt+".moved")
+	os.Symlink(repo, wt)
+	check("folder linked")
+	os.Remove(wt)
+	os.Rename(wt+".moved", wt)
+	if err := m.Reset(ctx, k, spec, repo); err != nil {
+		t.Errorf("Reset of the real worktree: %v", err)
+	}
+}
+
+// TestHugeDiffIsCut: the diff of a huge file the agent made is kept up to
+// MaxGitOutput, the cut stated, not read whole into the daemon.
+func TestHugeDiffIsCut(t *testing.T) {
+	repo := t.TempDir()
+	os.WriteFile(filepath.Join(repo, "README"), []byte("hi\n"), 0o644)
+	run(t, repo, "init", "-q", "-b", "main")
+	run(t, repo, "add", "-A")
+	run(t, repo, "commit", "-q", "-m", "start")
+	m := New(t.TempDir())
+	k := troupe.RuntimeKey{Project: "p1", Agent: "a"}
+	spec := troupe.AgentSpec{Name: "a", Workspace: Worktree}
+	ctx := context.Background()
+	wt, err := m.Dir(ctx, k, spec, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Repeat("log line of an agent that wrote too much\n", 1000)
+	f, _ := os.Create(filepath.Join(wt, "huge.log"))
+	for f.Write([]byte(line)); ; f.Write([]byte(line)) {
+		if fi, _ := f.Stat(); fi.Size() > MaxGitOutput+(4<<20) {
+			break
+		}
+	}
+	f.Close()
+	d, err := m.Diff(ctx, k, spec, repo, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d) > MaxGitOutput+200 || !strings.Contains(d, "+log line") || !strings.Contains(d[len(d)-200:], "bytes more of git's output not shown") {
+		t.Errorf("diff of %d bytes, ending %q", len(d), d[max(0, len(d)-200):])
+	}
+}

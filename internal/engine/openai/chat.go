@@ -79,6 +79,11 @@ const (
 	maxCalls      = 64       // tool calls in one answer
 	maxErrBody    = 16 << 10 // an error body read
 	maxErrMessage = 512      // of which shown
+	// maxEmptyChunks bounds the chunks in a row that bring nothing (no
+	// text, reasoning or call): each counts as activity, so a server
+	// sending them without end would hold the turn past every watchdog.
+	// A heartbeat a second passes it after a day.
+	maxEmptyChunks = 100000
 )
 
 // step is one model answer, streamed.
@@ -203,7 +208,7 @@ func (c *client) once(ctx context.Context, body []byte, sink stepSink) (step, er
 	case "text/event-stream", "":
 		return c.stream(resp.Body, sink)
 	}
-	return step{}, &errStream{fmt.Errorf("the server answered %s, not an event stream: is base_url the API's, up to /v1 (like http://127.0.0.1:8080/v1)?", mt)}
+	return step{}, &errStream{fmt.Errorf("the server answered %s, not an event stream: is base_url the API's, up to /v1 (like http://127.0.0.1:8080/v1)?", clipText(c.redact(mt), 100))}
 }
 
 // refusal reads a non-200 answer: the server's message, with the key
@@ -296,6 +301,17 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 		args     strings.Builder
 	}
 	var calls []*partial
+	thought := 0 // bytes of reasoning streamed
+	empty := 0   // chunks in a row that brought nothing
+	progress := func() int {
+		n := text.Len() + thought
+		for _, p := range calls {
+			if p != nil {
+				n += len(p.id) + len(p.name) + p.args.Len()
+			}
+		}
+		return n
+	}
 	finish := func() (step, error) {
 		st.text = text.String()
 		for i, p := range calls {
@@ -330,7 +346,7 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 		var ch chatChunk
 		if err := json.Unmarshal(data, &ch); err != nil {
 			s, _ := finish()
-			return s, &errStream{fmt.Errorf("a chunk that is not JSON: %.200s", data)}
+			return s, &errStream{fmt.Errorf("a chunk that is not JSON: %s", clipText(c.redact(string(data)), 200))}
 		}
 		if ch.Error != nil {
 			s, _ := finish()
@@ -339,9 +355,16 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 		if ch.Usage != nil {
 			st.usage = &usage{prompt: ch.Usage.PromptTokens, completion: ch.Usage.CompletionTokens}
 		}
+		before := progress()
 		for _, choice := range ch.Choices {
 			d := choice.Delta
 			if t := d.ReasoningContent + d.Reasoning; t != "" {
+				// A model that reasons in a loop streams until its
+				// context is full, or forever: stopped at the bound.
+				if thought += len(t); thought > maxStepText {
+					s, _ := finish()
+					return s, &errStream{fmt.Errorf("the model's reasoning passed %d bytes without an answer: stopped reading (a model thinking in a loop? lower its max tokens or its temperature)", maxStepText)}
+				}
 				st.thinking = true
 				sink.thinking(t)
 			}
@@ -354,6 +377,14 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 				if out != "" {
 					text.WriteString(out)
 					sink.output(out)
+				}
+				if st.cut {
+					// Nothing more of it is kept: the rest is not
+					// read (a model repeating itself never ends).
+					if st.finish == "" {
+						st.finish = "length"
+					}
+					return finish()
 				}
 			}
 			for _, tc := range d.ToolCalls {
@@ -384,6 +415,12 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 			if choice.FinishReason != nil && *choice.FinishReason != "" {
 				st.finish = *choice.FinishReason
 			}
+		}
+		if progress() > before {
+			empty = 0
+		} else if empty++; empty > maxEmptyChunks {
+			s, _ := finish()
+			return s, &errStream{fmt.Errorf("the server sent more than %d chunks in a row with nothing in them: stopped reading", maxEmptyChunks)}
 		}
 	}
 	return finish()

@@ -363,6 +363,25 @@ func TestKeyNeverShown(t *testing.T) {
 			t.Errorf("event shows the key: %s", b)
 		}
 	}
+	// A stream whose chunk is not JSON and quotes the key (at the start
+	// and where the error's quote of the chunk is cut): redacted too, and
+	// no part of it shown.
+	garbage := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: %s %s%s\n\n", k, strings.Repeat("x", 190-len(k)), k)
+	}))
+	defer garbage.Close()
+	s2 := r.start(engine.StartSpec{Agent: r.agent(map[string]any{optBaseURL: garbage.URL + "/v1"})})
+	evs, end = turn(t, s2, "t2", "go")
+	if !strings.Contains(end.Error, "not JSON: [key redacted]") || strings.Contains(end.Error, testKey[:8]) {
+		t.Errorf("turn end %+v", end)
+	}
+	for _, ev := range evs {
+		if b, _ := json.Marshal(ev); strings.Contains(string(b), testKey[:8]) {
+			t.Errorf("event shows the key: %s", b)
+		}
+	}
 	// A missing variable is a start error naming it, not the key.
 	a.Options[optAPIKeyEnv] = "NO_SUCH_KEY_VAR"
 	if _, err := r.eng.Start(context.Background(), engine.StartSpec{Key: testKeyOf, Agent: a, Dir: r.dir}); err == nil || !strings.Contains(err.Error(), "NO_SUCH_KEY_VAR") {
@@ -699,5 +718,108 @@ func TestBudgetLearnsTheServersCount(t *testing.T) {
 	}
 	if notices == 0 {
 		t.Error("no turn was dropped")
+	}
+}
+
+// TestGitFilesAreNotWritten: write_file and edit_file refuse git's own
+// files (.git/config, a hook, a worktree's .git file), written directly
+// or through a symbolic link (of the file or of a folder) into .git: git
+// runs what they name, so an agent without run_command could run commands
+// through them. Reading them is allowed.
+func TestGitFilesAreNotWritten(t *testing.T) {
+	r := newRig(t, nil)
+	gitDir := filepath.Join(r.dir, ".git")
+	os.MkdirAll(filepath.Join(gitDir, "hooks"), 0o755)
+	os.WriteFile(filepath.Join(gitDir, "config"), []byte("[core]\n\tbare = false\n"), 0o644)
+	os.MkdirAll(filepath.Join(r.dir, "sub"), 0o755)
+	os.WriteFile(filepath.Join(r.dir, "sub", ".git"), []byte("gitdir: /elsewhere\n"), 0o644)
+	os.Symlink(".git/config", filepath.Join(r.dir, "cfg"))
+	os.Symlink(".git/hooks", filepath.Join(r.dir, "h"))
+	calls := []fakemodel.ToolCall{
+		call("write_file", `{"path":".git/config","content":"[core]\n\tfsmonitor = touch pwned\n"}`),
+		call("write_file", `{"path":".git/hooks/post-merge","content":"#!/bin/sh\ntouch pwned\n"}`),
+		call("write_file", `{"path":"./.GIT/config","content":"x"}`),
+		call("edit_file", `{"path":".git/config","old_string":"bare = false","new_string":"fsmonitor = touch pwned"}`),
+		call("write_file", `{"path":"sub/.git","content":"gitdir: ../evil\n"}`),
+		call("write_file", `{"path":"cfg","content":"[core]\n\tfsmonitor = touch pwned\n"}`),
+		call("edit_file", `{"path":"cfg","old_string":"bare = false","new_string":"fsmonitor = touch pwned"}`),
+		call("write_file", `{"path":"h/post-merge","content":"#!/bin/sh\ntouch pwned\n"}`),
+		call("write_file", `{"path":"`+filepath.Join(r.dir, ".git", "config")+`","content":"x"}`),
+	}
+	r.model.Push(fakemodel.Reply{Calls: append(calls, call("read_file", `{"path":".git/config"}`))}, fakemodel.Reply{Text: "done"})
+	a := r.agent(nil)
+	a.PermissionMode = modeBypass
+	s := r.start(engine.StartSpec{Agent: a})
+	evs, end := turn(t, s, "t1", "go")
+	if end.Error != "" {
+		t.Fatalf("turn end %+v", end)
+	}
+	res := results(evs)
+	if len(res) != len(calls)+1 {
+		t.Fatalf("%d results for %d calls", len(res), len(calls)+1)
+	}
+	for i, u := range res[:len(calls)] {
+		if !u.IsError || !strings.Contains(u.Output, "git's own files") {
+			t.Errorf("call %d %s: %+v, want a refusal naming git's own files", i, calls[i].Args, u)
+		}
+	}
+	if last := res[len(calls)]; last.IsError || !strings.Contains(last.Output, "bare = false") {
+		t.Errorf("reading .git/config: %+v", last)
+	}
+	if b, _ := os.ReadFile(filepath.Join(gitDir, "config")); string(b) != "[core]\n\tbare = false\n" {
+		t.Errorf(".git/config changed: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(r.dir, "sub", ".git")); string(b) != "gitdir: /elsewhere\n" {
+		t.Errorf("sub/.git changed: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(gitDir, "hooks", "post-merge")); err == nil {
+		t.Error("a hook was made")
+	}
+}
+
+// TestEndlessAnswerIsCut: a server that streams an answer, reasoning, or
+// chunks that bring nothing, without end (a model repeating itself, a
+// broken server) does not hold the turn: the text is cut at maxStepText
+// and the rest not read; reasoning past the same bound, or maxEmptyChunks
+// empty chunks in a row, end the turn with an error saying why.
+func TestEndlessAnswerIsCut(t *testing.T) {
+	endless := func(field string) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			chunk := []byte(`data: {"choices":[{"index":0,"delta":{"` + field + `":"` + strings.Repeat("again ", 2000) + `"}}]}` + "\n\n")
+			for r.Context().Err() == nil {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		}))
+	}
+	r := newRig(t, nil)
+	text := endless("content")
+	defer text.Close()
+	s := r.start(engine.StartSpec{Agent: r.agent(map[string]any{optBaseURL: text.URL + "/v1"})})
+	if _, end := turn(t, s, "t1", "go"); end.Error != "" || !strings.Contains(end.Text, "[cut: the answer passed") || len(end.Text) > maxStepText+100 {
+		t.Errorf("endless text: error %q, %d bytes of text", end.Error, len(end.Text))
+	}
+	nothing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Write([]byte(`data: {"choices":[{"index":0,"delta":{"content":"a start"}}]}` + "\n\n"))
+		chunk := []byte(strings.Repeat(`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}`+"\n\n", 100))
+		for r.Context().Err() == nil {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer nothing.Close()
+	s3 := r.start(engine.StartSpec{Agent: r.agent(map[string]any{optBaseURL: nothing.URL + "/v1"})})
+	if _, end := turn(t, s3, "t1", "go"); !strings.Contains(end.Error, "chunks in a row with nothing in them") || end.Text != "a start" {
+		t.Errorf("endless empty chunks: %+v", end)
+	}
+	thinking := endless("reasoning_content")
+	defer thinking.Close()
+	s2 := r.start(engine.StartSpec{Agent: r.agent(map[string]any{optBaseURL: thinking.URL + "/v1"})})
+	if _, end := turn(t, s2, "t1", "go"); !strings.Contains(end.Error, "reasoning passed") {
+		t.Errorf("endless reasoning: %+v", end.Error)
 	}
 }

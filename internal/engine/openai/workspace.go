@@ -44,7 +44,10 @@ const (
 	maxWrite        = 8 << 20  // content write_file writes, a file edit_file makes
 	maxListEntries  = 1000     // list_dir
 	maxSearchHits   = 200      // search_text, by default and at most
+	maxPath         = 4096     // bytes of a path (PATH_MAX): write_file made 100,000 nested folders that os.RemoveAll then failed on
 	maxSearchFiles  = 20000    // files search_text looks at
+	maxSearchDirs   = 20000    // folders search_text opens
+	maxSearchDepth  = 64       // folders below its start search_text goes down
 	maxSearchFile   = 1 << 20  // a file search_text reads
 	maxSearchLine   = 300      // of a matching line shown
 	maxSearchTotal  = 64 << 20 // bytes search_text reads in all
@@ -55,10 +58,10 @@ const (
 // workspaceSpecs describe the workspace tools to the model.
 var workspaceSpecs = map[string]tool.Spec{
 	toolReadFile: {Name: toolReadFile,
-		Description: "Read a text file of your working folder. Optional start_line and end_line (1-based, inclusive) read a range. At most 64 KB is returned; the cut is stated.",
+		Description: "Read a text file of your working folder (a binary file is refused). Optional start_line and end_line (1-based, inclusive) read a range. At most 64 KB is returned; the cut is stated.",
 		Schema:      json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"path relative to your working folder"},"start_line":{"type":"integer","minimum":1},"end_line":{"type":"integer","minimum":1}},"required":["path"],"additionalProperties":false}`)},
 	toolWriteFile: {Name: toolWriteFile,
-		Description: "Write a file of your working folder (created with its folders if missing, replaced if present).",
+		Description: "Write a file of your working folder (created with its folders if missing, replaced if present). Git's own files (.git) are not written.",
 		Schema:      json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}},"required":["path","content"],"additionalProperties":false}`)},
 	toolEditFile: {Name: toolEditFile,
 		Description: "Edit a file of your working folder: replace old_string, which must occur exactly once in the file, by new_string. Include enough surrounding text to make old_string unique.",
@@ -101,6 +104,9 @@ func (w *workspace) close() error { return w.root.Close() }
 func (w *workspace) rel(p string) (string, error) {
 	if strings.ContainsRune(p, 0) {
 		return "", errors.New("the path holds a NUL byte")
+	}
+	if len(p) > maxPath {
+		return "", fmt.Errorf("the path is %d bytes, more than %d: use a shorter one", len(p), maxPath)
 	}
 	if p == "" {
 		p = "."
@@ -205,6 +211,9 @@ func (w *workspace) readFile(args json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if binary(b) {
+		return "", fmt.Errorf("%s is not a text file (a NUL byte in its first %d KB): read_file reads text; look at it with run_command (file, od -c | head) if you must", a.Path, binarySniff>>10)
+	}
 	if a.StartLine == 0 && a.EndLine == 0 {
 		return capOutput(string(b), "ask for a range with start_line and end_line"), nil
 	}
@@ -240,6 +249,9 @@ func (w *workspace) writeFile(args json.RawMessage) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := notGit(rel, a.Path); err != nil {
+		return "", err
+	}
 	if dir := path.Dir(rel); dir != "." {
 		if err := w.root.MkdirAll(dir, 0o755); err != nil {
 			return "", pathErr(a.Path, err)
@@ -254,6 +266,20 @@ func (w *workspace) writeFile(args json.RawMessage) (string, error) {
 // write replaces the content of a regular file (made if missing) without
 // blocking on anything else.
 func (w *workspace) write(rel, shown string, b []byte, perm os.FileMode) error {
+	if err := notGit(rel, shown); err != nil {
+		return err
+	}
+	if dir := path.Dir(rel); dir != "." { // a folder that is a link into .git
+		d, err := w.root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+		if err != nil {
+			return pathErr(shown, err)
+		}
+		err = w.notGitReal(d, shown)
+		d.Close()
+		if err != nil {
+			return err
+		}
+	}
 	if fi, err := w.root.Lstat(rel); err == nil && !fi.Mode().IsRegular() && fi.Mode()&os.ModeSymlink == 0 {
 		return fmt.Errorf("%s is not a regular file: not written", shown)
 	}
@@ -269,6 +295,9 @@ func (w *workspace) write(rel, shown string, b []byte, perm os.FileMode) error {
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file: not written", shown)
 	}
+	if err := w.notGitReal(f, shown); err != nil { // a link into .git
+		return err
+	}
 	if err := f.Truncate(0); err != nil {
 		return pathErr(shown, err)
 	}
@@ -281,6 +310,37 @@ func (w *workspace) write(rel, shown string, b []byte, perm os.FileMode) error {
 	return nil
 }
 
+// git's own files (the .git folder, or the .git file of a worktree) are
+// not written by the workspace tools: git runs what its config and hooks
+// name (core.fsmonitor, core.hooksPath, post-merge…) when troupe or the
+// person runs git in this folder, so a write there would let an agent
+// without run_command run commands. A path through .git is refused as
+// written; a symbolic link (or a folder link) that leads into it is
+// refused once opened, from the opened file's real path
+// (/proc/self/fd; where that cannot be read, the written path alone is
+// checked).
+func notGit(rel, shown string) error {
+	for c := range strings.SplitSeq(rel, "/") {
+		if strings.EqualFold(c, ".git") {
+			return fmt.Errorf("%s is inside git's own files (.git): the workspace tools do not change them (git runs what its config and hooks name); change the project's files instead", shown)
+		}
+	}
+	return nil
+}
+
+// notGitReal applies notGit to the real path of an opened file or folder.
+func (w *workspace) notGitReal(f *os.File, shown string) error {
+	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	if err != nil {
+		return nil // no /proc: the written path was checked
+	}
+	r, err := filepath.Rel(w.dir, real)
+	if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+		return fmt.Errorf("%s leads outside your working folder: not written", shown)
+	}
+	return notGit(filepath.ToSlash(r), shown)
+}
+
 type editArgs struct {
 	Path      string `json:"path"`
 	OldString string `json:"old_string"`
@@ -290,6 +350,11 @@ type editArgs struct {
 func (w *workspace) editFile(args json.RawMessage) (string, error) {
 	var a editArgs
 	if err := tool.DecodeArgs(args, &a, "path", "old_string"); err != nil {
+		return "", err
+	}
+	if rel, err := w.rel(a.Path); err != nil {
+		return "", err
+	} else if err := notGit(rel, a.Path); err != nil {
 		return "", err
 	}
 	b, fi, err := w.readAll(a.Path, maxFileRead)
@@ -398,8 +463,8 @@ func (w *workspace) searchText(ctx context.Context, args json.RawMessage) (strin
 		return "", err
 	}
 	var b strings.Builder
-	hits, files, total := 0, 0, int64(0)
-	var stop string
+	hits, files, dirs, total := 0, 0, 0, int64(0)
+	var stop, deep string
 	walkErr := fs.WalkDir(w.root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == rel {
@@ -412,6 +477,18 @@ func (w *workspace) searchText(ctx context.Context, args json.RawMessage) (strin
 		}
 		if d.IsDir() {
 			if d.Name() == ".git" && p != rel {
+				return fs.SkipDir
+			}
+			if dirs++; dirs > maxSearchDirs {
+				stop = fmt.Sprintf("[cut: stopped after %d folders: search a sub-folder]", maxSearchDirs)
+				return fs.SkipAll
+			}
+			depth := strings.Count(p, "/") + 1 // folders below rel
+			if rel != "." {
+				depth -= strings.Count(rel, "/") + 1
+			}
+			if depth > maxSearchDepth {
+				deep = fmt.Sprintf("[folders more than %d levels down were not searched: search one of them]", maxSearchDepth)
 				return fs.SkipDir
 			}
 			return nil
@@ -436,7 +513,7 @@ func (w *workspace) searchText(ctx context.Context, args json.RawMessage) (strin
 			return fs.SkipAll
 		}
 		data, err := io.ReadAll(io.LimitReader(f, maxSearchFile))
-		if err != nil || bytes.IndexByte(data[:min(len(data), 8<<10)], 0) >= 0 {
+		if err != nil || binary(data) {
 			return nil // unreadable or binary
 		}
 		sc := bufio.NewScanner(bytes.NewReader(data))
@@ -460,14 +537,27 @@ func (w *workspace) searchText(ctx context.Context, args json.RawMessage) (strin
 		}
 		return "", pathErr(a.Path, walkErr)
 	}
+	for _, note := range []string{stop, deep} {
+		if note == "" {
+			continue
+		}
+		if hits == 0 {
+			b.WriteString("no match\n")
+			hits = -1 // said once
+		}
+		b.WriteString(note + "\n")
+	}
 	if hits == 0 {
 		return "no match", nil
 	}
-	if stop != "" {
-		b.WriteString(stop + "\n")
-	}
 	return capOutput(b.String(), "narrow the search"), nil
 }
+
+// binarySniff is how much of a file is looked at for a NUL byte, the
+// mark of a file that is not text (as git and grep judge).
+const binarySniff = 8 << 10
+
+func binary(b []byte) bool { return bytes.IndexByte(b[:min(len(b), binarySniff)], 0) >= 0 }
 
 // capOutput cuts a tool's result to maxToolOutput, stating the cut and
 // what to do.
