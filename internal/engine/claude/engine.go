@@ -107,13 +107,22 @@ type launch struct {
 // argv is the CLI's command line for a new session (resume false: id is
 // minted) or the continuation of an earlier one.
 func (l *launch) argv(id string, resume bool) []string {
-	argv := []string{l.command}
-	argv = append(argv, l.agent.Args...)
+	argv := append([]string{l.command}, l.agent.Args...)
 	argv = append(argv, "-p",
 		"--input-format", "stream-json",
 		"--output-format", "stream-json",
 		"--verbose",
 		"--include-partial-messages")
+	// --allowedTools is variadic: its values (one argument each) run up
+	// to the next flag, so a flag follows them.
+	argv = l.sessionArgs(argv, id, resume)
+	return append(argv, "--permission-prompt-tool", "stdio")
+}
+
+// sessionArgs appends what both modes give the CLI: the conversation (id
+// minted, or resumed), the model, the permission mode, the instructions,
+// troupe's MCP server and, last, the variadic --allowedTools.
+func (l *launch) sessionArgs(argv []string, id string, resume bool) []string {
 	if resume {
 		argv = append(argv, "--resume", id)
 	} else {
@@ -131,11 +140,8 @@ func (l *launch) argv(id string, resume bool) []string {
 	if l.mcpFile != "" {
 		argv = append(argv, "--mcp-config", l.mcpFile)
 	}
-	// --allowedTools is variadic: its values (one argument each) run up
-	// to the next flag, so a flag follows them.
 	argv = append(argv, "--allowedTools", "mcp__"+MCPServerName)
-	argv = append(argv, l.agent.AllowedTools...)
-	return append(argv, "--permission-prompt-tool", "stdio")
+	return append(argv, l.agent.AllowedTools...)
 }
 
 // Start starts the agent's CLI in spec.Dir: a new conversation with a

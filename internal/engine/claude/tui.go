@@ -44,30 +44,10 @@ const (
 )
 
 // tuiArgv is the TUI's command line: no -p, no stream-json, no permission
-// prompt tool (its permission prompts show on its screen).
+// prompt tool (its permission prompts show on its screen); --allowedTools,
+// variadic, comes last.
 func (l *launch) tuiArgv(id string, resume bool) []string {
-	argv := []string{l.command}
-	argv = append(argv, l.agent.Args...)
-	if resume {
-		argv = append(argv, "--resume", id)
-	} else {
-		argv = append(argv, "--session-id", id)
-	}
-	if l.agent.Model != "" {
-		argv = append(argv, "--model", l.agent.Model)
-	}
-	if l.agent.PermissionMode != "" {
-		argv = append(argv, "--permission-mode", l.agent.PermissionMode)
-	}
-	if l.instr != "" {
-		argv = append(argv, "--append-system-prompt", l.instr)
-	}
-	if l.mcpFile != "" {
-		argv = append(argv, "--mcp-config", l.mcpFile)
-	}
-	// --allowedTools is variadic: it comes last.
-	argv = append(argv, "--allowedTools", "mcp__"+MCPServerName)
-	return append(argv, l.agent.AllowedTools...)
+	return l.sessionArgs(append([]string{l.command}, l.agent.Args...), id, resume)
 }
 
 // startTUI starts the agent's TUI on a terminal.
