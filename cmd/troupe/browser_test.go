@@ -138,20 +138,16 @@ func eval[T any](p *page, expr string) T {
 	return v
 }
 
-// wait polls a JavaScript condition until it holds (within within).
+// wait waits until a JavaScript condition holds (within within): the
+// page checks it at each animation frame (chromedp.Poll), no sleeping here.
 func (p *page) wait(what, cond string, within time.Duration) {
 	p.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, err := chromedp.Run(p.ctx, chromedp.Evaluate[bool]("!!("+cond+")"))
-		if err == nil && ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			body, _ := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.body.innerText.slice(0, 3000)`))
-			p.t.Fatalf("%s: %s did not hold within %s (err %v); the page shows:\n%s", what, cond, within, err, body)
-		}
-		time.Sleep(50 * time.Millisecond)
+	// A condition that throws (its element not there yet) is false.
+	expr := "(() => { try { return !!(" + cond + ") } catch (e) { return false } })()"
+	_, err := chromedp.Run(p.ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(within)))
+	if err != nil {
+		body, _ := chromedp.Run(p.ctx, chromedp.Evaluate[string](`document.body.innerText.slice(0, 3000)`))
+		p.t.Fatalf("%s: %s did not hold within %s (err %v); the page shows:\n%s", what, cond, within, err, body)
 	}
 }
 

@@ -58,7 +58,7 @@ type ClaudeSession struct {
 	Project *troupe.ProjectID `json:"project,omitempty"`
 	// Agent is troupe's agent that ran the session, if one did.
 	Agent *AgentRef `json:"agent,omitempty"`
-	Live  bool               `json:"live"`
+	Live  bool      `json:"live"`
 	// Status is idle, busy or waiting when live (empty when the CLI does
 	// not say); WaitingFor what it waits on.
 	Status     string `json:"status,omitempty"`

@@ -141,31 +141,32 @@ func (m *Manager) List(ctx context.Context, p troupe.ProjectID, dir string, team
 	if err != nil {
 		return ListResult{}, err
 	}
-	specs := make(map[troupe.AgentID]troupe.AgentSpec)
+	// Keyed by RuntimeKey (C1), though all are of project p.
+	specs := make(map[troupe.RuntimeKey]troupe.AgentSpec)
 	for _, a := range team {
 		if a.Workspace == Worktree {
-			specs[a.Name] = a
+			specs[troupe.RuntimeKey{Project: p, Agent: a.Name}] = a
 		}
 	}
-	all := make(map[troupe.AgentID]bool, len(names)+len(specs))
+	all := make(map[troupe.RuntimeKey]bool, len(names)+len(specs))
 	for _, n := range names {
-		all[n] = true
+		all[troupe.RuntimeKey{Project: p, Agent: n}] = true
 	}
-	for n := range specs {
-		all[n] = true
+	for k := range specs {
+		all[k] = true
 	}
-	order := make([]troupe.AgentID, 0, len(all))
-	for n := range all {
-		order = append(order, n)
+	order := make([]troupe.RuntimeKey, 0, len(all))
+	for k := range all {
+		order = append(order, k)
 	}
-	sort.Slice(order, func(i, j int) bool { return order[i] < order[j] })
+	sort.Slice(order, func(i, j int) bool { return order[i].Agent < order[j].Agent })
 	res := ListResult{Worktrees: make([]Info, 0, len(order)), Cut: cut}
-	for _, n := range order {
-		spec, inTeam := specs[n]
+	for _, k := range order {
+		spec, inTeam := specs[k]
 		if !inTeam {
-			spec = troupe.AgentSpec{Name: n, Workspace: Worktree}
+			spec = troupe.AgentSpec{Name: k.Agent, Workspace: Worktree}
 		}
-		res.Worktrees = append(res.Worktrees, m.info(ctx, troupe.RuntimeKey{Project: p, Agent: n}, spec, dir, !inTeam))
+		res.Worktrees = append(res.Worktrees, m.info(ctx, k, spec, dir, !inTeam))
 	}
 	return res, nil
 }
