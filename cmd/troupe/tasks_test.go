@@ -349,13 +349,17 @@ while [ ! -e ` + a + ` ] || [ ! -e ` + b + ` ]; do sleep 0.01; done
 			mustTroupe(t, state, proj, "task", "kill", string(id))
 		}
 		waitTaskMessages(t, ctx, cl, p.ID, "lead", i+1)
-		for _, pid := range []int{readPidFile(t, a), readPidFile(t, b)} {
+		pidB := readPidFile(t, b)
+		for _, pid := range []int{readPidFile(t, a), pidB} {
 			if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
 				t.Errorf("escaped process %d outlived its task (kill %v): %v", pid, kill, err)
 			}
 		}
+		// The double-forked sleep is named by its pid: stopped a moment
+		// after its fork, it may not have exec'd sleep yet (its command
+		// line is still its parent shell's).
 		show := mustTroupe(t, state, proj, "task", "show", string(id))
-		if !strings.Contains(show, "its supervisor stopped ") || !strings.Contains(show, "sleep 1001 (pid ") || !strings.Contains(show, "setsid)") {
+		if !strings.Contains(show, "its supervisor stopped ") || !strings.Contains(show, fmt.Sprintf("(pid %d, setsid)", pidB)) {
 			t.Errorf("task show does not say what was stopped (kill %v):\n%s", kill, show)
 		}
 		tk, err := cl.Task(ctx, p.ID, id)
