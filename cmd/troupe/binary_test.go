@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -166,8 +167,14 @@ func (d *daemon) stop(sig syscall.Signal) error {
 	case <-time.After(10 * time.Second):
 		d.t.Fatal("daemon did not stop within 10s of", sig)
 	}
-	if kerr := syscall.Kill(-d.cmd.Process.Pid, 0); !errors.Is(kerr, syscall.ESRCH) {
-		d.t.Errorf("processes of the daemon's group are left after it stopped (kill -0: %v)", kerr)
+	pid := d.cmd.Process.Pid
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+		// The daemon is reaped: a process with its pid is a new one (pids
+		// wrap at pid_max on a busy machine), which may lead a group of
+		// the same number. Nothing can be told of the daemon's group.
+		d.t.Logf("pid %d was reused after the daemon stopped: its group is not checked", pid)
+	} else if kerr := syscall.Kill(-pid, 0); !errors.Is(kerr, syscall.ESRCH) {
+		d.t.Errorf("processes of the daemon's group are left after it stopped (kill -0: %v): %s", kerr, groupMembers(pid))
 	}
 	return d.err
 }
@@ -489,4 +496,32 @@ func children(t testing.TB, pid int) []int {
 		}
 	}
 	return out
+}
+
+// groupMembers describes the processes of process group pgid, read from
+// /proc (pid, parent, command line).
+func groupMembers(pgid int) string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:])) // state ppid pgrp ...
+		if len(f) < 3 || f[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		out = append(out, fmt.Sprintf("pid %d (parent %s): %q", pid, f[1], strings.ReplaceAll(string(cmd), "\x00", " ")))
+	}
+	return strings.Join(out, "; ")
 }
