@@ -39,6 +39,7 @@ engine = "claude"
 command = %[1]q
 turn_timeout = "%[2]s"
 env = { ENABLE_TOOL_SEARCH = "false" }
+allowed_tools = ["mcp__troupe__run_in_background"]
 
 [[agent]]
 name = "helper"

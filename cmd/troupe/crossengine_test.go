@@ -36,6 +36,7 @@ command = %q
 name = "opencode"
 engine = "opencode"
 command = %q
+allowed_tools = ["run_in_background"]
 `
 
 // mixedScript plays the three models of the cross-engine chain: the

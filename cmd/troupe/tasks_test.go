@@ -21,14 +21,18 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
+// ownerTeam's agents may start background tasks and write notes without
+// asking (C15: in the default mode both wait on the person).
 const ownerTeam = `
 [[agent]]
 name = "lead"
 engine = "fake"
+allowed_tools = ["run_in_background", "memory_write"]
 
 [[agent]]
 name = "worker"
 engine = "fake"
+allowed_tools = ["run_in_background", "memory_write"]
 `
 
 // fifo makes a named pipe the test opens to release tasks blocked on it.

@@ -23,11 +23,13 @@ const worktreeTeam = `
 name = "a"
 engine = "fake"
 workspace = "worktree"
+allowed_tools = ["run_in_background"]
 
 [[agent]]
 name = "b"
 engine = "fake"
 workspace = "worktree"
+allowed_tools = ["run_in_background"]
 `
 
 // gitIn runs git in dir (a test identity, no user config) and returns its

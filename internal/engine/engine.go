@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -92,6 +93,9 @@ type Permission struct {
 	Turn  troupe.TurnID   // the turn that asks
 	Tool  string          // the engine's tool name ("Bash", "Edit", "mcp__x__y")
 	Input json.RawMessage // the tool's input, as the engine gave it
+	// Class is what the tool does, when the engine knows it (the openai
+	// engine's workspace tools); permission.Unknown otherwise.
+	Class permission.Class
 	// Title says in a sentence what is asked, when the engine says it.
 	Title string
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
 	"github.com/troupe-dev/troupe/internal/inbox"
+	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/runtime"
 	"github.com/troupe-dev/troupe/internal/store/sqlite"
 	"github.com/troupe-dev/troupe/internal/tool"
@@ -60,7 +61,7 @@ func newEnv(t *testing.T) *env {
 		Schema: json.RawMessage(`{"type":"object","additionalProperties":false}`)},
 		Handle: func(_ context.Context, c tool.Caller, _ json.RawMessage) (string, error) {
 			return fmt.Sprintf("%s in %s", c.Key, c.Dir), nil
-		}}
+		}, Class: permission.Talk}
 	e.rt = runtime.New(runtime.Options{Store: e.store, Teams: tm, Tools: []tool.Tool{whoami},
 		Engines: map[troupe.Engine]engine.Engine{troupe.EngineFake: fake.New(fake.Options{Command: fake.TestCommand()})}})
 	ctx, cancel := context.WithCancel(context.Background())

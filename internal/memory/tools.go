@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -18,13 +19,13 @@ func Tools(s *Store) []tool.Tool {
 	return []tool.Tool{
 		{Spec: tool.Spec{Name: "memory_search", Description: "Search the project's memory notes (.troupe/memory) by words; returns names, descriptions and snippets.",
 			Schema: json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"},"limit":{"type":"integer","minimum":1,"maximum":50}},"required":["query"],"additionalProperties":false}`)},
-			Handle: s.searchTool},
+			Handle: s.searchTool, Class: permission.Read},
 		{Spec: tool.Spec{Name: "memory_read", Description: "Read one memory note by name.",
 			Schema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string"}},"required":["name"],"additionalProperties":false}`)},
-			Handle: s.readTool},
+			Handle: s.readTool, Class: permission.Read},
 		{Spec: tool.Spec{Name: "memory_write", Description: "Create or replace a memory note: a markdown body with a name, a one-line description and a type (for example project, decision, howto). To replace a note, give its exact name.",
 			Schema: json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","description":"lower-case words with dashes"},"description":{"type":"string"},"type":{"type":"string"},"body":{"type":"string"}},"required":["name","description","body"],"additionalProperties":false}`)},
-			Handle: s.writeTool},
+			Handle: s.writeTool, Class: permission.Edit, Title: tool.ArgTitle("wants to write the memory note", "name")},
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -36,9 +37,10 @@ type permTable struct {
 }
 
 type pendingPerm struct {
-	perm troupe.Permission // State and Reason are final once done is closed
-	appr *approver         // the session that asks
-	done chan struct{}
+	perm  troupe.Permission // State and Reason are final once done is closed
+	whole string            // the whole input (perm.Input is clipped)
+	appr  *approver         // the session that asks
+	done  chan struct{}
 }
 
 func newPermTable() permTable {
@@ -46,13 +48,19 @@ func newPermTable() permTable {
 		decided: map[troupe.PermissionID]troupe.PermissionState{}}
 }
 
-// approver is the engine.Approver of one session of an actor. It decides
-// at once what the agent's definition settles — troupe's own tools
-// (mcp__troupe__*) and the agent's allowed_tools are allowed — and puts
-// every other request before the person: it is listed (Permissions), the
-// agent is waiting, an agent.permission event says pending, and Approve
-// blocks until the person decides (Decide), the request's ctx ends, or the
-// session ends (the runtime drops its requests, denied with the reason).
+// MaxPermissionInput is the largest input a permission request may carry:
+// the person reads the whole input before deciding (C15), so a larger one
+// is denied at once, saying why.
+const MaxPermissionInput = 16 << 20
+
+// approver is the engine.Approver of one session of an actor, and the gate
+// of troupe's own tools called in that session (toolHost.Call). It decides
+// at once what permission.Decide settles from the agent's permission_mode
+// and allowed_tools, and puts every other request before the person: it is
+// listed (Permissions, the whole input kept: PermissionInput), the agent is
+// waiting, an agent.permission event says pending, and Approve blocks until
+// the person decides (Decide), the request's ctx ends, or the session ends
+// (the runtime drops its requests, denied with the reason).
 type approver struct {
 	a      *actor
 	closed bool // guarded by Runtime.perms.mu: the session ended
@@ -66,9 +74,10 @@ var _ engine.Approver = (*approver)(nil)
 // Approve implements engine.Approver.
 func (ap *approver) Approve(ctx context.Context, p engine.Permission) (engine.Decision, error) {
 	a, r := ap.a, ap.a.rt
-	in, cut := events.Clip(string(p.Input))
+	whole := string(p.Input)
+	in, cut := events.Clip(whole)
 	perm := troupe.Permission{ID: troupe.PermissionID(newID("perm")), Project: a.key.Project, Agent: a.key.Agent,
-		Turn: p.Turn, Tool: p.Tool, Title: p.Title, Input: in, Cut: cut, State: troupe.PermPending, CreatedAt: time.Now().UTC()}
+		Turn: p.Turn, Tool: p.Tool, Title: p.Title, Input: in, Cut: cut, Size: len(whole), State: troupe.PermPending, CreatedAt: time.Now().UTC()}
 	defer ap.published(p.ID)
 	if d, ok := ap.settled(p); ok {
 		perm.State, perm.Reason = troupe.PermDenied, d.Reason
@@ -78,7 +87,7 @@ func (ap *approver) Approve(ctx context.Context, p engine.Permission) (engine.De
 		r.publishPermission(perm)
 		return d, nil
 	}
-	pp, err := r.addPermission(ap, perm)
+	pp, err := r.addPermission(ap, perm, whole)
 	if err != nil {
 		perm.State, perm.Reason = troupe.PermDenied, err.Error()
 		r.publishPermission(perm)
@@ -96,14 +105,27 @@ func (ap *approver) Approve(ctx context.Context, p engine.Permission) (engine.De
 	return engine.Decision{Allow: final.State == troupe.PermAllowed, Reason: final.Reason}, nil
 }
 
-// settled decides p from the agent's definition as it is now, when it can.
+// settled decides p from the agent's definition as it is now, when it can
+// (permission.Decide: the one decision, C15). An engine asking about one of
+// troupe's own tools (Claude Code's mcp__troupe__<tool>) is let through:
+// troupe decides that call itself when it arrives (toolHost.Call), so the
+// person is asked once, by the same rule as every other engine.
 func (ap *approver) settled(p engine.Permission) (engine.Decision, bool) {
 	spec, _, ok := ap.a.rt.o.Teams.Agent(ap.a.key)
-	switch {
-	case !ok:
+	if !ok {
 		return engine.Decision{Reason: fmt.Sprintf("%s is no longer in its project's team", ap.a.key.Agent)}, true
-	case strings.HasPrefix(p.Tool, "mcp__troupe__"), slices.Contains(spec.AllowedTools, p.Tool):
+	}
+	if p.Class == permission.Unknown && strings.HasPrefix(p.Tool, permission.TroupePrefix) {
 		return engine.Decision{Allow: true}, true
+	}
+	if len(p.Input) > MaxPermissionInput {
+		return engine.Decision{Reason: fmt.Sprintf("its input is %d bytes, more than the %d troupe shows the person: troupe denied it; do it in smaller steps", len(p.Input), MaxPermissionInput)}, true
+	}
+	switch v, why := permission.Decide(spec.PermissionMode, spec.AllowedTools, p.Tool, p.Class); v {
+	case permission.Allow:
+		return engine.Decision{Allow: true}, true
+	case permission.Deny:
+		return engine.Decision{Reason: why}, true
 	}
 	return engine.Decision{}, false
 }
@@ -134,7 +156,7 @@ func (ap *approver) echo(engineID string) bool {
 // add registers perm as pending and publishes it, unless ap's session
 // ended or the project has too many waiting. It publishes under the lock,
 // so the pending event comes before the decision's.
-func (r *Runtime) addPermission(ap *approver, perm troupe.Permission) (*pendingPerm, error) {
+func (r *Runtime) addPermission(ap *approver, perm troupe.Permission, whole string) (*pendingPerm, error) {
 	t := &r.perms
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -144,7 +166,7 @@ func (r *Runtime) addPermission(ap *approver, perm troupe.Permission) (*pendingP
 	if t.perProject[perm.Project] >= MaxPendingPermissions {
 		return nil, fmt.Errorf("%d permission requests already wait on the person in this project: troupe denied this one; the person can decide them with `troupe permissions`, `troupe allow` and `troupe deny`", MaxPendingPermissions)
 	}
-	pp := &pendingPerm{perm: perm, appr: ap, done: make(chan struct{})}
+	pp := &pendingPerm{perm: perm, whole: whole, appr: ap, done: make(chan struct{})}
 	t.pending[perm.ID] = pp
 	t.perProject[perm.Project]++
 	r.publishPermission(perm)
@@ -236,6 +258,26 @@ func (r *Runtime) Permissions(p troupe.ProjectID) []troupe.Permission {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(string(a.ID), string(b.ID)))
 	})
 	return out
+}
+
+// PermissionInput reads the whole input of a pending permission request,
+// from byte offset off, at most limit bytes (0: all of it), and its whole
+// size: what the person approves is what runs, so none of it is hidden.
+// An unknown or decided id is troupe.ErrNotFound.
+func (r *Runtime) PermissionInput(id troupe.PermissionID, off, limit int) (string, int, error) {
+	r.perms.mu.Lock()
+	pp, ok := r.perms.pending[id]
+	r.perms.mu.Unlock()
+	if !ok {
+		return "", 0, fmt.Errorf("no permission request %s waits on you: see `troupe permissions`: %w", id, troupe.ErrNotFound)
+	}
+	w := pp.whole
+	off = min(max(off, 0), len(w))
+	end := len(w)
+	if limit > 0 && off+limit < end {
+		end = off + limit
+	}
+	return w[off:end], len(w), nil
 }
 
 // Decide is the person's answer to a pending permission request: allowed,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -53,7 +54,52 @@ func (h toolHost) Call(ctx context.Context, name string, args json.RawMessage) (
 	if work == dir {
 		work = ""
 	}
+	if err := h.gate(ctx, name, args); err != nil {
+		return "", err
+	}
 	return h.r.tools.Call(ctx, tool.Caller{Key: h.key, Dir: dir, Workdir: work, Limit: h.limit}, name, args)
+}
+
+// gate is the permission gate of troupe's own tools (C15): a tool that
+// runs a command or changes a file goes through the session's approver,
+// the same decision as the engine's own tools (permission.Decide, then the
+// person). There is no allowance by origin: a call over MCP and one from
+// an engine's own loop pass the same gate.
+func (h toolHost) gate(ctx context.Context, name string, args json.RawMessage) error {
+	t, ok := h.r.tools.Lookup(name)
+	if !ok || t.Class == permission.Talk || t.Class == permission.Read {
+		return nil // an unknown name is the catalogue's error
+	}
+	a := h.r.actor(h.key)
+	var ap *approver
+	var turn troupe.TurnID
+	if a != nil {
+		a.mu.Lock()
+		ap = a.appr
+		if a.turn != nil {
+			turn = a.turn.id
+		}
+		a.mu.Unlock()
+	}
+	if ap == nil {
+		return fmt.Errorf("%s needs a decision and %s has no session to ask it in: troupe denied it", name, h.key.Agent)
+	}
+	title := "wants to use " + name
+	if t.Title != nil {
+		title = t.Title(args)
+	}
+	d, err := ap.Approve(ctx, engine.Permission{Turn: turn, Tool: name, Class: t.Class, Input: args, Title: title})
+	if err != nil {
+		return fmt.Errorf("%s was not allowed: %w", name, err)
+	}
+	if !d.Allow {
+		why := d.Reason
+		if why == "" {
+			why = "denied"
+		}
+		return fmt.Errorf("%s was not allowed: %s", name, why)
+	}
+	return nil
 }
 
 // ownTools are the tools the runtime serves: asks, replies, messages,
@@ -62,19 +108,19 @@ func (r *Runtime) ownTools() []tool.Tool {
 	return []tool.Tool{
 		{Spec: tool.Spec{Name: "ask_agent", Description: "Ask another agent of your team a question and wait for its answer. The answer is the final output of the turn in which it handles your question (or what it passes to reply). While it works, you wait; if it stays silent for its whole turn_timeout you get a 'no reply' error. If you give wait_seconds and the answer takes longer, you get a request id at once and the answer arrives later in your inbox. Asking an agent that is itself waiting on you (directly or through others) is refused at once: nobody could answer.",
 			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"the agent's name, as list_agents shows it"},"question":{"type":"string","description":"what you want to know; say what form of answer you need"},"wait_seconds":{"type":"number","minimum":0,"description":"give up waiting after this many seconds and get the answer in your inbox instead (0 or absent: wait for it)"}},"required":["to","question"],"additionalProperties":false}`)},
-			Handle: r.askTool},
+			Handle: r.askTool, Class: permission.Talk},
 		{Spec: tool.Spec{Name: "reply", Description: "Answer the question you were asked in this turn (an ask_agent from a teammate). Optional: by default your final message of the turn is the answer.",
 			Schema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string","description":"your answer"}},"required":["text"],"additionalProperties":false}`)},
-			Handle: r.replyTool},
+			Handle: r.replyTool, Class: permission.Talk},
 		{Spec: tool.Spec{Name: "send_message", Description: "Send a message to another agent of your team without waiting. It is delivered into its inbox and read at the start of its next turn.",
 			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"the agent's name"},"text":{"type":"string","description":"the message"}},"required":["to","text"],"additionalProperties":false}`)},
-			Handle: r.sendTool},
+			Handle: r.sendTool, Class: permission.Talk},
 		{Spec: tool.Spec{Name: "delegate", Description: "Give a task to another agent and carry on. When it finishes, its result arrives in your inbox and wakes you.",
 			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"the agent's name"},"task":{"type":"string","description":"what to do, and what result to report"}},"required":["to","task"],"additionalProperties":false}`)},
-			Handle: r.delegateTool},
+			Handle: r.delegateTool, Class: permission.Talk},
 		{Spec: tool.Spec{Name: "list_agents", Description: "List the agents of your team with their engine and state (idle, busy, waiting, stopped, failed, blocked).",
 			Schema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)},
-			Handle: r.listTool},
+			Handle: r.listTool, Class: permission.Talk},
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -53,6 +54,14 @@ type Handler func(ctx context.Context, c Caller, args json.RawMessage) (string, 
 type Tool struct {
 	Spec
 	Handle Handler
+	// Class is what the tool does for the permission gate (C15): a tool
+	// that runs a command or changes a file is decided under the caller's
+	// permission_mode and allowed_tools before Handle runs. The zero value
+	// is permission.Unknown, which asks: every tool says its class.
+	Class permission.Class
+	// Title, when set, says in a sentence what a call asks to do ("run:
+	// make test"), for the person who decides it.
+	Title func(args json.RawMessage) string
 }
 
 // Catalog is a set of tools with unique names, in the order given.
@@ -87,6 +96,15 @@ func (c *Catalog) Specs() []Spec {
 		out[i] = t.Spec
 	}
 	return out
+}
+
+// Lookup returns the named tool.
+func (c *Catalog) Lookup(name string) (Tool, bool) {
+	i, ok := c.byName[name]
+	if !ok {
+		return Tool{}, false
+	}
+	return c.tools[i], true
 }
 
 // Names lists the tools' names, comma-separated, for error messages.
@@ -136,4 +154,22 @@ func JSON(v any) string {
 		return fmt.Sprintf("%v", v)
 	}
 	return string(b)
+}
+
+// maxTitleArg is how much of an argument a Title shows; the whole input
+// stays in the permission request.
+const maxTitleArg = 200
+
+// ArgTitle returns a Title for a tool whose call is best said by one string
+// argument: verb, then field's value (cut at 200 bytes, "…" where cut).
+func ArgTitle(verb, field string) func(json.RawMessage) string {
+	return func(args json.RawMessage) string {
+		var m map[string]any
+		_ = json.Unmarshal(args, &m)
+		s, _ := m[field].(string)
+		if len(s) > maxTitleArg {
+			s = strings.ToValidUTF8(s[:maxTitleArg], "") + "…"
+		}
+		return verb + " " + s
+	}
 }

@@ -17,8 +17,9 @@ const (
 )
 
 // Permission is an engine's request to use a tool, as the person sees it
-// and decides it. Input is the tool's JSON input as text, capped (Cut says
-// it was).
+// and decides it. Input is the tool's JSON input as text, capped in
+// listings and events (Cut says it was); Size is the whole input's length,
+// which the person can always read whole before deciding.
 type Permission struct {
 	ID        PermissionID    `json:"id"`
 	Project   ProjectID       `json:"project"`
@@ -28,6 +29,7 @@ type Permission struct {
 	Title     string          `json:"title,omitempty"`
 	Input     string          `json:"input"`
 	Cut       bool            `json:"cut,omitempty"`
+	Size      int             `json:"size"`
 	State     PermissionState `json:"state"`
 	Reason    string          `json:"reason,omitempty"` // why it was denied
 	CreatedAt time.Time       `json:"created_at"`

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -102,31 +103,34 @@ func (s *Session) dispatch(ctx context.Context, turn troupe.TurnID, id, name str
 // errNoApprover is the reason of a denial when the session has no Approver.
 var errNoApprover = errors.New("no approver: troupe denies what it cannot ask about")
 
-// permit asks the Approver before a write, an edit or a command when the
-// permission mode says so: default asks for all three, acceptEdits for
-// commands, bypassPermissions for none. The request and its decision are
-// reported as an EventPermission.
+// permit puts a write, an edit or a command before the Approver, which
+// decides it under the agent's permission_mode and allowed_tools (the one
+// decision, internal/permission) or asks the person. Reads are never asked.
+// A path is shown as it resolves (a link named by the model is not what is
+// written). The request and its decision are reported as an EventPermission.
 func (s *Session) permit(ctx context.Context, turn troupe.TurnID, id, name string, args json.RawMessage) error {
 	var title string
+	var class permission.Class
 	switch name {
 	case toolWriteFile, toolEditFile:
-		if s.mode == modeAcceptEdits || s.mode == modeBypass {
-			return nil
-		}
 		var a struct{ Path string }
 		json.Unmarshal(args, &a)
-		title = "wants to change " + clipText(a.Path, 200)
-	case toolRunCommand:
-		if s.mode == modeBypass {
-			return nil
+		target, err := s.ws.resolve(a.Path)
+		if err != nil {
+			return err
 		}
+		class, title = permission.Edit, "wants to change "+clipText(target, 300)
+		if target != a.Path {
+			title += " (asked as " + clipText(a.Path, 200) + ")"
+		}
+	case toolRunCommand:
 		var a struct{ Command string }
 		json.Unmarshal(args, &a)
-		title = "wants to run: " + clipText(a.Command, 200)
+		class, title = permission.Command, "wants to run: "+clipText(a.Command, 200)
 	default:
 		return nil
 	}
-	perm := engine.Permission{ID: id, Turn: turn, Tool: name, Input: args, Title: title}
+	perm := engine.Permission{ID: id, Turn: turn, Tool: name, Class: class, Input: args, Title: title}
 	var d engine.Decision
 	if s.approver == nil {
 		d = engine.Decision{Reason: errNoApprover.Error()}

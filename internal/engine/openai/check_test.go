@@ -27,7 +27,7 @@ func TestCheck(t *testing.T) {
 	}{
 		{"no model", func(a *troupe.AgentSpec) { a.Model = "" }, "model", "needs the model"},
 		{"terminal", func(a *troupe.AgentSpec) { a.Mode = troupe.ModeTerminal }, "mode", "no terminal mode"},
-		{"permission", func(a *troupe.AgentSpec) { a.PermissionMode = "plan" }, "permission_mode", "acceptEdits"},
+		{"permission", func(a *troupe.AgentSpec) { a.PermissionMode = "auto" }, "permission_mode", "acceptEdits"},
 		{"allowed tool", func(a *troupe.AgentSpec) { a.AllowedTools = []string{"Bash"} }, "allowed_tools", "read_file"},
 		{"no base_url", func(a *troupe.AgentSpec) { delete(a.Options, "base_url") }, "openai.base_url", "missing"},
 		{"bad scheme", func(a *troupe.AgentSpec) { a.Options["base_url"] = "ftp://x/v1" }, "openai.base_url", "http(s) URL"},

@@ -192,7 +192,6 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		log:         log.With("session", conv),
 		key:         spec.Key,
 		opts:        o,
-		mode:        spec.Agent.PermissionMode,
 		tools:       spec.Tools,
 		approver:    spec.Approver,
 		store:       e.store,

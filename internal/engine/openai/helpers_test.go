@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/fakemodel"
+	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -69,6 +70,9 @@ func (r *rig) start(spec engine.StartSpec) *Session {
 	}
 	if spec.Dir == "" {
 		spec.Dir = r.dir
+	}
+	if spec.Approver == nil && spec.Agent.PermissionMode != "" {
+		spec.Approver = &approver{mode: spec.Agent.PermissionMode} // the runtime's decision
 	}
 	s, err := r.eng.Start(context.Background(), spec)
 	if err != nil {
@@ -182,13 +186,22 @@ func (tt *testTools) Call(ctx context.Context, name string, args json.RawMessage
 }
 
 // approver records permission requests and answers from a table.
+// approver stands for the runtime's: it settles what the agent's mode
+// settles (permission.Decide), then answers as the person would (allow).
 type approver struct {
 	mu    sync.Mutex
+	mode  string
 	asked []string
 	allow map[string]bool
 }
 
 func (a *approver) Approve(_ context.Context, p engine.Permission) (engine.Decision, error) {
+	switch v, why := permission.Decide(a.mode, nil, p.Tool, p.Class); v {
+	case permission.Allow:
+		return engine.Decision{Allow: true}, nil
+	case permission.Deny:
+		return engine.Decision{Reason: why}, nil
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.asked = append(a.asked, p.Tool)

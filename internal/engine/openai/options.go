@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -32,16 +33,12 @@ const (
 var optionNames = []string{optAPIKeyEnv, optBaseURL, optMaxContextTokens, optMaxSteps}
 
 // The permission modes an openai agent takes (as Claude Code's of the same
-// names): default asks the person before a write, an edit or a command;
+// names; what each allows, asks or denies is internal/permission's table):
+// default asks the person before a write, an edit or a command;
 // acceptEdits allows writes and edits and asks before a command;
-// bypassPermissions allows all.
-const (
-	modeDefault     = "default"
-	modeAcceptEdits = "acceptEdits"
-	modeBypass      = "bypassPermissions"
-)
-
-var permissionModes = []string{modeDefault, modeAcceptEdits, modeBypass}
+// bypassPermissions allows all; plan and dontAsk change nothing that
+// allowed_tools does not name.
+var permissionModes = []string{permission.Default, permission.AcceptEdits, permission.Bypass, permission.Plan, permission.DontAsk}
 
 // options are an agent's [agent.openai] table, parsed, with defaults.
 type options struct {

@@ -47,7 +47,6 @@ type Session struct {
 	log      *slog.Logger
 	key      troupe.RuntimeKey
 	opts     options
-	mode     string
 	tools    engine.Tools
 	approver engine.Approver
 	store    Store

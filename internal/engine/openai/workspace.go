@@ -245,11 +245,8 @@ func (w *workspace) writeFile(args json.RawMessage) (string, error) {
 	if len(a.Content) > maxWrite {
 		return "", fmt.Errorf("content of %d bytes: at most %d in one write", len(a.Content), maxWrite)
 	}
-	rel, err := w.rel(a.Path)
+	rel, err := w.resolve(a.Path)
 	if err != nil {
-		return "", err
-	}
-	if err := notGit(rel, a.Path); err != nil {
 		return "", err
 	}
 	if dir := path.Dir(rel); dir != "." {
@@ -328,6 +325,81 @@ func notGit(rel, shown string) error {
 	return nil
 }
 
+// maxLinks is how many symbolic links resolve follows in one path.
+const maxLinks = 40
+
+// resolve is rel with every symbolic link of the path's existing part
+// followed (inside the root: a link out is an error), so a write names,
+// is asked about and is checked against .git as the file it changes, and
+// nothing is created before the whole path is known to be allowed. The
+// result is relative to the working folder, "/"-separated ("." for it).
+func (w *workspace) resolve(p string) (string, error) {
+	rel, err := w.rel(p)
+	if err != nil {
+		return "", err
+	}
+	var done []string
+	rest := strings.Split(rel, "/")
+	missing, links := false, 0
+	for len(rest) > 0 {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) == 0 {
+				return "", fmt.Errorf("%s leads outside your working folder (through .. or a symbolic link): use a path inside it", p)
+			}
+			done = done[:len(done)-1]
+			continue
+		}
+		cur := path.Join(append(done, c)...)
+		if missing {
+			done = append(done, c)
+			continue
+		}
+		fi, err := w.root.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			missing = true
+			done = append(done, c)
+			continue
+		} else if err != nil {
+			return "", pathErr(p, err)
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			done = append(done, c)
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("%s goes through more than %d symbolic links: use the real path", p, maxLinks)
+		}
+		to, err := w.root.Readlink(cur)
+		if err != nil {
+			return "", pathErr(p, err)
+		}
+		if filepath.IsAbs(to) {
+			r, err := filepath.Rel(w.dir, filepath.Clean(to))
+			if err != nil || r == ".." || strings.HasPrefix(r, "../") {
+				return "", fmt.Errorf("%s leads outside your working folder (through a symbolic link to %s): use a path inside it", p, to)
+			}
+			done, to = nil, r
+		}
+		rest = append(strings.Split(filepath.ToSlash(to), "/"), rest...)
+	}
+	out := "."
+	if len(done) > 0 {
+		out = path.Join(done...)
+	}
+	if err := notGit(out, p); err != nil {
+		if out != rel {
+			return "", fmt.Errorf("%s is %s: %w", p, out, err)
+		}
+		return "", err
+	}
+	return out, nil
+}
+
 // notGitReal applies notGit to the real path of an opened file or folder.
 func (w *workspace) notGitReal(f *os.File, shown string) error {
 	real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
@@ -352,12 +424,11 @@ func (w *workspace) editFile(args json.RawMessage) (string, error) {
 	if err := tool.DecodeArgs(args, &a, "path", "old_string"); err != nil {
 		return "", err
 	}
-	if rel, err := w.rel(a.Path); err != nil {
-		return "", err
-	} else if err := notGit(rel, a.Path); err != nil {
+	rel, err := w.resolve(a.Path)
+	if err != nil {
 		return "", err
 	}
-	b, fi, err := w.readAll(a.Path, maxFileRead)
+	b, fi, err := w.readAll(rel, maxFileRead)
 	if err != nil {
 		return "", err
 	}
@@ -372,7 +443,6 @@ func (w *workspace) editFile(args json.RawMessage) (string, error) {
 	if len(out) > maxWrite {
 		return "", fmt.Errorf("the edit would make %s %d bytes, more than %d", a.Path, len(out), maxWrite)
 	}
-	rel, _ := w.rel(a.Path)
 	if err := w.write(rel, a.Path, []byte(out), fi.Mode().Perm()); err != nil {
 		return "", err
 	}

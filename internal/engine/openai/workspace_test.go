@@ -96,3 +96,45 @@ func TestLongPathRefused(t *testing.T) {
 		t.Errorf("read_file of a long path = %q", out)
 	}
 }
+
+// TestWriteResolvesLinksFirst: a write through a symbolic link names, and
+// is checked as, the file it changes; a link into .git makes nothing there
+// (not even the folders of the path) before it is refused (C15).
+func TestWriteResolvesLinksFirst(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{".git", ".troupe"} {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, ".troupe", "team.toml"), []byte("# team\n"), 0o644)
+	os.Symlink(".git", filepath.Join(dir, "g"))
+	os.Symlink("sub/../.troupe/team.toml", filepath.Join(dir, "notes.txt"))
+	os.Symlink(filepath.Join(dir, ".git"), filepath.Join(dir, "abs"))
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	ws, err := openWorkspace(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.close()
+	for _, p := range []string{"g/index.lock/x", "g/MERGE_HEAD", "abs/hooks/pre-commit", "sub/../g/config"} {
+		b, _ := json.Marshal(map[string]string{"path": p, "content": "x"})
+		if out, err := ws.writeFile(b); err == nil || !strings.Contains(err.Error(), ".git") {
+			t.Errorf("write_file %s = %q, %v; want refused naming .git", p, out, err)
+		}
+	}
+	ents, _ := os.ReadDir(filepath.Join(dir, ".git"))
+	if len(ents) != 0 {
+		t.Errorf(".git holds %d entries after refused writes: %v", len(ents), ents)
+	}
+	if got, err := ws.resolve("notes.txt"); err != nil || got != ".troupe/team.toml" {
+		t.Errorf("resolve(notes.txt) = %q, %v; want .troupe/team.toml", got, err)
+	}
+	if got, err := ws.resolve("new/dir/f.txt"); err != nil || got != "new/dir/f.txt" {
+		t.Errorf("resolve(new/dir/f.txt) = %q, %v", got, err)
+	}
+	os.Symlink("/etc", filepath.Join(dir, "out"))
+	if got, err := ws.resolve("out/passwd"); err == nil {
+		t.Errorf("resolve(out/passwd) = %q, want an error", got)
+	}
+}

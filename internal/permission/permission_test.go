@@ -1,0 +1,47 @@
+package permission
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestDecideTable walks the whole table of the package doc (and the
+// README): every mode against every class, plus allowed_tools.
+func TestDecideTable(t *testing.T) {
+	classes := []Class{Talk, Read, Edit, Command, Unknown}
+	want := map[string]string{ // per mode, the verdicts for talk, read, edit, command, unknown
+		"":          "AAQQQ",
+		Default:     "AAQQQ",
+		Auto:        "AAQQQ",
+		Manual:      "AAQQQ",
+		"weird":     "AAQQQ",
+		AcceptEdits: "AAAQQ",
+		Bypass:      "AAAAA",
+		Plan:        "AADDQ",
+		DontAsk:     "AADDD",
+	}
+	letter := map[Verdict]byte{Allow: 'A', Ask: 'Q', Deny: 'D'}
+	for mode, w := range want {
+		var got []byte
+		for _, c := range classes {
+			v, why := Decide(mode, nil, "tool", c)
+			got = append(got, letter[v])
+			if (v == Deny) != (why != "") {
+				t.Errorf("mode %q class %s: verdict %v with reason %q", mode, c, v, why)
+			}
+		}
+		if string(got) != w {
+			t.Errorf("mode %q: %s, want %s", mode, got, w)
+		}
+	}
+	for _, mode := range []string{"", Plan, DontAsk} {
+		for _, name := range []string{"run_in_background", "mcp__troupe__run_in_background"} {
+			if v, _ := Decide(mode, []string{name}, "run_in_background", Command); v != Allow {
+				t.Errorf("mode %q with allowed_tools %s: %v, want allowed", mode, name, v)
+			}
+		}
+	}
+	if v, why := Decide(DontAsk, []string{"Bash"}, "Edit", Edit); v != Deny || !strings.Contains(why, "allowed_tools") {
+		t.Errorf("dontAsk, Edit not allowed: %v %q", v, why)
+	}
+}
