@@ -76,6 +76,17 @@ func (f *fakeRuntime) Permissions(p troupe.ProjectID) []troupe.Permission {
 }
 func (f *fakeRuntime) SyncJournal(context.Context) error { return nil }
 
+func (f *fakeRuntime) PermissionInput(id troupe.PermissionID, off, limit int) (string, int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	pm, ok := f.perms[id]
+	if !ok {
+		return "", 0, fmt.Errorf("no permission request %s waits on you: %w", id, troupe.ErrNotFound)
+	}
+	off = min(off, len(pm.Input))
+	return pm.Input[off:min(off+limit, len(pm.Input))], len(pm.Input), nil
+}
+
 func (f *fakeRuntime) Decide(_ context.Context, id troupe.PermissionID, allow bool, reason string) (troupe.Permission, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -181,6 +192,26 @@ func TestAPIAgentControlAndPermissions(t *testing.T) {
 
 // TestAPIWithoutRuntimeRefusesControls: a daemon that runs no agents says
 // so instead of failing obscurely.
+// TestAPIPermissionInputWhole: a request's input of 2.5 pages reads whole
+// through the paged route; a bad offset names the fix; an unknown id 404s.
+func TestAPIPermissionInputWhole(t *testing.T) {
+	rt := &fakeRuntime{perms: map[troupe.PermissionID]troupe.Permission{}, decided: map[troupe.PermissionID]bool{}}
+	f := newFixtureWith(t, api.Options{Runtime: rt})
+	cl := client.New(f.ts.URL, token)
+	whole := strings.Repeat("echo hi; ", api.MaxInputPage*5/2/9) + "rm -rf ~"
+	rt.perms["big"] = troupe.Permission{ID: "big", Project: "p", Agent: "a", Tool: "Bash", Input: whole, State: troupe.PermPending}
+	got, err := cl.PermissionInput(t.Context(), "big")
+	if err != nil || got != whole {
+		t.Fatalf("PermissionInput = %d bytes (tail %q), %v; want all %d", len(got), got[max(0, len(got)-10):], err, len(whole))
+	}
+	if _, err := cl.PermissionInput(t.Context(), "nope"); !errors.Is(err, troupe.ErrNotFound) {
+		t.Errorf("unknown id: %v", err)
+	}
+	if a := f.get(t, "/api/permissions/big/input?offset=-1", map[string]string{"Authorization": "Bearer " + token}); a.StatusCode != http.StatusBadRequest || !strings.Contains(a.Body, "offset") {
+		t.Errorf("offset -1: %d %s", a.StatusCode, a.Body)
+	}
+}
+
 func TestAPIWithoutRuntimeRefusesControls(t *testing.T) {
 	f := newFixture(t)
 	cl := client.New(f.ts.URL, token)

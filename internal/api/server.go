@@ -40,6 +40,7 @@ type Runtime interface {
 	Interrupt(ctx context.Context, k troupe.RuntimeKey) error
 	Permissions(p troupe.ProjectID) []troupe.Permission
 	Decide(ctx context.Context, id troupe.PermissionID, allow bool, reason string) (troupe.Permission, error)
+	PermissionInput(id troupe.PermissionID, off, limit int) (string, int, error)
 	// SyncJournal waits until the journal holds what was recorded before
 	// the call, so a log read shows the turns that have ended.
 	SyncJournal(ctx context.Context) error

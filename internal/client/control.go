@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -30,6 +32,22 @@ func (c *Client) Permissions(ctx context.Context, p troupe.ProjectID) ([]troupe.
 	var ps []troupe.Permission
 	err := c.do(ctx, "GET", path, nil, &ps)
 	return ps, err
+}
+
+// PermissionInput reads a pending request's whole input, page by page.
+func (c *Client) PermissionInput(ctx context.Context, id troupe.PermissionID) (string, error) {
+	var b strings.Builder
+	for {
+		var pg api.PermissionInput
+		path := fmt.Sprintf("/api/permissions/%s/input?offset=%d", url.PathEscape(string(id)), b.Len())
+		if err := c.do(ctx, "GET", path, nil, &pg); err != nil {
+			return "", err
+		}
+		b.WriteString(pg.Input)
+		if pg.Input == "" || b.Len() >= pg.Size {
+			return b.String(), nil
+		}
+	}
 }
 
 // Allow allows a pending permission request.
