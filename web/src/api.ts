@@ -16,7 +16,8 @@ export interface Task {
   signal?: string; reason?: string; started_at: string; ended_at?: string;
   output?: { total_bytes: number; cut_bytes: number };
 }
-export interface Permission { id: string; project: string; agent: string; turn: string; tool: string; title?: string; input: string; cut?: boolean; state: string; reason?: string; created_at: string }
+export interface Permission { id: string; project: string; agent: string; turn: string; tool: string; title?: string; input: string; cut?: boolean; size: number; state: string; reason?: string; created_at: string }
+export interface PermissionInputPage { input: string; offset: number; size: number }
 export interface Status { version: string; projects: number; agents: number; last_event: number }
 
 export interface JournalTool { id: string; name?: string; input?: string; output?: string; is_error?: boolean }
@@ -58,3 +59,17 @@ export async function call<T>(method: string, path: string, body?: unknown): Pro
 export const enc = encodeURIComponent;
 export const projectPath = (p: string) => `/api/projects/${enc(p)}`;
 export const agentPath = (p: string, a: string) => `${projectPath(p)}/agents/${enc(a)}`;
+
+// permissionInput reads a pending request's whole input, page by page:
+// what the person approves is what runs.
+export async function permissionInput(id: string): Promise<string> {
+  let out = "";
+  let bytes = 0;
+  const enc = new TextEncoder();
+  for (;;) {
+    const pg = await call<PermissionInputPage>("GET", `/api/permissions/${encodeURIComponent(id)}/input?offset=${bytes}`);
+    out += pg.input;
+    bytes += enc.encode(pg.input).length;
+    if (!pg.input || bytes >= pg.size) return out;
+  }
+}

@@ -5,6 +5,25 @@ import { decide, useApp } from "../store";
 import { Clip } from "../clip";
 import { ago, prettyJSON } from "../format";
 import { useState } from "preact/hooks";
+import { permissionInput, type Permission } from "../api";
+
+// Input shows a request's input; one the listing cut is read whole on
+// demand, before the person decides.
+function Input({ p }: { p: Permission }) {
+  const [whole, setWhole] = useState<string | null>(null);
+  const [err, setErr] = useState("");
+  if (!p.cut) return <Clip text={prettyJSON(p.input)} />;
+  if (whole !== null) return <Clip text={prettyJSON(whole)} />;
+  return (
+    <div class="clip">
+      <pre>{p.input}</pre>
+      <p class="note">the input is cut here: it is {p.size} bytes in all.{" "}
+        <button type="button" class="link read-whole" onClick={() => permissionInput(p.id).then(setWhole, (e) => setErr(String(e)))}>read it all before deciding</button>
+      </p>
+      {err && <p class="error">{err}</p>}
+    </div>
+  );
+}
 
 function NotifyToggle() {
   const [on, setOn] = useState(localStorage.getItem("troupe.notify") === "on");
@@ -32,7 +51,7 @@ function Needs() {
           <li key={p.id} data-permission={p.id} class="need perm">
             <div><a href={`#/p/${encodeURIComponent(p.project)}/agent/${encodeURIComponent(p.agent)}`}>{name(p.project)} / {p.agent}</a>{" "}
               asks to use <strong>{p.tool}</strong>{p.title ? `: ${p.title}` : ""} · {ago(Date.parse(p.created_at))}</div>
-            <Clip text={prettyJSON(p.input)} />
+            <Input p={p} />
             <button type="button" class="allow" onClick={() => decide(p.id, true)}>Allow</button>{" "}
             <button type="button" class="deny" onClick={() => decide(p.id, false)}>Deny</button>
           </li>
