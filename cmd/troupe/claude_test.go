@@ -76,6 +76,13 @@ type claudeRig struct {
 // (claudeTeam when empty, with a turn_timeout of window).
 func newClaudeRig(t testing.TB, window string, projects ...string) *claudeRig {
 	t.Helper()
+	return newClaudeRigWith(t, func(bin string) string { return fmt.Sprintf(claudeTeam, bin, window) }, projects...)
+}
+
+// newClaudeRigWith is newClaudeRig with the team team(bin) gives for the
+// pinned CLI at bin.
+func newClaudeRigWith(t testing.TB, team func(bin string) string, projects ...string) *claudeRig {
+	t.Helper()
 	bin := claudetest.Bin(t)
 	model := fakemodel.New(fakemodel.Options{})
 	if err := model.Start(""); err != nil {
@@ -83,7 +90,7 @@ func newClaudeRig(t testing.TB, window string, projects ...string) *claudeRig {
 	}
 	t.Cleanup(func() { model.Close() })
 	r := &claudeRig{t: t, model: model, state: t.TempDir(), proj: filepath.Join(t.TempDir(), "app")}
-	writeTeam(t, r.proj, fmt.Sprintf(claudeTeam, bin, window))
+	writeTeam(t, r.proj, team(bin))
 	home := claudetest.Home(t, append([]string{r.proj}, projects...)...)
 	r.env = claudetest.Env(t, home, model.URL())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
