@@ -74,7 +74,7 @@ func TestAttackMergeWidensTeam(t *testing.T) {
 	wtB := tree("b")
 	os.WriteFile(filepath.Join(wtB, ".gitattributes"), []byte(".troupe/* -diff binary\n"), 0o644)
 	writeTeam(t, wtB, worktreeTeam+"\n[[agent]]\nname = \"hidden\"\nengine = \"fake\"\n")
-	os.WriteFile(filepath.Join(wtB, "aaa.txt"), []byte("first by name\n"), 0o644)
+	os.WriteFile(filepath.Join(wtB, "-first-by-name.txt"), []byte("first by name\n"), 0o644)
 	gitIn(t, wtB, "add", "-A")
 	gitIn(t, wtB, "commit", "-q", "-m", "hide it")
 	out, errs, code = runCLI(t, state, proj, "diff", "b")
@@ -84,9 +84,9 @@ func TestAttackMergeWidensTeam(t *testing.T) {
 	if strings.Contains(out, "Binary files") || !strings.Contains(out, `+name = "hidden"`) {
 		t.Fatalf("diff b hides the team file's change:\n%s", out)
 	}
-	team, other := strings.Index(out, "diff --git a/.troupe/team.toml"), strings.Index(out, "diff --git a/aaa.txt")
+	team, other := strings.Index(out, "diff --git a/.troupe/team.toml"), strings.Index(out, "diff --git a/-first-by-name.txt")
 	if team < 0 || other < team {
-		t.Errorf("diff b does not show the team file first (at %d, aaa.txt at %d):\n%s", team, other, out)
+		t.Errorf("diff b does not show the team file first (at %d, -first-by-name.txt at %d):\n%s", team, other, out)
 	}
 	if !strings.Contains(errs, "tool configuration") || !strings.Contains(errs, ".gitattributes, .troupe/team.toml") {
 		t.Errorf("diff b's note = %q; want the tool configuration named", errs)

@@ -193,6 +193,7 @@ func TestDiffShowsToolConfigFirstAsText(t *testing.T) {
 	write(t, wt, ".gitattributes", ".troupe/* -diff binary\nsecret.txt diff=hide\n")
 	write(t, wt, ".troupe/team.toml", "[[agent]]\nname = \"a\"\npermission_mode = \"bypassPermissions\"\n")
 	write(t, wt, "a.txt", "a changed\n")
+	write(t, wt, "-first.txt", "first by name\n")
 	write(t, wt, "secret.txt", "the hidden change\n")
 	run(t, wt, "add", "-A")
 	run(t, wt, "commit", "-q", "-m", "hide")
@@ -213,9 +214,9 @@ func TestDiffShowsToolConfigFirstAsText(t *testing.T) {
 		if !strings.Contains(d.Diff, `+permission_mode = "bypassPermissions"`) || !strings.Contains(d.Diff, "+the hidden change") || strings.Contains(d.Diff, "nothing to see") {
 			t.Errorf("diff hides a change:\n%s", d.Diff)
 		}
-		ga, team, a := strings.Index(d.Diff, "diff --git a/.gitattributes"), strings.Index(d.Diff, "diff --git a/.troupe/team.toml"), strings.Index(d.Diff, "diff --git a/a.txt")
-		if ga < 0 || team < ga || a < team {
-			t.Errorf("config files not first (.gitattributes at %d, team at %d, a.txt at %d):\n%s", ga, team, a, d.Diff)
+		ga, team, first := strings.Index(d.Diff, "diff --git a/.gitattributes"), strings.Index(d.Diff, "diff --git a/.troupe/team.toml"), strings.Index(d.Diff, "diff --git a/-first.txt")
+		if ga < 0 || team < ga || first < team {
+			t.Errorf("config files not first (.gitattributes at %d, team at %d, -first.txt at %d):\n%s", ga, team, first, d.Diff)
 		}
 	}
 	if _, err := os.Stat(marker); err == nil {
