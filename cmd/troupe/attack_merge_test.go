@@ -17,7 +17,8 @@ import (
 // refuses it naming the file and the flag, with the person's checkout
 // untouched; with --include-config naming it, it merges. Another agent's
 // branch marks the team file -diff and binary in .gitattributes: troupe
-// diff still shows the team file's change, as text, first.
+// diff still shows the team file's change, as text, first, and the merge
+// command it suggests (--expect, each file named) merges that work.
 func TestAttackMergeWidensTeam(t *testing.T) {
 	state := t.TempDir()
 	proj := gitProject(t, worktreeTeam)
@@ -91,7 +92,18 @@ func TestAttackMergeWidensTeam(t *testing.T) {
 	if !strings.Contains(errs, "tool configuration") || !strings.Contains(errs, ".gitattributes, .troupe/team.toml") {
 		t.Errorf("diff b's note = %q; want the tool configuration named", errs)
 	}
+	_, suggested, ok := strings.Cut(errs, "to merge exactly this work: troupe ")
+	suggested, _, _ = strings.Cut(suggested, "\n")
+	if !ok || !strings.HasPrefix(suggested, "merge b --expect ") || !strings.HasSuffix(suggested, "--include-config .gitattributes --include-config .troupe/team.toml") {
+		t.Fatalf("diff b suggests %q", suggested)
+	}
 	if _, errs, code := runCLI(t, state, proj, "merge", "b", "--include-config", ".troupe/team.toml"); code == 0 || !strings.Contains(errs, "--include-config .gitattributes") {
 		t.Errorf("merge b naming only the team file: exit %d: %s; want .gitattributes named", code, errs)
+	}
+	if out := mustTroupe(t, state, proj, strings.Fields(suggested)...); !strings.Contains(out, "merged troupe/b into main") {
+		t.Fatalf("troupe %s: %s", suggested, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(proj, ".troupe", "team.toml")); !strings.Contains(string(b), "hidden") {
+		t.Fatalf("after merging b the team file = %q", b)
 	}
 }

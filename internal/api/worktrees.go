@@ -40,6 +40,12 @@ type DiffResponse struct {
 	// Cut: Diff is the start of a longer diff (its last line says how
 	// much more); a merge needs force.
 	Cut bool `json:"cut"`
+	// Tree names the work shown (a git tree): a merge given it merges
+	// only that work.
+	Tree string `json:"tree"`
+	// MergeCommand is the troupe merge that merges exactly this work,
+	// its tool configuration named (and --force when cut).
+	MergeCommand string `json:"merge_command"`
 }
 
 // MergeRequest is what the person allows a merge (the body is optional).
@@ -49,6 +55,9 @@ type MergeRequest struct {
 	IncludeConfig []string `json:"include_config,omitempty"`
 	// Force merges even when the diff is cut.
 	Force bool `json:"force,omitempty"`
+	// Tree is the DiffResponse.Tree the person read: 409 when the
+	// agent's work has changed since.
+	Tree string `json:"tree,omitempty"`
 }
 
 // RemoveWorktreeResponse says what removing a worktree kept.
@@ -127,7 +136,7 @@ func (s *Server) worktreeDiff(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, DiffResponse{Diff: d.Diff, Config: d.Config, Cut: d.Cut})
+	writeJSON(w, http.StatusOK, DiffResponse{Diff: d.Diff, Config: d.Config, Cut: d.Cut, Tree: d.Tree, MergeCommand: d.MergeCommand})
 }
 
 // worktreeMerge merges the agent's branch into the project's current
@@ -143,7 +152,7 @@ func (s *Server) worktreeMerge(w http.ResponseWriter, r *http.Request) {
 	if !decodeOptional(w, r, &req) {
 		return
 	}
-	res, err := s.o.Worktrees.Merge(r.Context(), k, spec, dir, worktree.MergeOptions{IncludeConfig: req.IncludeConfig, Force: req.Force})
+	res, err := s.o.Worktrees.Merge(r.Context(), k, spec, dir, worktree.MergeOptions{IncludeConfig: req.IncludeConfig, Force: req.Force, Tree: req.Tree})
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -32,12 +32,14 @@ func diffCmd(g *globals) *cobra.Command {
 				return nil
 			}
 			if len(d.Config) > 0 {
-				fmt.Fprintf(g.errw, "%s changes tool configuration, shown first: %s\ntroupe merge %s needs each named: --include-config FILE\n",
-					args[0], strings.Join(d.Config, ", "), args[0])
+				fmt.Fprintf(g.errw, "%s changes tool configuration, shown first: %s\n", args[0], strings.Join(d.Config, ", "))
 			}
 			fmt.Fprint(g.out, d.Diff)
 			if d.Cut {
-				fmt.Fprintf(g.errw, "this diff is cut at its end (see its last line): troupe merge %s needs --force; review the rest with git\n", args[0])
+				fmt.Fprintf(g.errw, "this diff is cut at its end (see its last line): review the rest with git; merging it needs --force\n")
+			}
+			if len(d.Config) > 0 || d.Cut {
+				fmt.Fprintf(g.errw, "to merge exactly this work: %s\n", d.MergeCommand)
 			}
 			return nil
 		},
@@ -75,6 +77,7 @@ func mergeCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().StringArrayVar(&req.IncludeConfig, "include-config", nil, "a tool configuration file (.troupe/, .claude/, .gitattributes…) the merge may change, by its path as troupe diff lists it; repeat for each")
 	c.Flags().BoolVar(&req.Force, "force", false, "merge even though the agent's diff is cut (too long to show): review the branch with git first")
+	c.Flags().StringVar(&req.Tree, "expect", "", "merge only if the agent's work is still the one troupe diff showed (the tree it prints)")
 	c.Flags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
 	return c
 }

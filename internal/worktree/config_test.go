@@ -300,3 +300,54 @@ func TestMergeOfACutDiffNeedsForce(t *testing.T) {
 		t.Fatalf("forced Merge = %+v, %v", res, err)
 	}
 }
+
+// TestMergeMergesWhatWasRead: a merge given the tree of the diff the
+// person read is refused once the agent has changed its work; a file the
+// agent force-staged past its .gitignore, which the diff leaves out, is
+// not merged unseen: the merge is refused until the diff shows it.
+func TestMergeMergesWhatWasRead(t *testing.T) {
+	repo := gitRepo(t, map[string]string{"README": "hi\n", ".gitignore": "*.env\n"})
+	m := New(t.TempDir())
+	k := troupe.RuntimeKey{Project: "p1", Agent: "a"}
+	spec := troupe.AgentSpec{Name: "a", Workspace: Worktree}
+	ctx := context.Background()
+	wt, err := m.Dir(ctx, k, spec, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, wt, "work.txt", "reviewed\n")
+	read, err := m.Diff(ctx, k, spec, repo, false)
+	if err != nil || read.Tree == "" || !strings.Contains(read.MergeCommand, "--expect "+read.Tree) {
+		t.Fatalf("Diff = %+v, %v", read, err)
+	}
+	write(t, wt, "work.txt", "changed after the review\n")
+	head := run(t, repo, "rev-parse", "HEAD")
+	if _, err := m.Merge(ctx, k, spec, repo, MergeOptions{Tree: read.Tree}); !errors.Is(err, troupe.ErrConflict) || !strings.Contains(err.Error(), "changed since the diff you read") {
+		t.Fatalf("Merge of a changed work = %v; want a refusal", err)
+	}
+	if run(t, repo, "rev-parse", "HEAD") != head {
+		t.Fatal("the refused merge moved HEAD")
+	}
+	// Force-staged past .gitignore: not in the diff, so not merged.
+	write(t, wt, "secret.env", "TOKEN=agent's\n")
+	run(t, wt, "add", "-f", "secret.env")
+	d, err := m.Diff(ctx, k, spec, repo, false)
+	if err != nil || strings.Contains(d.Diff, "secret.env") {
+		t.Fatalf("Diff = %q, %v", d.Diff, err)
+	}
+	_, err = m.Merge(ctx, k, spec, repo, MergeOptions{Tree: d.Tree})
+	if !errors.Is(err, troupe.ErrConflict) || !strings.Contains(err.Error(), "is not the work its diff showed") {
+		t.Fatalf("Merge with a force-staged file = %v; want a refusal", err)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "secret.env")); err == nil {
+		t.Fatal("secret.env was merged unseen")
+	}
+	// Committed now, the diff shows it; that work merges.
+	d, err = m.Diff(ctx, k, spec, repo, false)
+	if err != nil || !strings.Contains(d.Diff, "+TOKEN=agent's") {
+		t.Fatalf("Diff after = %q, %v", d.Diff, err)
+	}
+	if res, err := m.Merge(ctx, k, spec, repo, MergeOptions{Tree: d.Tree}); err != nil || !res.Merged {
+		t.Fatalf("Merge of the work read = %+v, %v", res, err)
+	}
+}

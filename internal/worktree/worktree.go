@@ -346,6 +346,12 @@ type DiffResult struct {
 	// Cut: the diff was longer than MaxGitOutput; Diff holds its start
 	// and a last line saying how much more there was. Merge needs force.
 	Cut bool `json:"cut"`
+	// Tree is the git tree of the work shown: MergeOptions.Tree merges
+	// only that.
+	Tree string `json:"tree"`
+	// MergeCommand is the troupe merge command that merges exactly this
+	// work: --expect Tree, each Config file named, --force when Cut.
+	MergeCommand string `json:"merge_command"`
 }
 
 // Diff returns the agent's changes against its base, committed or not,
@@ -394,6 +400,10 @@ func (m *Manager) diff(ctx context.Context, k troupe.RuntimeKey, spec troupe.Age
 	if _, err := gitWith(ctx, path, env, guard, "add", "--all"); err != nil {
 		return DiffResult{}, fmt.Errorf("read worktree: %w", err)
 	}
+	tree, err := gitWith(ctx, path, env, guard, "write-tree")
+	if err != nil {
+		return DiffResult{}, fmt.Errorf("read worktree: %w", err)
+	}
 	cfg := append(slices.Clone(guard), diffConfig...)
 	names := &capBuffer{max: MaxGitOutput}
 	if code, stderr, err := runGit(ctx, path, env, cfg, names, "diff", "--cached", "--name-only", "-z", "--no-renames", "--ignore-submodules=none", base, "--"); err != nil {
@@ -407,7 +417,7 @@ func (m *Manager) diff(ctx context.Context, k troupe.RuntimeKey, spec troupe.Age
 	if s := strings.TrimSuffix(names.buf.String(), "\x00"); s != "" {
 		all = strings.Split(s, "\x00")
 	}
-	res := DiffResult{Config: ToolConfig(all)}
+	res := DiffResult{Config: ToolConfig(all), Tree: strings.TrimSpace(tree)}
 	args := []string{"diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none"}
 	if stat {
 		args = append(args, "--stat")
@@ -469,6 +479,7 @@ func (m *Manager) diff(ctx context.Context, k troupe.RuntimeKey, spec troupe.Age
 		return DiffResult{}, err
 	}
 	res.Diff, res.Cut = out.String(), out.cut > 0
+	res.MergeCommand = mergeCommand(k.Agent, res.Tree, res.Config, res.Cut)
 	return res, nil
 }
 
@@ -567,6 +578,9 @@ type MergeOptions struct {
 	// Force merges even when the agent's diff is cut (DiffResult.Cut):
 	// the person has seen the changes some other way.
 	Force bool
+	// Tree, when set, is the DiffResult.Tree the person read: the merge
+	// is refused when the agent's work is no longer that.
+	Tree string
 }
 
 // maxNamed bounds the files an error names.
@@ -622,6 +636,10 @@ func (m *Manager) Merge(ctx context.Context, k troupe.RuntimeKey, spec troupe.Ag
 	if err != nil {
 		return res, err
 	}
+	if opt.Tree != "" && opt.Tree != d.Tree {
+		return res, fmt.Errorf("%s's work changed since the diff you read (tree %s, now %s): nothing was changed; read troupe diff %s again, then merge: %w",
+			k.Agent, opt.Tree, d.Tree, k.Agent, troupe.ErrConflict)
+	}
 	if d.Cut && !opt.Force {
 		return res, fmt.Errorf("the diff of %s is cut at %d MB (troupe diff %s shows only its start): nothing was changed; review the branch with git (git diff HEAD...%s, and the worktree %s), then merge with --force: %w",
 			branch, MaxGitOutput>>20, k.Agent, branch, path, troupe.ErrConflict)
@@ -649,6 +667,15 @@ func (m *Manager) Merge(ctx context.Context, k troupe.RuntimeKey, spec troupe.Ag
 		return res, fmt.Errorf("resolve %s: %w", branch, err)
 	}
 	tip = strings.TrimSpace(tip)
+	// What is merged is what was checked above: the agent did not change
+	// its work meanwhile, nor staged a file the diff leaves out (a file
+	// its .gitignore names, added with git add -f).
+	if tipTree, err := git(ctx, dir, nil, "rev-parse", "--verify", tip+"^{tree}"); err != nil {
+		return res, fmt.Errorf("resolve %s: %w", branch, err)
+	} else if tipTree = strings.TrimSpace(tipTree); tipTree != d.Tree {
+		return res, fmt.Errorf("the work committed on %s (tree %s) is not the work its diff showed (tree %s): the agent changed it meanwhile, or had staged a file the diff leaves out; nothing was changed in your checkout: read troupe diff %s again (it shows the commit now), then merge: %w",
+			branch, tipTree, d.Tree, k.Agent, troupe.ErrConflict)
+	}
 	if _, code, _, err := gitCode(ctx, dir, nil, "merge-base", "--is-ancestor", tip, "HEAD"); err != nil {
 		return res, err
 	} else if code == 0 {
@@ -723,6 +750,18 @@ func includedConfig(branch string, agent troupe.AgentID, changed, include []stri
 	}
 	return fmt.Errorf("merging %s would change tool configuration (what agents, engines, git or your editor may do or run): %s; nothing was changed; review them (troupe diff %s shows them first), then merge again naming each: %s: %w",
 		branch, strings.Join(named, ", "), agent, strings.Join(flags, " "), troupe.ErrConflict)
+}
+
+// mergeCommand is the troupe merge that merges exactly the work of tree.
+func mergeCommand(agent troupe.AgentID, tree string, config []string, force bool) string {
+	words := []string{"troupe", "merge", string(agent), "--expect", tree}
+	for _, f := range config {
+		words = append(words, "--include-config", shellQuote(f))
+	}
+	if force {
+		words = append(words, "--force")
+	}
+	return strings.Join(words, " ")
 }
 
 // shellQuote quotes s for a POSIX shell when it needs it.

@@ -5,7 +5,8 @@
 // …/merge) with the daemon's refusal shown as it says it (conflicting
 // files, a dirty project tree). A diff that changes tool configuration, or
 // is cut, asks before merging, listing the files; only then are they sent
-// (include_config, force).
+// (include_config, force). Merge names the work shown (tree): changed
+// since, it is refused.
 import { useEffect, useState } from "preact/hooks";
 import { registerView } from "../router";
 import { app, navigate, useApp } from "../store";
@@ -17,7 +18,7 @@ interface Worktree {
 }
 interface WorktreeList { worktrees: Worktree[]; cut?: number }
 interface MergeResult { committed: boolean; merged: boolean; branch: string; into: string; commit?: string; config?: string[] }
-interface DiffResponse { diff: string; config: string[]; cut: boolean }
+interface DiffResponse { diff: string; config: string[]; cut: boolean; tree: string }
 
 export interface FileDiff { name: string; lines: string[]; added: number; removed: number }
 
@@ -76,7 +77,7 @@ function ChangesView({ arg }: { arg: string }) {
   useApp();
   const project = app.route.project;
   const [list, setList] = useState<WorktreeList | null>(null);
-  const [diff, setDiff] = useState<{ agent: string; text: string; config: string[]; cut: boolean } | null>(null);
+  const [diff, setDiff] = useState<{ agent: string; text: string; config: string[]; cut: boolean; tree: string } | null>(null);
   const [err, setErr] = useState("");
   const [merge, setMerge] = useState<{ ok: boolean; text: string } | null>(null);
   const [busy, setBusy] = useState(false);
@@ -88,7 +89,7 @@ function ChangesView({ arg }: { arg: string }) {
   async function loadDiff(agent: string) {
     try {
       const d = await call<DiffResponse>("GET", `${agentPath(project, agent)}/diff`);
-      setDiff({ agent, text: d.diff, config: d.config || [], cut: d.cut }); setErr("");
+      setDiff({ agent, text: d.diff, config: d.config || [], cut: d.cut, tree: d.tree }); setErr("");
     } catch (e) { setDiff(null); setErr((e as Error).message); }
   }
   useEffect(() => { setList(null); loadList(); }, [project]);
@@ -102,7 +103,9 @@ function ChangesView({ arg }: { arg: string }) {
     setConfirming(false);
     setBusy(true);
     try {
-      const body = confirmed && d ? { include_config: d.config, force: d.cut } : undefined;
+      // The work shown is the work merged (tree): the daemon refuses it
+      // when the agent changed it since.
+      const body = !d ? undefined : confirmed ? { tree: d.tree, include_config: d.config, force: d.cut } : { tree: d.tree };
       const r = await call<MergeResult>("POST", `${agentPath(project, agent)}/merge`, body);
       setMerge({ ok: true, text: r.merged ? `merged ${r.branch} into ${r.into}${r.commit ? ` (${r.commit.slice(0, 10)})` : ""}${r.committed ? "; the agent's uncommitted work was committed first" : ""}${r.config?.length ? `; tool configuration merged: ${r.config.join(", ")}` : ""}` : `nothing to merge: ${r.branch} has no work that ${r.into} lacks` });
       loadList(); loadDiff(agent);
