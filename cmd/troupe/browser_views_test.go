@@ -195,7 +195,9 @@ engine = "claude"
 		t.Errorf("after the merge notes.txt = %q", b)
 	}
 	// Tool configuration: shown first and flagged; Merge asks, listing it,
-	// and only the confirmation sends it.
+	// and only the confirmation sends it. (The diff read again after the
+	// merge, empty, first: it must not land after the refresh below.)
+	p.wait("the merged diff", `document.querySelector("#diff-summary")?.innerText.startsWith("0 file(s)")`, 20*time.Second)
 	if err := os.MkdirAll(filepath.Join(tree, ".claude"), 0o755); err != nil {
 		t.Fatal(err)
 	}
