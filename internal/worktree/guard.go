@@ -10,26 +10,31 @@ import (
 // An agent's worktree shares the repository's .git with the person's
 // checkout: its config (.git/config and what it includes, a worktree's
 // config.worktree), its hooks, its info/attributes. An agent whose command
-// reached them could name programs there for the next git troupe runs
-// (Diff, Merge) to start in the daemon, in the person's checkout. So:
+// reached them could name programs there for the next git troupe runs to
+// start in the daemon, in the person's checkout. So:
 //
 //   - every git troupe runs has no hooks (core.hooksPath=/dev/null) and no
 //     fsmonitor (alwaysConfig);
-//   - Diff and Merge turn off each filter (clean, smudge, process), diff
-//     driver (textconv, command, binary) and merge driver that the repository's own
-//     config defines (local or worktree scope): a filter is then no filter,
-//     a merge driver fails the merge (troupe says so); drivers of the
-//     person's own ~/.gitconfig and of the system (git-lfs) still run;
+//   - its commands in the repository (worktree creation, Diff, Merge,
+//     Reset, Remove, status) turn off each filter (clean, smudge,
+//     process), diff driver (textconv, command, binary) and merge driver
+//     that the repository's own config defines (local or worktree scope):
+//     a filter is then no filter, a merge needing such a driver fails
+//     (Merge says so); drivers of the person's own ~/.gitconfig and of
+//     the system (git-lfs) still run;
 //   - Diff runs with --no-textconv --no-ext-diff, no global attributes
-//     file, and shows tool configuration as text whatever its attributes;
-//   - troupe's commit of the agent's work is not signed, and a merge is not
-//     signed when the repository's own config names a signing setting.
+//     file, and shows tool configuration with --text (diffConfig);
+//   - troupe's commit of the agent's work is not signed, and a merge is
+//     not signed when the repository's own config sets a gpg key.
 //
 // What remains, for the sandbox (the next issue): programs named in the
-// person's own config or in the system's, which an agent's command can
-// still write while agents run as the person; the merged files themselves,
+// person's own config or the system's, which an agent's command can still
+// write while agents run as the person; .git/info/attributes, which can
+// still mark a file that is not tool configuration -diff (shown as
+// "Binary files differ", the file named); the merged files themselves,
 // which the person's tools read after the merge (only tool configuration
-// is held back by the merge guard).
+// is held back, and the guard checks which files change, not what they
+// hold).
 
 // guardedKey matches the config keys that name a program git would run
 // from the repository's own config, or sign with one.

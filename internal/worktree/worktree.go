@@ -373,7 +373,10 @@ func (m *Manager) Diff(ctx context.Context, k troupe.RuntimeKey, spec troupe.Age
 // diffConfig is given to the git diffs Diff runs: no attribute, driver or
 // configuration may hide or rewrite a change (with --no-textconv and
 // --no-ext-diff, and --text for tool configuration).
-var diffConfig = []string{"-c", "core.attributesFile=/dev/null", "-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false", "-c", "core.quotePath=true"}
+var diffConfig = []string{
+	"-c", "core.attributesFile=/dev/null", "-c", "core.quotePath=true", "-c", "diff.relative=false",
+	"-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false", "-c", "diff.srcPrefix=a/", "-c", "diff.dstPrefix=b/",
+}
 
 // maxSpecBytes bounds the pathspecs given to one git diff; more paths
 // are shown by more runs.
