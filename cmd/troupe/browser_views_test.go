@@ -194,6 +194,34 @@ engine = "claude"
 	if b, _ := os.ReadFile(filepath.Join(proj, "notes.txt")); string(b) != "first note\nsecond note\n" {
 		t.Errorf("after the merge notes.txt = %q", b)
 	}
+	// Tool configuration: shown first and flagged; Merge asks, listing it,
+	// and only the confirmation sends it. (The diff read again after the
+	// merge, empty, first: it must not land after the refresh below.)
+	p.wait("the merged diff", `document.querySelector("#diff-summary")?.innerText.startsWith("0 file(s)")`, 20*time.Second)
+	if err := os.MkdirAll(filepath.Join(tree, ".claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, ".claude", "settings.json"), []byte(`{"permissions":{"allow":["Bash"]}}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, "-first-by-name.txt"), []byte("later\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.click("refresh the diff", "#diff-refresh")
+	p.wait("the config file flagged", `document.querySelector('.file-diff.config[data-file=".claude/settings.json"] .config-flag')`, 20*time.Second)
+	if first := eval[string](p, `document.querySelector('#diff-view .file-diff').dataset.file`); first != ".claude/settings.json" {
+		t.Errorf("first file of the diff = %q, want the tool configuration", first)
+	}
+	p.click("merge with config", "#merge")
+	p.wait("the confirmation", `document.querySelector("#merge-confirm #merge-config")?.innerText.includes(".claude/settings.json")`, 20*time.Second)
+	if _, err := os.Stat(filepath.Join(proj, ".claude", "settings.json")); err == nil {
+		t.Fatal("Merge brought the tool configuration before the confirmation")
+	}
+	p.click("confirm", "#merge-confirm-yes")
+	p.wait("merged with config", `document.querySelector("#merge-result.note")?.innerText.includes("tool configuration merged: .claude/settings.json")`, 20*time.Second)
+	if _, err := os.Stat(filepath.Join(proj, ".claude", "settings.json")); err != nil {
+		t.Errorf("after the confirmed merge: %v", err)
+	}
 
 	// The files a turn's edit tool calls name show on the turn.
 	if _, err := cl.Send(ctx, info.ID, "a", `!tool Edit {"file_path":"src/app.go","old_string":"a","new_string":"b"}`+"\n!say edited"); err != nil {

@@ -11,8 +11,8 @@ import (
 
 // Worktrees is what the API needs of internal/worktree.
 type Worktrees interface {
-	Diff(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string, stat bool) (string, error)
-	Merge(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string) (worktree.MergeResult, error)
+	Diff(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string, stat bool) (worktree.DiffResult, error)
+	Merge(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string, opt worktree.MergeOptions) (worktree.MergeResult, error)
 	Reset(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string) error
 	Remove(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string, force bool) error
 	Path(k troupe.RuntimeKey) string
@@ -32,7 +32,32 @@ type RemoveProjectResponse = worktree.RemoveResult
 
 // DiffResponse is an agent's changes against its base.
 type DiffResponse struct {
+	// Diff is git's patch or summary: tool configuration first, as text.
 	Diff string `json:"diff"`
+	// Config lists the changed files that are tool configuration
+	// (worktree.IsToolConfig): a merge needs each named in include_config.
+	Config []string `json:"config"`
+	// Cut: Diff is the start of a longer diff (its last line says how
+	// much more); a merge needs force.
+	Cut bool `json:"cut"`
+	// Tree names the work shown (a git tree): a merge given it merges
+	// only that work.
+	Tree string `json:"tree"`
+	// MergeCommand is the troupe merge that merges exactly this work,
+	// its tool configuration named (and --force when cut).
+	MergeCommand string `json:"merge_command"`
+}
+
+// MergeRequest is what the person allows a merge (the body is optional).
+type MergeRequest struct {
+	// IncludeConfig names the tool configuration files the merge may
+	// change (DiffResponse.Config); any other is refused (409).
+	IncludeConfig []string `json:"include_config,omitempty"`
+	// Force merges even when the diff is cut.
+	Force bool `json:"force,omitempty"`
+	// Tree is the DiffResponse.Tree the person read: 409 when the
+	// agent's work has changed since.
+	Tree string `json:"tree,omitempty"`
 }
 
 // RemoveWorktreeResponse says what removing a worktree kept.
@@ -111,17 +136,23 @@ func (s *Server) worktreeDiff(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, DiffResponse{Diff: d})
+	writeJSON(w, http.StatusOK, DiffResponse{Diff: d.Diff, Config: d.Config, Cut: d.Cut, Tree: d.Tree, MergeCommand: d.MergeCommand})
 }
 
 // worktreeMerge merges the agent's branch into the project's current
-// branch; 409 naming the files when it would conflict (nothing changed).
+// branch; 409 naming the files when it would conflict, change tool
+// configuration not named in include_config, or the diff is cut without
+// force (nothing changed).
 func (s *Server) worktreeMerge(w http.ResponseWriter, r *http.Request) {
 	k, spec, dir, ok := s.worktreeAgent(w, r)
 	if !ok {
 		return
 	}
-	res, err := s.o.Worktrees.Merge(r.Context(), k, spec, dir)
+	var req MergeRequest
+	if !decodeOptional(w, r, &req) {
+		return
+	}
+	res, err := s.o.Worktrees.Merge(r.Context(), k, spec, dir, worktree.MergeOptions{IncludeConfig: req.IncludeConfig, Force: req.Force, Tree: req.Tree})
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -15,7 +16,7 @@ func diffCmd(g *globals) *cobra.Command {
 	var stat bool
 	c := &cobra.Command{
 		Use:   "diff AGENT",
-		Short: "Show an agent's changes in its worktree against its base, uncommitted and new files included",
+		Short: "Show an agent's changes in its worktree against its base, uncommitted and new files included; tool configuration first, as text",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, p, err := g.projectClient(cmd.Context())
@@ -26,11 +27,20 @@ func diffCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if d == "" {
+			if d.Diff == "" {
 				fmt.Fprintf(g.out, "%s: no changes\n", args[0])
 				return nil
 			}
-			fmt.Fprint(g.out, d)
+			if len(d.Config) > 0 {
+				fmt.Fprintf(g.errw, "%s changes tool configuration, shown first: %s\n", args[0], strings.Join(d.Config, ", "))
+			}
+			fmt.Fprint(g.out, d.Diff)
+			if d.Cut {
+				fmt.Fprintf(g.errw, "this diff is cut at its end (see its last line): review the rest with git; merging it needs --force\n")
+			}
+			if len(d.Config) > 0 || d.Cut {
+				fmt.Fprintf(g.errw, "to merge exactly this work: %s\n", d.MergeCommand)
+			}
 			return nil
 		},
 	}
@@ -40,16 +50,17 @@ func diffCmd(g *globals) *cobra.Command {
 }
 
 func mergeCmd(g *globals) *cobra.Command {
+	var req api.MergeRequest
 	c := &cobra.Command{
-		Use:   "merge AGENT",
-		Short: "Commit an agent's work on its branch and merge it into the project's current branch (only when clean and free of conflicts)",
+		Use:   "merge AGENT [--include-config FILE]... [--force]",
+		Short: "Commit an agent's work on its branch and merge it into the project's current branch (only when clean, free of conflicts, and changing no tool configuration you did not name)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, p, err := g.projectClient(cmd.Context())
 			if err != nil {
 				return err
 			}
-			res, err := cl.Merge(cmd.Context(), p.ID, troupe.AgentID(args[0]))
+			res, err := cl.Merge(cmd.Context(), p.ID, troupe.AgentID(args[0]), req)
 			if err != nil {
 				return err
 			}
@@ -58,9 +69,15 @@ func mergeCmd(g *globals) *cobra.Command {
 				return nil
 			}
 			fmt.Fprintf(g.out, "%s: merged %s into %s (%s)\n", args[0], res.Branch, res.Into, short(res.Commit))
+			if len(res.Config) > 0 {
+				fmt.Fprintf(g.out, "%s: tool configuration merged, as you named it: %s\n", args[0], strings.Join(res.Config, ", "))
+			}
 			return nil
 		},
 	}
+	c.Flags().StringArrayVar(&req.IncludeConfig, "include-config", nil, "a tool configuration file (.troupe/, .claude/, .gitattributes…) the merge may change, by its path as troupe diff lists it; repeat for each")
+	c.Flags().BoolVar(&req.Force, "force", false, "merge even though the agent's diff is cut (too long to show): review the branch with git first")
+	c.Flags().StringVar(&req.Tree, "expect", "", "merge only if the agent's work is still the one troupe diff showed (the tree it prints)")
 	c.Flags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
 	return c
 }

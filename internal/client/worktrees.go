@@ -9,23 +9,25 @@ import (
 )
 
 // Diff returns agent's changes in its worktree against its base,
-// uncommitted and new files included; stat: a summary.
-func (c *Client) Diff(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, stat bool) (string, error) {
+// uncommitted and new files included (tool configuration first, listed);
+// stat: a summary.
+func (c *Client) Diff(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, stat bool) (api.DiffResponse, error) {
 	path := agentPath(p, agent) + "/diff"
 	if stat {
 		path += "?stat=1"
 	}
 	var out api.DiffResponse
 	err := c.do(ctx, "GET", path, nil, &out)
-	return out.Diff, err
+	return out, err
 }
 
 // Merge commits agent's uncommitted work on its branch and merges the
-// branch into the project's current branch; a conflict is
-// troupe.ErrConflict naming the files, with nothing changed.
-func (c *Client) Merge(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID) (api.MergeResponse, error) {
+// branch into the project's current branch; a conflict, tool
+// configuration not named in req.IncludeConfig, or a cut diff without
+// req.Force is troupe.ErrConflict naming the files, with nothing changed.
+func (c *Client) Merge(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, req api.MergeRequest) (api.MergeResponse, error) {
 	var out api.MergeResponse
-	err := c.do(ctx, "POST", agentPath(p, agent)+"/merge", nil, &out)
+	err := c.do(ctx, "POST", agentPath(p, agent)+"/merge", req, &out)
 	return out, err
 }
 

@@ -181,7 +181,7 @@ func (m *Manager) info(ctx context.Context, k troupe.RuntimeKey, spec troupe.Age
 	var errs []string
 	if _, err := os.Stat(filepath.Join(in.Path, ".git")); err == nil {
 		in.Exists = true
-		st, err := git(ctx, in.Path, nil, "status", "--porcelain")
+		st, err := statusPorcelain(ctx, in.Path)
 		if err != nil {
 			errs = append(errs, "status: "+err.Error())
 		} else if st = strings.TrimRight(st, "\n"); st != "" {
@@ -249,7 +249,7 @@ func (m *Manager) removeKept(ctx context.Context, k troupe.RuntimeKey, dir strin
 		r.Reason = "it is not a git worktree (no .git): left as it is; delete the folder by hand if you do not need it"
 		return r
 	}
-	st, err := git(ctx, r.Path, nil, "status", "--porcelain")
+	st, err := statusPorcelain(ctx, r.Path)
 	if err != nil {
 		r.Reason = fmt.Sprintf("its state could not be read (%v): kept; save what you need, then delete the folder", err)
 		return r
@@ -264,4 +264,14 @@ func (m *Manager) removeKept(ctx context.Context, k troupe.RuntimeKey, dir strin
 	}
 	r.Removed = true
 	return r
+}
+
+// statusPorcelain is git status --porcelain of the worktree at path, with
+// the repository's programs turned off (repoGuard).
+func statusPorcelain(ctx context.Context, path string) (string, error) {
+	guard, err := repoGuard(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	return gitWith(ctx, path, nil, guard, "status", "--porcelain")
 }

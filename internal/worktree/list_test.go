@@ -14,7 +14,7 @@ import (
 func fakeGit(t *testing.T, version string) {
 	t.Helper()
 	bin := t.TempDir()
-	script := "#!/bin/sh\nif [ \"$5\" = version ]; then echo 'git version " + version + "'; exit 0; fi\necho 'fake git' >&2; exit 2\n"
+	script := "#!/bin/sh\nfor a; do last=$a; done\nif [ \"$last\" = version ]; then echo 'git version " + version + "'; exit 0; fi\necho 'fake git' >&2; exit 2\n"
 	if err := os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -72,7 +75,12 @@ func (m *Manager) lock(k troupe.RuntimeKey) func() {
 // git runs git with args in dir and returns its stdout. env is added to
 // the environment. A non-zero exit is an error carrying git's stderr.
 func git(ctx context.Context, dir string, env []string, args ...string) (string, error) {
-	out, code, stderr, err := gitCode(ctx, dir, env, args...)
+	return gitWith(ctx, dir, env, nil, args...)
+}
+
+// gitWith is git with cfg, -c options (a repoGuard's) before args.
+func gitWith(ctx context.Context, dir string, env, cfg []string, args ...string) (string, error) {
+	out, code, stderr, err := gitCodeWith(ctx, dir, env, cfg, args...)
 	if err != nil {
 		return out, err
 	}
@@ -85,11 +93,36 @@ func git(ctx context.Context, dir string, env []string, args ...string) (string,
 // gitCode runs git and returns its stdout, exit code and stderr; err is set
 // only when git could not run or was cut by the time limit.
 func gitCode(ctx context.Context, dir string, env []string, args ...string) (string, int, string, error) {
+	return gitCodeWith(ctx, dir, env, nil, args...)
+}
+
+// gitCodeWith is gitCode with cfg, -c options before args.
+func gitCodeWith(ctx context.Context, dir string, env, cfg []string, args ...string) (string, int, string, error) {
+	stdout := &capBuffer{max: MaxGitOutput}
+	code, stderr, err := runGit(ctx, dir, env, cfg, stdout, args...)
+	if err != nil {
+		return "", code, stderr, err
+	}
+	return stdout.String(), code, stderr, nil
+}
+
+// alwaysConfig is given to every git troupe runs. No automatic gc or
+// maintenance: git would leave it running detached, a process nobody
+// owns. No hooks and no fsmonitor: the repository's .git, which an
+// agent's worktree shares, would name programs for troupe to run.
+var alwaysConfig = []string{
+	"-c", "gc.auto=0", "-c", "maintenance.auto=false",
+	"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+}
+
+// runGit runs git with args in dir, its stdout to stdout, and returns its
+// exit code and stderr; err is set only when git could not run or was cut
+// by the time limit.
+func runGit(ctx context.Context, dir string, env, cfg []string, stdout io.Writer, args ...string) (int, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
-	// No automatic gc or maintenance: git would leave it running detached,
-	// a process nobody owns.
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "gc.auto=0", "-c", "maintenance.auto=false"}, args...)...)
+	argv := append(append(slices.Clone(alwaysConfig), cfg...), args...)
+	cmd := exec.CommandContext(ctx, "git", argv...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C", "GIT_OPTIONAL_LOCKS=0")
 	for _, v := range []string{"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"} {
@@ -99,23 +132,23 @@ func gitCode(ctx context.Context, dir string, env []string, args ...string) (str
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
-	stdout, stderr := &capBuffer{max: MaxGitOutput}, &capBuffer{max: maxGitStderr}
+	stderr := &capBuffer{max: maxGitStderr}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err := cmd.Run()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return "", -1, "", fmt.Errorf("run git %s: no answer within %v: look for a lock or a hook that hangs in the repository", strings.Join(args, " "), Timeout)
+		return -1, "", fmt.Errorf("run git %s: no answer within %v: look for a lock or a hook that hangs in the repository", strings.Join(args, " "), Timeout)
 	}
 	if ctx.Err() != nil {
-		return "", -1, "", fmt.Errorf("run git %s: %w", strings.Join(args, " "), ctx.Err())
+		return -1, "", fmt.Errorf("run git %s: %w", strings.Join(args, " "), ctx.Err())
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return stdout.String(), ee.ExitCode(), stderr.String(), nil
+		return ee.ExitCode(), stderr.String(), nil
 	}
 	if err != nil {
-		return "", -1, "", fmt.Errorf("run git: %w: install git", err)
+		return -1, "", fmt.Errorf("run git: %w: install git", err)
 	}
-	return stdout.String(), 0, stderr.String(), nil
+	return 0, stderr.String(), nil
 }
 
 // MaxGitOutput bounds what one git command's output is kept of (a diff
@@ -233,7 +266,11 @@ func (m *Manager) ensure(ctx context.Context, k troupe.RuntimeKey, spec troupe.A
 		}
 		args = []string{"worktree", "add", "--quiet", "-b", branch, path, base}
 	}
-	if _, err := git(ctx, dir, nil, args...); err != nil {
+	guard, err := repoGuard(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	if _, err := gitWith(ctx, dir, nil, guard, args...); err != nil {
 		return "", fmt.Errorf("create worktree of %s: %w", k.Agent, err)
 	}
 	return path, nil
@@ -298,42 +335,230 @@ func (m *Manager) forkPoint(ctx context.Context, k troupe.RuntimeKey, spec troup
 	return strings.TrimSpace(out), nil
 }
 
+// DiffResult is an agent's changes against its base.
+type DiffResult struct {
+	// Diff is git's patch (or --stat summary): tool configuration first,
+	// always as text, then the other files.
+	Diff string `json:"diff"`
+	// Config lists the changed files that are tool configuration
+	// (IsToolConfig), sorted: Merge refuses them unless they are named.
+	Config []string `json:"config"`
+	// Cut: the diff was longer than MaxGitOutput; Diff holds its start
+	// and a last line saying how much more there was. Merge needs force.
+	Cut bool `json:"cut"`
+	// Tree is the git tree of the work shown: MergeOptions.Tree merges
+	// only that.
+	Tree string `json:"tree"`
+	// MergeCommand is the troupe merge command that merges exactly this
+	// work: --expect Tree, each Config file named, --force when Cut.
+	MergeCommand string `json:"merge_command"`
+}
+
 // Diff returns the agent's changes against its base, committed or not,
 // new files included (through a scratch index: the agent's own index is
 // not touched). stat: git's --stat summary instead of the patch.
-func (m *Manager) Diff(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string, stat bool) (string, error) {
+func (m *Manager) Diff(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string, stat bool) (DiffResult, error) {
 	defer m.lock(k)()
 	path, err := m.existing(k, spec)
 	if err != nil {
-		return "", err
+		return DiffResult{}, err
 	}
+	guard, err := repoGuard(ctx, path)
+	if err != nil {
+		return DiffResult{}, err
+	}
+	return m.diff(ctx, k, spec, dir, path, guard, stat)
+}
+
+// diffConfig is given to the git diffs Diff runs: no attribute, driver or
+// configuration may hide or rewrite a change (with --no-textconv and
+// --no-ext-diff, and --text for tool configuration).
+var diffConfig = []string{
+	"-c", "core.attributesFile=/dev/null", "-c", "core.quotePath=true", "-c", "diff.relative=false",
+	"-c", "diff.noprefix=false", "-c", "diff.mnemonicPrefix=false", "-c", "diff.srcPrefix=a/", "-c", "diff.dstPrefix=b/",
+}
+
+// maxSpecBytes bounds the pathspecs given to one git diff; more paths
+// are shown by more runs.
+const maxSpecBytes = 128 << 10
+
+// diff is Diff with the lock held, the worktree at path and guard, the
+// repository's guard.
+func (m *Manager) diff(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, path string, guard []string, stat bool) (DiffResult, error) {
 	base, err := m.forkPoint(ctx, k, spec, dir)
 	if err != nil {
-		return "", err
+		return DiffResult{}, err
 	}
 	idx, err := os.CreateTemp(filepath.Dir(path), "."+string(k.Agent)+".index-*")
 	if err != nil {
-		return "", fmt.Errorf("create scratch index: %w", err)
+		return DiffResult{}, fmt.Errorf("create scratch index: %w", err)
 	}
 	idx.Close()
 	os.Remove(idx.Name()) // git writes it anew
 	defer os.Remove(idx.Name())
 	env := []string{"GIT_INDEX_FILE=" + idx.Name()}
-	if _, err := git(ctx, path, env, "read-tree", "HEAD"); err != nil {
-		return "", fmt.Errorf("read worktree: %w", err)
+	if _, err := gitWith(ctx, path, env, guard, "read-tree", "HEAD"); err != nil {
+		return DiffResult{}, fmt.Errorf("read worktree: %w", err)
 	}
-	if _, err := git(ctx, path, env, "add", "--all"); err != nil {
-		return "", fmt.Errorf("read worktree: %w", err)
+	if _, err := gitWith(ctx, path, env, guard, "add", "--all"); err != nil {
+		return DiffResult{}, fmt.Errorf("read worktree: %w", err)
 	}
-	args := []string{"diff", "--cached", "--no-color", "--no-ext-diff"}
+	tree, err := gitWith(ctx, path, env, guard, "write-tree")
+	if err != nil {
+		return DiffResult{}, fmt.Errorf("read worktree: %w", err)
+	}
+	cfg := append(slices.Clone(guard), diffConfig...)
+	names := &capBuffer{max: MaxGitOutput}
+	if code, stderr, err := runGit(ctx, path, env, cfg, names, "diff", "--cached", "--name-only", "-z", "--no-renames", "--ignore-submodules=none", base, "--"); err != nil {
+		return DiffResult{}, err
+	} else if code != 0 {
+		return DiffResult{}, fmt.Errorf("diff %s: %s", k.Agent, strings.TrimSpace(stderr))
+	} else if names.cut > 0 {
+		return DiffResult{}, fmt.Errorf("list %s's changed files: more than %d bytes of names: reset its worktree (troupe worktree reset %s --yes) or look at it with git", k.Agent, MaxGitOutput, k.Agent)
+	}
+	var all []string
+	if s := strings.TrimSuffix(names.buf.String(), "\x00"); s != "" {
+		all = strings.Split(s, "\x00")
+	}
+	res := DiffResult{Config: ToolConfig(all), Tree: strings.TrimSpace(tree)}
+	args := []string{"diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none"}
 	if stat {
 		args = append(args, "--stat")
 	}
-	out, err := git(ctx, path, env, append(args, base, "--")...)
-	if err != nil {
-		return "", fmt.Errorf("diff %s: %w", k.Agent, err)
+	// Tool configuration first, as text whatever its attributes say
+	// (-diff, binary) and without renames (a rename's content is shown).
+	// git's --stat counts a file its attributes call binary as binary,
+	// --text or not: the summary is counted here from the text patch.
+	textArgs := args
+	if stat {
+		textArgs = slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "--stat" })
 	}
-	return out, nil
+	cfgOut := &capBuffer{max: MaxGitOutput}
+	for _, specs := range pathspecs(":(literal)", res.Config) {
+		a := append(append(slices.Clone(textArgs), "--text", "--no-renames", base, "--"), specs...)
+		if code, stderr, err := runGit(ctx, path, env, cfg, cfgOut, a...); err != nil {
+			return DiffResult{}, err
+		} else if code != 0 {
+			return DiffResult{}, fmt.Errorf("diff %s: %s", k.Agent, strings.TrimSpace(stderr))
+		}
+	}
+	out := &capBuffer{max: MaxGitOutput}
+	switch {
+	case len(res.Config) == 0:
+	case stat:
+		io.WriteString(out, patchStat(cfgOut.buf.String(), cfgOut.cut > 0))
+	default:
+		out.Write(cfgOut.buf.Bytes())
+		out.cut += cfgOut.cut
+	}
+	run := func(specs []string) error {
+		a := append(append(slices.Clone(args), base, "--"), specs...)
+		code, stderr, err := runGit(ctx, path, env, cfg, out, a...)
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return fmt.Errorf("diff %s: %s", k.Agent, strings.TrimSpace(stderr))
+		}
+		return nil
+	}
+	// Then the rest.
+	switch {
+	case len(res.Config) == 0:
+		err = run(nil)
+	case len(res.Config) == len(all):
+	default:
+		if groups := pathspecs(":(exclude,literal)", res.Config); len(groups) == 1 {
+			err = run(groups[0])
+			break
+		}
+		for _, specs := range pathspecs(":(literal)", slices.DeleteFunc(all, IsToolConfig)) {
+			if err = run(specs); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return DiffResult{}, err
+	}
+	res.Diff, res.Cut = out.String(), out.cut > 0
+	res.MergeCommand = mergeCommand(k.Agent, res.Tree, res.Config, res.Cut)
+	return res, nil
+}
+
+// patchStat is a --stat summary of a git patch, counted from its lines
+// (what a file's attributes say does not count); cut: the patch is the
+// start of a longer one.
+func patchStat(patch string, cut bool) string {
+	type file struct {
+		name     string
+		add, del int
+	}
+	var files []file
+	for line := range strings.Lines(patch) {
+		line = strings.TrimSuffix(line, "\n")
+		switch {
+		case strings.HasPrefix(line, "diff --git "):
+			files = append(files, file{name: patchName(strings.TrimPrefix(line, "diff --git "))})
+		case len(files) == 0, strings.HasPrefix(line, "+++ "), strings.HasPrefix(line, "--- "):
+		case strings.HasPrefix(line, "+"):
+			files[len(files)-1].add++
+		case strings.HasPrefix(line, "-"):
+			files[len(files)-1].del++
+		}
+	}
+	var b strings.Builder
+	width, adds, dels := 0, 0, 0
+	for _, f := range files {
+		width = max(width, len(f.name))
+	}
+	for _, f := range files {
+		fmt.Fprintf(&b, " %-*s | %d %s%s\n", width, f.name, f.add+f.del, strings.Repeat("+", min(f.add, 40)), strings.Repeat("-", min(f.del, 40)))
+		adds, dels = adds+f.add, dels+f.del
+	}
+	fmt.Fprintf(&b, " %d tool configuration file(s) changed, %d insertions(+), %d deletions(-)\n", len(files), adds, dels)
+	if cut {
+		b.WriteString(" [cut: the tool configuration's diff is longer than troupe shows; counted from its start]\n")
+	}
+	return b.String()
+}
+
+// patchName is the path of a "diff --git a/P b/P" header's rest (no
+// renames: both names the same), unquoted when git quoted it.
+func patchName(rest string) string {
+	if strings.HasPrefix(rest, `"`) {
+		if q, err := strconv.QuotedPrefix(rest); err == nil {
+			if name, err := strconv.Unquote(q); err == nil {
+				return strings.TrimPrefix(name, "a/")
+			}
+		}
+		return rest
+	}
+	if n := (len(rest) - len("a/ b/")) / 2; n > 0 && strings.HasPrefix(rest, "a/") {
+		return rest[2 : 2+n]
+	}
+	return rest
+}
+
+// pathspecs returns paths, each with the pathspec magic prefix, in groups
+// of at most maxSpecBytes.
+func pathspecs(magic string, paths []string) [][]string {
+	var groups [][]string
+	var cur []string
+	size := 0
+	for _, p := range paths {
+		s := magic + p
+		if len(cur) > 0 && size+len(s) > maxSpecBytes {
+			groups = append(groups, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, s)
+		size += len(s) + 1
+	}
+	if len(cur) > 0 {
+		groups = append(groups, cur)
+	}
+	return groups
 }
 
 // MergeResult is what Merge did.
@@ -343,15 +568,37 @@ type MergeResult struct {
 	Branch    string `json:"branch"`    // the agent's branch
 	Into      string `json:"into"`      // the project's branch
 	Commit    string `json:"commit,omitempty"`
+	// Config lists the tool configuration files the merge brought in
+	// (each named in MergeOptions.IncludeConfig).
+	Config []string `json:"config,omitempty"`
 }
+
+// MergeOptions is what the person allows a Merge.
+type MergeOptions struct {
+	// IncludeConfig names the tool configuration files (IsToolConfig)
+	// the merge may change, each by its path as Diff's Config lists it.
+	IncludeConfig []string
+	// Force merges even when the agent's diff is cut (DiffResult.Cut):
+	// the person has seen the changes some other way.
+	Force bool
+	// Tree, when set, is the DiffResult.Tree the person read: the merge
+	// is refused when the agent's work is no longer that.
+	Tree string
+}
+
+// maxNamed bounds the files an error names.
+const maxNamed = 50
 
 // Merge commits the agent's uncommitted work on its branch (the agent as
 // author), then merges the branch into the project's current branch, but
-// only when the project's tracked files are clean and the merge has no
-// conflict (git merge-tree, before anything touches the project). A
-// conflict is a troupe.ErrConflict naming the files; the project is left
-// as it was.
-func (m *Manager) Merge(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string) (MergeResult, error) {
+// only when the project's tracked files are clean, the merge has no
+// conflict (git merge-tree, before anything touches the project), it
+// changes no tool configuration the person did not name in
+// opt.IncludeConfig, and the agent's diff is whole (else opt.Force). A
+// refusal is a troupe.ErrConflict naming the files; the project is left
+// as it was. The branch merged is the commit checked, even when the agent
+// commits again meanwhile.
+func (m *Manager) Merge(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string, opt MergeOptions) (MergeResult, error) {
 	defer m.lock(k)()
 	path, err := m.existing(k, spec)
 	if err != nil {
@@ -370,31 +617,74 @@ func (m *Manager) Merge(ctx context.Context, k troupe.RuntimeKey, spec troupe.Ag
 	if res.Into == branch {
 		return res, fmt.Errorf("the project folder has %s checked out: check out your own branch: %w", branch, troupe.ErrConflict)
 	}
-	if dirty, err := git(ctx, dir, nil, "status", "--porcelain", "--untracked-files=no"); err != nil {
+	if err := checkTop(ctx, dir); err != nil {
+		return res, err
+	}
+	wtGuard, err := repoGuard(ctx, path)
+	if err != nil {
+		return res, err
+	}
+	guard, err := repoGuard(ctx, dir)
+	if err != nil {
+		return res, err
+	}
+	if dirty, err := gitWith(ctx, dir, nil, guard, "status", "--porcelain", "--untracked-files=no"); err != nil {
 		return res, fmt.Errorf("read project status: %w", err)
 	} else if dirty != "" {
 		return res, fmt.Errorf("the project has uncommitted changes (%s): commit or stash them, then merge again: %w", firstPaths(dirty), troupe.ErrConflict)
 	}
+	// What the person can review: the agent's diff, whole, and its tool
+	// configuration named. Checked before anything is committed.
+	d, err := m.diff(ctx, k, spec, dir, path, wtGuard, false)
+	if err != nil {
+		return res, err
+	}
+	if opt.Tree != "" && opt.Tree != d.Tree {
+		return res, fmt.Errorf("%s's work changed since the diff you read (tree %s, now %s): nothing was changed; read troupe diff %s again, then merge: %w",
+			k.Agent, opt.Tree, d.Tree, k.Agent, troupe.ErrConflict)
+	}
+	if d.Cut && !opt.Force {
+		return res, fmt.Errorf("the diff of %s is cut at %d MB (troupe diff %s shows only its start): nothing was changed; review the branch with git (git diff HEAD...%s, and the worktree %s), then merge with --force: %w",
+			branch, MaxGitOutput>>20, k.Agent, branch, path, troupe.ErrConflict)
+	}
+	if err := includedConfig(branch, k.Agent, d.Config, opt.IncludeConfig); err != nil {
+		return res, err
+	}
 	// The agent's work, committed on its branch.
-	if _, err := git(ctx, path, nil, "add", "--all"); err != nil {
+	if _, err := gitWith(ctx, path, nil, wtGuard, "add", "--all"); err != nil {
 		return res, fmt.Errorf("stage %s's work: %w", k.Agent, err)
 	}
-	if _, code, _, err := gitCode(ctx, path, nil, "diff", "--cached", "--quiet"); err != nil {
+	if _, code, _, err := gitCodeWith(ctx, path, nil, wtGuard, "diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv"); err != nil {
 		return res, err
 	} else if code == 1 {
 		env := []string{"GIT_AUTHOR_NAME=" + string(k.Agent), "GIT_AUTHOR_EMAIL=" + string(k.Agent) + "@troupe.invalid",
 			"GIT_COMMITTER_NAME=troupe", "GIT_COMMITTER_EMAIL=troupe@troupe.invalid"}
-		if _, err := git(ctx, path, env, "commit", "--quiet", "--no-verify", "-m", "troupe: work of "+string(k.Agent)); err != nil {
+		if _, err := gitWith(ctx, path, env, wtGuard, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", "troupe: work of "+string(k.Agent)); err != nil {
 			return res, fmt.Errorf("commit %s's work: %w", k.Agent, err)
 		}
 		res.Committed = true
 	}
-	if _, code, _, err := gitCode(ctx, dir, nil, "merge-base", "--is-ancestor", "refs/heads/"+branch, "HEAD"); err != nil {
+	// The commit checked below is the one merged.
+	tip, err := git(ctx, dir, nil, "rev-parse", "--verify", "refs/heads/"+branch+"^{commit}")
+	if err != nil {
+		return res, fmt.Errorf("resolve %s: %w", branch, err)
+	}
+	tip = strings.TrimSpace(tip)
+	// What is merged is what was checked above: the agent did not change
+	// its work meanwhile, nor staged a file the diff leaves out (a file
+	// its .gitignore names, added with git add -f).
+	if tipTree, err := git(ctx, dir, nil, "rev-parse", "--verify", tip+"^{tree}"); err != nil {
+		return res, fmt.Errorf("resolve %s: %w", branch, err)
+	} else if tipTree = strings.TrimSpace(tipTree); tipTree != d.Tree {
+		return res, fmt.Errorf("the work committed on %s (tree %s) is not the work its diff showed (tree %s): the agent changed it meanwhile, or had staged a file the diff leaves out; nothing was changed in your checkout: read troupe diff %s again (it shows the commit now), then merge: %w",
+			branch, tipTree, d.Tree, k.Agent, troupe.ErrConflict)
+	}
+	if _, code, _, err := gitCode(ctx, dir, nil, "merge-base", "--is-ancestor", tip, "HEAD"); err != nil {
 		return res, err
 	} else if code == 0 {
 		return res, nil // already in
 	}
-	out, code, stderr, err := gitCode(ctx, dir, nil, "merge-tree", "--write-tree", "--name-only", "--no-messages", "HEAD", "refs/heads/"+branch)
+	out, code, stderr, err := gitCodeWith(ctx, dir, nil, guard, "merge-tree", "--write-tree", "--name-only", "--no-messages", "HEAD", tip)
 	switch {
 	case err != nil:
 		return res, err
@@ -403,14 +693,35 @@ func (m *Manager) Merge(ctx context.Context, k troupe.RuntimeKey, spec troupe.Ag
 		return res, fmt.Errorf("merging %s into %s conflicts in %s: nothing was changed; resolve it in the worktree (or merge by hand): %w",
 			branch, res.Into, strings.Join(files, ", "), troupe.ErrConflict)
 	case code != 0:
-		return res, fmt.Errorf("check merge of %s: %s", branch, strings.TrimSpace(stderr))
+		hint := ""
+		if slices.ContainsFunc(guard, func(s string) bool { return strings.HasPrefix(s, "merge.") }) {
+			hint = " (troupe does not run the merge drivers the repository's own config defines: merge by hand)"
+		}
+		return res, fmt.Errorf("check merge of %s: %s%s", branch, strings.TrimSpace(stderr), hint)
+	}
+	// What the merge changes in the person's checkout: no tool
+	// configuration the person did not name (the branch may bring more
+	// than the agent's diff showed: commits of its base, work committed
+	// since).
+	tree, _, _ := strings.Cut(out, "\n")
+	names, err := gitWith(ctx, dir, nil, guard, "diff-tree", "-r", "-z", "--name-only", "--no-renames", "HEAD", strings.TrimSpace(tree))
+	if err != nil {
+		return res, fmt.Errorf("list the files merging %s changes: %w", branch, err)
+	}
+	var changed []string
+	if s := strings.TrimSuffix(names, "\x00"); s != "" {
+		changed = strings.Split(s, "\x00")
+	}
+	res.Config = ToolConfig(changed)
+	if err := includedConfig(branch, k.Agent, res.Config, opt.IncludeConfig); err != nil {
+		return res, err
 	}
 	var env []string
 	if name, _ := git(ctx, dir, nil, "config", "user.email"); strings.TrimSpace(name) == "" {
 		env = []string{"GIT_COMMITTER_NAME=troupe", "GIT_COMMITTER_EMAIL=troupe@troupe.invalid",
 			"GIT_AUTHOR_NAME=troupe", "GIT_AUTHOR_EMAIL=troupe@troupe.invalid"}
 	}
-	if _, err := git(ctx, dir, env, "merge", "--no-ff", "--no-edit", "--no-verify", "-m", "Merge "+branch+" (troupe agent "+string(k.Agent)+")", "refs/heads/"+branch); err != nil {
+	if _, err := gitWith(ctx, dir, env, guard, "merge", "--no-ff", "--no-edit", "--no-verify", "--no-stat", "-m", "Merge "+branch+" (troupe agent "+string(k.Agent)+")", tip); err != nil {
 		return res, fmt.Errorf("merge %s: %w", branch, err)
 	}
 	head, err := git(ctx, dir, nil, "rev-parse", "HEAD")
@@ -419,6 +730,67 @@ func (m *Manager) Merge(ctx context.Context, k troupe.RuntimeKey, spec troupe.Ag
 	}
 	res.Merged, res.Commit = true, strings.TrimSpace(head)
 	return res, nil
+}
+
+// includedConfig refuses the tool configuration files of changed that
+// the person did not name in include.
+func includedConfig(branch string, agent troupe.AgentID, changed, include []string) error {
+	var missing []string
+	for _, f := range changed {
+		if !slices.Contains(include, f) {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	named, flags := missing, make([]string, 0, min(len(missing), maxNamed))
+	if len(named) > maxNamed {
+		named = append(slices.Clone(named[:maxNamed]), fmt.Sprintf("and %d more (troupe diff %s lists them)", len(missing)-maxNamed, agent))
+	}
+	for _, f := range missing[:min(len(missing), maxNamed)] {
+		flags = append(flags, "--include-config "+shellQuote(f))
+	}
+	return fmt.Errorf("merging %s would change tool configuration (what agents, engines, git or your editor may do or run): %s; nothing was changed; review them (troupe diff %s shows them first), then merge again naming each: %s: %w",
+		branch, strings.Join(named, ", "), agent, strings.Join(flags, " "), troupe.ErrConflict)
+}
+
+// mergeCommand is the troupe merge that merges exactly the work of tree.
+func mergeCommand(agent troupe.AgentID, tree string, config []string, force bool) string {
+	words := []string{"troupe", "merge", string(agent), "--expect", tree}
+	for _, f := range config {
+		words = append(words, "--include-config", shellQuote(f))
+	}
+	if force {
+		words = append(words, "--force")
+	}
+	return strings.Join(words, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// checkTop refuses a project folder that is not its repository's top: a
+// core.worktree in the repository's config would have the merge write
+// somewhere else.
+func checkTop(ctx context.Context, dir string) error {
+	top, err := git(ctx, dir, nil, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return fmt.Errorf("read the project's repository: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return fmt.Errorf("resolve project folder: %w", err)
+	}
+	if strings.TrimSpace(top) != real {
+		return fmt.Errorf("the project's repository works on %s, not the project folder %s (core.worktree?): fix .git/config, then merge again: %w", strings.TrimSpace(top), real, troupe.ErrConflict)
+	}
+	return nil
 }
 
 // firstPaths names the first few paths of git status --porcelain output.
@@ -452,10 +824,14 @@ func (m *Manager) Reset(ctx context.Context, k troupe.RuntimeKey, spec troupe.Ag
 	if err != nil {
 		return err
 	}
-	if _, err := git(ctx, path, nil, "reset", "--quiet", "--hard", base); err != nil {
+	guard, err := repoGuard(ctx, path)
+	if err != nil {
+		return err
+	}
+	if _, err := gitWith(ctx, path, nil, guard, "reset", "--quiet", "--hard", base); err != nil {
 		return fmt.Errorf("reset worktree of %s: %w", k.Agent, err)
 	}
-	if _, err := git(ctx, path, nil, "clean", "-fdq"); err != nil {
+	if _, err := gitWith(ctx, path, nil, guard, "clean", "-fdq"); err != nil {
 		return fmt.Errorf("clean worktree of %s: %w", k.Agent, err)
 	}
 	return nil
@@ -469,8 +845,12 @@ func (m *Manager) Remove(ctx context.Context, k troupe.RuntimeKey, spec troupe.A
 	if err != nil {
 		return err
 	}
+	guard, err := repoGuard(ctx, path)
+	if err != nil {
+		return err
+	}
 	if !force {
-		st, err := git(ctx, path, nil, "status", "--porcelain")
+		st, err := gitWith(ctx, path, nil, guard, "status", "--porcelain")
 		if err != nil {
 			return fmt.Errorf("read worktree status: %w", err)
 		}
@@ -482,7 +862,7 @@ func (m *Manager) Remove(ctx context.Context, k troupe.RuntimeKey, spec troupe.A
 	if force {
 		args = []string{"worktree", "remove", "--force", path}
 	}
-	if _, err := git(ctx, dir, nil, args...); err != nil {
+	if _, err := gitWith(ctx, dir, nil, guard, args...); err != nil {
 		return fmt.Errorf("remove worktree of %s: %w", k.Agent, err)
 	}
 	return nil

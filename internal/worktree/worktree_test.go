@@ -46,15 +46,15 @@ func TestDiffAndMergeKeepTheDirtyTree(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(wt, "new.txt"), []byte("new\n"), 0o644)
 	d, err := m.Diff(ctx, k, spec, repo, false)
-	if err != nil || !strings.Contains(d, "+new") {
-		t.Fatalf("Diff = %q, %v", d, err)
+	if err != nil || !strings.Contains(d.Diff, "+new") {
+		t.Fatalf("Diff = %q, %v", d.Diff, err)
 	}
 	if st := run(t, wt, "status", "--porcelain"); st != "?? new.txt" {
 		t.Fatalf("Diff touched the agent's index: %q", st)
 	}
 	os.WriteFile(filepath.Join(repo, "README"), []byte("edited\n"), 0o644)
 	head := run(t, repo, "rev-parse", "HEAD")
-	_, err = m.Merge(ctx, k, spec, repo)
+	_, err = m.Merge(ctx, k, spec, repo, MergeOptions{})
 	if !errors.Is(err, troupe.ErrConflict) || !strings.Contains(err.Error(), "README") {
 		t.Fatalf("Merge into a dirty tree: %v", err)
 	}
@@ -62,14 +62,14 @@ func TestDiffAndMergeKeepTheDirtyTree(t *testing.T) {
 		t.Fatal("a refused merge changed the project")
 	}
 	run(t, repo, "checkout", "--", "README")
-	res, err := m.Merge(ctx, k, spec, repo)
+	res, err := m.Merge(ctx, k, spec, repo, MergeOptions{})
 	if err != nil || !res.Merged || !res.Committed || res.Into != "main" {
 		t.Fatalf("Merge = %+v, %v", res, err)
 	}
 	if _, err := os.Stat(filepath.Join(repo, "new.txt")); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := m.Merge(ctx, k, spec, repo); err != nil || res.Merged {
+	if res, err := m.Merge(ctx, k, spec, repo, MergeOptions{}); err != nil || res.Merged {
 		t.Fatalf("second Merge = %+v, %v; want nothing to merge", res, err)
 	}
 	if _, err := m.Diff(ctx, troupe.RuntimeKey{Project: "p1", Agent: "b"}, troupe.AgentSpec{Name: "b", Workspace: Worktree}, repo, false); !errors.Is(err, troupe.ErrNotFound) {
@@ -106,7 +106,7 @@ func TestSwappedWorktreeIsNotTouched(t *testing.T) {
 		if err := m.Reset(ctx, k, spec, repo); !errors.Is(err, troupe.ErrConflict) {
 			t.Errorf("%s: Reset = %v, want a conflict", how, err)
 		}
-		if _, err := m.Merge(ctx, k, spec, repo); !errors.Is(err, troupe.ErrConflict) {
+		if _, err := m.Merge(ctx, k, spec, repo, MergeOptions{}); !errors.Is(err, troupe.ErrConflict) {
 			t.Errorf("%s: Merge = %v, want a conflict", how, err)
 		}
 		if b, _ := os.ReadFile(filepath.Join(repo, "untracked.txt")); string(b) != "keep me\n" {
@@ -164,7 +164,7 @@ func TestHugeDiffIsCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(d) > MaxGitOutput+200 || !strings.Contains(d, "+log line") || !strings.Contains(d[len(d)-200:], "bytes more of git's output not shown") {
-		t.Errorf("diff of %d bytes, ending %q", len(d), d[max(0, len(d)-200):])
+	if len(d.Diff) > MaxGitOutput+200 || !d.Cut || !strings.Contains(d.Diff, "+log line") || !strings.Contains(d.Diff[len(d.Diff)-200:], "bytes more of git's output not shown") {
+		t.Errorf("diff of %d bytes (cut %v), ending %q", len(d.Diff), d.Cut, d.Diff[max(0, len(d.Diff)-200):])
 	}
 }

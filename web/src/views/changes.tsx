@@ -1,8 +1,12 @@
 // Changes: the worktrees of the project's agents with workspace =
 // "worktree" (GET /worktrees), one agent's diff against its base (GET
 // …/diff) shown file by file (folded, +/- counts, long files clipped with
-// "show all"), and Merge (POST …/merge) with the daemon's refusal shown as
-// it says it (conflicting files, a dirty project tree).
+// "show all"; tool configuration first, flagged and open), and Merge (POST
+// …/merge) with the daemon's refusal shown as it says it (conflicting
+// files, a dirty project tree). A diff that changes tool configuration, or
+// is cut, asks before merging, listing the files; only then are they sent
+// (include_config, force). Merge names the work shown (tree): changed
+// since, it is refused.
 import { useEffect, useState } from "preact/hooks";
 import { registerView } from "../router";
 import { app, navigate, useApp } from "../store";
@@ -13,7 +17,8 @@ interface Worktree {
   orphan?: boolean; dirty?: boolean; changed?: number; ahead?: number; error?: string;
 }
 interface WorktreeList { worktrees: Worktree[]; cut?: number }
-interface MergeResult { committed: boolean; merged: boolean; branch: string; into: string; commit?: string }
+interface MergeResult { committed: boolean; merged: boolean; branch: string; into: string; commit?: string; config?: string[] }
+interface DiffResponse { diff: string; config: string[]; cut: boolean; tree: string }
 
 export interface FileDiff { name: string; lines: string[]; added: number; removed: number }
 
@@ -47,7 +52,7 @@ function lineClass(l: string): string {
   return "dl";
 }
 
-function FileBox({ f, open }: { f: FileDiff; open: boolean }) {
+function FileBox({ f, open, config }: { f: FileDiff; open: boolean; config: boolean }) {
   const [all, setAll] = useState(false);
   // A folded file's lines are not rendered: a large diff folded costs
   // one summary line per file.
@@ -55,8 +60,9 @@ function FileBox({ f, open }: { f: FileDiff; open: boolean }) {
   const long = f.lines.length > clipLines;
   const shown = all || !long ? f.lines : f.lines.slice(0, clipLines);
   return (
-    <details class="file-diff" data-file={f.name} open={open} onToggle={(e) => setShownOpen((e.currentTarget as HTMLDetailsElement).open)}>
-      <summary><span class="fname">{f.name}</span> <span class="plus">+{f.added}</span> <span class="minus">−{f.removed}</span></summary>
+    <details class={config ? "file-diff config" : "file-diff"} data-file={f.name} open={open} onToggle={(e) => setShownOpen((e.currentTarget as HTMLDetailsElement).open)}>
+      <summary><span class="fname">{f.name}</span> <span class="plus">+{f.added}</span> <span class="minus">−{f.removed}</span>
+        {config && <span class="config-flag" title="tool configuration: what agents, engines, git or your editor may do or run"> tool configuration</span>}</summary>
       {shownOpen && <pre class="diff">{shown.map((l, i) => <div key={i} class={lineClass(l)}>{l || " "}</div>)}</pre>}
       {shownOpen && long && (
         <button type="button" class="link show-all" onClick={() => setAll(!all)}>
@@ -71,34 +77,45 @@ function ChangesView({ arg }: { arg: string }) {
   useApp();
   const project = app.route.project;
   const [list, setList] = useState<WorktreeList | null>(null);
-  const [diff, setDiff] = useState<{ agent: string; text: string } | null>(null);
+  const [diff, setDiff] = useState<{ agent: string; text: string; config: string[]; cut: boolean; tree: string } | null>(null);
   const [err, setErr] = useState("");
   const [merge, setMerge] = useState<{ ok: boolean; text: string } | null>(null);
   const [busy, setBusy] = useState(false);
+  const [confirming, setConfirming] = useState(false);
 
   async function loadList() {
     try { setList(await call<WorktreeList>("GET", `${projectPath(project)}/worktrees`)); setErr(""); } catch (e) { setErr((e as Error).message); }
   }
   async function loadDiff(agent: string) {
     try {
-      const d = await call<{ diff: string }>("GET", `${agentPath(project, agent)}/diff`);
-      setDiff({ agent, text: d.diff }); setErr("");
+      const d = await call<DiffResponse>("GET", `${agentPath(project, agent)}/diff`);
+      setDiff({ agent, text: d.diff, config: d.config || [], cut: d.cut, tree: d.tree }); setErr("");
     } catch (e) { setDiff(null); setErr((e as Error).message); }
   }
   useEffect(() => { setList(null); loadList(); }, [project]);
-  useEffect(() => { setMerge(null); setDiff(null); if (arg) loadDiff(arg); }, [project, arg]);
+  useEffect(() => { setMerge(null); setDiff(null); setConfirming(false); if (arg) loadDiff(arg); }, [project, arg]);
 
-  async function doMerge(agent: string) {
+  // confirmed: the person saw the tool configuration and the cut listed
+  // and agreed; only then are they sent.
+  async function doMerge(agent: string, confirmed: boolean) {
+    const d = diff && diff.agent === agent ? diff : null;
+    if (!confirmed && d && (d.config.length || d.cut)) { setConfirming(true); return; }
+    setConfirming(false);
     setBusy(true);
     try {
-      const r = await call<MergeResult>("POST", `${agentPath(project, agent)}/merge`);
-      setMerge({ ok: true, text: r.merged ? `merged ${r.branch} into ${r.into}${r.commit ? ` (${r.commit.slice(0, 10)})` : ""}${r.committed ? "; the agent's uncommitted work was committed first" : ""}` : `nothing to merge: ${r.branch} has no work that ${r.into} lacks` });
+      // The work shown is the work merged (tree): the daemon refuses it
+      // when the agent changed it since.
+      const body = !d ? undefined : confirmed ? { tree: d.tree, include_config: d.config, force: d.cut } : { tree: d.tree };
+      const r = await call<MergeResult>("POST", `${agentPath(project, agent)}/merge`, body);
+      setMerge({ ok: true, text: r.merged ? `merged ${r.branch} into ${r.into}${r.commit ? ` (${r.commit.slice(0, 10)})` : ""}${r.committed ? "; the agent's uncommitted work was committed first" : ""}${r.config?.length ? `; tool configuration merged: ${r.config.join(", ")}` : ""}` : `nothing to merge: ${r.branch} has no work that ${r.into} lacks` });
       loadList(); loadDiff(agent);
     } catch (e) { setMerge({ ok: false, text: (e as Error).message }); }
     setBusy(false);
   }
 
-  const files = diff ? parseDiff(diff.text) : [];
+  const config = new Set(diff?.config || []);
+  // Tool configuration first (the daemon sends it first; kept so here).
+  const files = diff ? parseDiff(diff.text).sort((a, b) => Number(config.has(b.name)) - Number(config.has(a.name))) : [];
   const wt = list?.worktrees.find((w) => w.agent === arg);
   return (
     <section id="changes" aria-label="changes">
@@ -127,15 +144,32 @@ function ChangesView({ arg }: { arg: string }) {
             <span class="buttons">
               <button type="button" id="diff-refresh" onClick={() => { loadList(); loadDiff(arg); }}>Refresh</button>
               <button type="button" id="merge" disabled={busy} title="commit the agent's work on its branch, then merge it into the project's current branch"
-                onClick={() => doMerge(arg)}>Merge</button>
+                onClick={() => doMerge(arg, false)}>Merge</button>
             </span>
           </div>
+          {confirming && diff && (
+            <div id="merge-confirm" class="confirm" role="alertdialog" aria-label="confirm merge">
+              {diff.config.length > 0 && (
+                <>
+                  <p>This merge changes <b>tool configuration</b>: what agents, engines, git or your editor may do or run. Read these files' changes below first:</p>
+                  <ul id="merge-config">{diff.config.map((f) => <li key={f}><code>{f}</code></li>)}</ul>
+                </>
+              )}
+              {diff.cut && <p id="merge-cut">The diff is <b>cut</b>: only its start is shown. Review the branch with git before merging.</p>}
+              <button type="button" id="merge-confirm-yes" disabled={busy} onClick={() => doMerge(arg, true)}>
+                {diff.config.length ? `Merge, including ${diff.config.length} tool configuration file(s)` : "Merge the cut diff"}
+              </button>{" "}
+              <button type="button" id="merge-confirm-no" onClick={() => setConfirming(false)}>Cancel</button>
+            </div>
+          )}
           {merge && <p id="merge-result" class={merge.ok ? "note" : "err"} role="status">{merge.text}</p>}
           {diff && (
             <>
               <p class="note" id="diff-summary">{files.length} file(s) · +{files.reduce((n, f) => n + f.added, 0)} −{files.reduce((n, f) => n + f.removed, 0)}</p>
+              {diff.config.length > 0 && <p class="err" id="diff-config">Tool configuration changed (shown first): {diff.config.join(", ")}. Merge asks before bringing it in.</p>}
+              {diff.cut && <p class="err" id="diff-cut">This diff is cut: its last line says how much more there is. Merge asks before merging what is not shown.</p>}
               {!files.length && <p class="note">No changes against the base.</p>}
-              {files.map((f) => <FileBox key={f.name} f={f} open={files.length <= 5} />)}
+              {files.map((f) => <FileBox key={f.name} f={f} open={files.length <= 5 || config.has(f.name)} config={config.has(f.name)} />)}
             </>
           )}
         </div>
