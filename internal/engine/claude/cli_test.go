@@ -100,7 +100,7 @@ func TestCLIOneTurn(t *testing.T) {
 	if sys, _ := json.Marshal(last.Body["system"]); !strings.Contains(string(sys), "INSTR-MARK-7") {
 		t.Errorf("the instructions are not in the system prompt")
 	}
-	if !strings.Contains(last.Prompt, "[message from the person you work for]") {
+	if !strings.Contains(last.Prompt, ": message from the person you work for]") {
 		t.Errorf("prompt %q is not engine.Render's", last.Prompt)
 	}
 }
