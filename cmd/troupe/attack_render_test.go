@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -10,7 +11,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/fakemodel"
 )
 
@@ -175,4 +178,33 @@ func TestAttackBrowserSessionEndsWithTheTokenRotation(t *testing.T) {
 		t.Errorf("the session after the token's rotation: %d, want 401", code)
 	}
 	d.stop(syscall.SIGTERM)
+}
+
+// TestAttackBrowserShowsInvisibleCharacters: a message holding a bidi
+// override (a reversed file name) and a zero-width space shows them in
+// the web UI's conversation as \u{XXXX}, as the CLI does on a terminal,
+// not as text that reads otherwise than it is.
+func TestAttackBrowserShowsInvisibleCharacters(t *testing.T) {
+	state, proj := t.TempDir(), demoProject(t)
+	d := startDaemon(t, state, "--project", proj)
+	p := newPage(t, d.login)
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	info, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.wait("see the team", `document.querySelector('#agents tr[data-agent="worker"]')`, 20*time.Second)
+	if _, err := cl.Send(ctx, info.ID, "worker", "open invoice\u202Efdp.exe \u200Bnow"); err != nil {
+		t.Fatal(err)
+	}
+	p.wait("the message with its invisible characters shown",
+		`[...document.querySelectorAll("#messages li .text")].some(e => e.innerText === "open invoice\\u{202e}fdp.exe \\u{200b}now")`, 20*time.Second)
+	if raw := eval[bool](p, `[...document.querySelectorAll("#messages li .text")].some(e => /[\u202e\u200b]/.test(e.innerText))`); raw {
+		t.Error("the conversation shows a bidi override or a zero-width space raw")
+	}
 }
