@@ -378,7 +378,7 @@ func TestCLITakesATurnOfInputBytes(t *testing.T) {
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
 	drive.SessionID(t, s)
 	text := "[[text:BIG OK]]\n" + strings.Repeat("0123456789abcdef", InputBytes/16)
-	in := enginetest.Input("t1", text[:InputBytes-200])
+	in := enginetest.Input("t1", text[:InputBytes-engine.RenderedBaseLen()-200]) // room for the first line and the header
 	if n := len(engine.Render(in)); n > InputBytes {
 		t.Fatalf("rendered turn of %d bytes, more than InputBytes", n)
 	}
