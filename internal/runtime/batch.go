@@ -113,10 +113,11 @@ func (a *actor) fit(batch []troupe.Message, b budget, tag string) []troupe.Messa
 // says the message's size, where the text is cut and where the whole text
 // is, on a line that begins with the turn's tag (the notice is troupe's,
 // not the sender's: engine.HeaderPrefix), then its first bytes (at most
-// excerptBytes, cut at a character boundary). The whole text goes to a file of the state dir
-// (Options.MessageDir/<project>/<id>.txt, 0600), which the agent reads with
-// its own file tools (it runs as the same user); without a MessageDir, or
-// if the file cannot be written, the notice says the rest is not kept.
+// excerptBytes, cut at a character boundary). The whole text goes to a
+// file of the state dir (Options.MessageDir/<project>/<id>.txt, 0600),
+// which the agent reads with its own file tools (it runs as the same
+// user); without a MessageDir, or if the file cannot be written, the
+// notice says the rest is not kept.
 func (a *actor) cut(m troupe.Message, limit int, tag string) troupe.Message {
 	whole := len(m.Text)
 	path, err := a.rt.spill(m)
