@@ -57,7 +57,10 @@ func newFixtureHub(t testing.TB, o api.Options, ho events.Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.Registry, o.Hub, o.Token, o.Version = reg, hub, token, "test"
+	if o.Token == "" {
+		o.Token = token
+	}
+	o.Registry, o.Hub, o.Version = reg, hub, "test"
 	srv := api.New(o)
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)

@@ -55,11 +55,19 @@ type LoginLink struct {
 // per persistEvery as sessions are used, and read when the daemon starts.
 // A browser thus stays logged in across a daemon restart; its session may
 // end up to persistEvery early, its last uses not yet written.
+//
+// Sessions are the API token's: the file's first line is a fingerprint of
+// the token that minted them (tokenPrint), and a daemon started with
+// another token (the token rotated: <state>/token deleted, the daemon
+// restarted) drops them all and rewrites the file; so does a file without
+// the line (written before it existed). The daemon reads its token once,
+// at start, so a rotation takes effect, sessions and all, at the restart.
 type logins struct {
-	idle time.Duration
-	now  func() time.Time
-	file string // "": sessions live in memory only
-	log  *slog.Logger
+	idle  time.Duration
+	now   func() time.Time
+	file  string // "": sessions live in memory only
+	print string // tokenPrint of the API token
+	log   *slog.Logger
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -71,13 +79,24 @@ type logins struct {
 // persistEvery bounds how often using a session rewrites the session file.
 const persistEvery = time.Minute
 
-func newLogins(idle time.Duration, now func() time.Time, file string, log *slog.Logger) *logins {
-	l := &logins{idle: idle, now: now, file: file, log: log, links: map[string]time.Time{}, sessions: map[string]time.Time{}}
+func newLogins(idle time.Duration, now func() time.Time, file, token string, log *slog.Logger) *logins {
+	l := &logins{idle: idle, now: now, file: file, print: tokenPrint(token), log: log,
+		links: map[string]time.Time{}, sessions: map[string]time.Time{}}
 	if file != "" {
 		l.load()
 	}
 	return l
 }
+
+// tokenPrint is what the session file keeps of the API token: a SHA-256 of
+// it, apart from any other use of a hash of it by a prefix of its own.
+func tokenPrint(token string) string {
+	h := sha256.Sum256([]byte("troupe browser sessions\x00" + token))
+	return hex.EncodeToString(h[:])
+}
+
+// tokenLine is the session file's first line.
+const tokenLine = "token "
 
 // sessionKey is what the daemon keeps of a session cookie: its SHA-256, so
 // that the session file holds nothing a reader could log in with.
@@ -86,9 +105,11 @@ func sessionKey(cookie string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// load reads the session file: lines "KEY UNIXNANO". A missing file is no
-// session; a bad line is skipped; expired sessions are dropped; at most
-// maxSessions are read.
+// load reads the session file: a line "token PRINT", then lines "KEY
+// UNIXNANO". A missing file is no session; a file of another token (or of
+// none) is no session, and is written again at once without them; a bad
+// line is skipped; expired sessions are dropped; at most maxSessions are
+// read.
 func (l *logins) load() {
 	b, err := os.ReadFile(l.file)
 	if err != nil {
@@ -99,6 +120,11 @@ func (l *logins) load() {
 	}
 	now := l.now()
 	sc := bufio.NewScanner(bytes.NewReader(b))
+	if !sc.Scan() || sc.Text() != tokenLine+l.print {
+		l.log.Info("the browser sessions were made with another API token: all dropped, browsers log in again", "file", l.file)
+		l.persist(now)
+		return
+	}
 	for sc.Scan() && len(l.sessions) < maxSessions {
 		k, v, ok := strings.Cut(sc.Text(), " ")
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -118,6 +144,7 @@ func (l *logins) persist(now time.Time) {
 	}
 	l.saved = now
 	var b bytes.Buffer
+	b.WriteString(tokenLine + l.print + "\n")
 	for k, last := range l.sessions {
 		fmt.Fprintf(&b, "%s %d\n", k, last.UnixNano())
 	}

@@ -115,7 +115,7 @@ func New(o Options) *Server {
 		o.Now = time.Now
 	}
 	s := &Server{o: o, log: o.Logger, started: o.Now().UTC(), mux: http.NewServeMux(),
-		logins: newLogins(o.SessionIdle, o.Now, o.SessionFile, o.Logger)}
+		logins: newLogins(o.SessionIdle, o.Now, o.SessionFile, o.Token, o.Logger)}
 	s.mux.HandleFunc("GET /api/status", s.status)
 	s.mux.HandleFunc("GET /api/projects", s.listProjects)
 	s.mux.HandleFunc("POST /api/projects", s.addProject)

@@ -61,6 +61,67 @@ func TestAPIBrowserSessionSurvivesRestart(t *testing.T) {
 	}
 }
 
+// TestAPIBrowserSessionEndsWithItsToken: a session made under one API
+// token is refused by a daemon started with another (the token rotated:
+// <state>/token deleted, the daemon restarted), and stays refused if the
+// old token comes back; the file no longer lists it. A session file
+// written before sessions were tied to a token (no token line) is no
+// session either. The same token keeps it (the test's control).
+func TestAPIBrowserSessionEndsWithItsToken(t *testing.T) {
+	clk := newClock()
+	file := filepath.Join(t.TempDir(), "sessions")
+	o := api.Options{SessionIdle: time.Hour, Now: clk.Now, SessionFile: file}
+	first := newFixtureWith(t, o)
+	cookie, other := first.login(t), first.login(t)
+	if code, msg := newFixtureWith(t, o).withCookie(t, "/api/status", cookie); code != 200 {
+		t.Fatalf("session after a restart with the same token: %d %s", code, msg)
+	}
+	old, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(old), token) {
+		t.Error("the session file holds the token itself")
+	}
+
+	rotated := o
+	rotated.Token = strings.Repeat("b", 64)
+	second := newFixtureWith(t, rotated)
+	for _, c := range []*http.Cookie{cookie, other} {
+		if code, _ := second.withCookie(t, "/api/status", c); code != http.StatusUnauthorized {
+			t.Errorf("a session of the old token after the rotation: %d, want 401", code)
+		}
+		if code, _ := second.withCookie(t, "/", c); code != http.StatusUnauthorized {
+			t.Errorf("the page with a session of the old token: %d, want 401", code)
+		}
+	}
+	fresh := second.login(t)
+	if code, msg := newFixtureWith(t, rotated).withCookie(t, "/api/status", fresh); code != 200 {
+		t.Fatalf("a session of the new token after a restart: %d %s", code, msg)
+	}
+	if code, _ := newFixtureWith(t, o).withCookie(t, "/api/status", fresh); code != http.StatusUnauthorized {
+		t.Errorf("a session of the new token under the old one: %d, want 401", code)
+	}
+	if code, _ := newFixtureWith(t, o).withCookie(t, "/api/status", cookie); code != http.StatusUnauthorized {
+		t.Errorf("a session of the old token once the old token is back: %d, want 401 (the file was rewritten)", code)
+	}
+
+	// A file of the old format: sessions without the token's line.
+	var lines []string
+	for line := range strings.Lines(string(old)) {
+		if !strings.HasPrefix(line, "token ") {
+			lines = append(lines, line)
+		}
+	}
+	if len(lines) != 2 {
+		t.Fatalf("the session file %q: want a token line and the two sessions", old)
+	}
+	os.WriteFile(file, []byte(strings.Join(lines, "")), 0o600)
+	if code, _ := newFixtureWith(t, o).withCookie(t, "/api/status", cookie); code != http.StatusUnauthorized {
+		t.Errorf("a session of a file with no token line: %d, want 401", code)
+	}
+}
+
 // TestAPIWebRequestsNeedCredentialsAndOurOrigin: the page, its assets and
 // the API refuse a request without the cookie or token, and a page of
 // another origin cannot drive the API even with the person's cookie (the

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os/signal"
@@ -11,10 +12,19 @@ import (
 	"github.com/troupe-dev/troupe/internal/fakemodel"
 )
 
+// What `troupe fakemodel` keeps of the requests it was sent (nothing reads
+// them but its log): the newest cliKeepRequests, of cliKeepBytes at most.
+const (
+	cliKeepRequests = 100
+	cliKeepBytes    = 64 << 20
+	keepText        = "100 (64 MB at most)"
+)
+
 // fakemodelCmd serves the scripted model (internal/fakemodel) for dry runs
 // of a real agent CLI with no API key.
 func fakemodelCmd(g *globals) *cobra.Command {
 	var addr, level string
+	var allowRemote bool
 	c := &cobra.Command{
 		Use:   "fakemodel",
 		Short: "Serve a scripted fake model (Anthropic and OpenAI APIs) for dry runs with no API key",
@@ -30,7 +40,12 @@ the prompt script the answer:
   [[sleep:5s]]               send nothing for 5s, then answer
   [[silent:5s]]              start the stream, then nothing for 5s
   [[error:529]]              fail with this HTTP status
-  [[drop]]                   cut the connection mid-answer`,
+  [[drop]]                   cut the connection mid-answer
+
+It listens on loopback only: anyone who reaches it scripts its answers, and
+what clients send it (prompts, keys) is in its memory. Another address
+(0.0.0.0, a LAN address) needs --allow-remote. It keeps the newest ` + keepText + `
+requests it was sent (one log line each at --log-level debug), dropping the oldest.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var lv slog.Level
@@ -38,8 +53,11 @@ the prompt script the answer:
 				return fmt.Errorf("--log-level: %q is not a level: use debug, info, warn or error", level)
 			}
 			log := slog.New(slog.NewTextHandler(g.errw, &slog.HandlerOptions{Level: lv}))
-			srv := fakemodel.New(fakemodel.Options{Logger: log})
+			srv := fakemodel.New(fakemodel.Options{Logger: log, KeepRequests: cliKeepRequests, KeepBytes: cliKeepBytes, AllowRemote: allowRemote})
 			if err := srv.Start(addr); err != nil {
+				if errors.Is(err, fakemodel.ErrNotLoopback) {
+					return fmt.Errorf("--addr %s is not a loopback address: anyone who reaches it would script the answers your agents get; use 127.0.0.1:PORT, or pass --allow-remote if you mean it", addr)
+				}
 				return err
 			}
 			defer srv.Close()
@@ -52,7 +70,8 @@ the prompt script the answer:
 			return srv.Close()
 		},
 	}
-	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8765", "address to listen on (loopback unless you mean otherwise)")
+	c.Flags().StringVar(&addr, "addr", "127.0.0.1:8765", "address to listen on (a loopback address unless --allow-remote)")
+	c.Flags().BoolVar(&allowRemote, "allow-remote", false, "allow an --addr beyond loopback (0.0.0.0, a LAN address)")
 	c.Flags().StringVar(&level, "log-level", "debug", "log level: debug (one line per request), info, warn, error")
 	return c
 }

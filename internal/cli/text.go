@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -22,8 +23,14 @@ import (
 // safeText returns s with every control character but newline and tab
 // shown as visible text \xNN (two lower-case hex digits): C0 (0x00–0x1f),
 // DEL (0x7f) and C1 (U+0080–U+009F), and any byte that is not part of
-// valid UTF-8 (a lone 0x9b is CSI to an 8-bit terminal). Everything else,
-// including every printable Unicode character, is kept.
+// valid UTF-8 (a lone 0x9b is CSI to an 8-bit terminal). Characters that
+// change how the text around them reads without showing themselves are
+// shown as \u{XXXX} (lower-case hex): Unicode's format characters
+// (category Cf: the bidi controls U+202A–U+202E, U+2066–U+2069, U+200E,
+// U+200F, U+061C that reorder what follows, the zero-width U+200B–U+200D,
+// U+2060, U+FEFF, the invisible tag characters U+E0000–U+E007F, the soft
+// hyphen) and the line and paragraph separators U+2028, U+2029. Everything
+// else, including every printable Unicode character, is kept.
 func safeText(s string) string {
 	clean := true
 	for i := 0; i < len(s); {
@@ -44,6 +51,8 @@ func safeText(s string) string {
 		switch {
 		case r == utf8.RuneError && n == 1:
 			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case r > 0x9f && unsafeRune(r, n):
+			fmt.Fprintf(&b, `\u{%04x}`, r)
 		case unsafeRune(r, n):
 			fmt.Fprintf(&b, `\x%02x`, r)
 		default:
@@ -66,8 +75,10 @@ func unsafeRune(r rune, n int) bool {
 		return true
 	case r >= 0x80 && r <= 0x9f:
 		return true
+	case r < 0xad: // the first format character: plain text stays fast
+		return false
 	}
-	return false
+	return unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }
 
 // safeWriter passes each Write through safeText while on says so (stdout

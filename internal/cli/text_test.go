@@ -30,6 +30,19 @@ func TestSafeText(t *testing.T) {
 		{"cr\r del\x7f nul\x00 bell\a", `cr\x0d del\x7f nul\x00 bell\x07`},
 		{"\xff\xfe cut \xe2\x9c", `\xff\xfe cut \xe2\x9c`},
 		{"", ""},
+		// Bidi controls: a reversed file name, an isolate that hides a
+		// command's end.
+		{"invoice\u202Efdp.exe", `invoice\u{202e}fdp.exe`},
+		{"a\u202Ab\u202Bc\u202Cd\u202De", `a\u{202a}b\u{202b}c\u{202c}d\u{202d}e`},
+		{"\u2066rm -rf\u2069 \u2067x\u2068y", `\u{2066}rm -rf\u{2069} \u{2067}x\u{2068}y`},
+		{"ltr\u200E rtl\u200F alm\u061C", `ltr\u{200e} rtl\u{200f} alm\u{061c}`},
+		// Zero-width and invisible characters.
+		{"ad\u200Bmin \u200Cx\u200Dy w\u2060j \uFEFFbom", `ad\u{200b}min \u{200c}x\u{200d}y w\u{2060}j \u{feff}bom`},
+		{"soft\u00ADhyphen \u2062times", `soft\u{00ad}hyphen \u{2062}times`},
+		{"tag\U000E0041\U000E007F", `tag\u{e0041}\u{e007f}`},
+		{"line\u2028para\u2029end", `line\u{2028}para\u{2029}end`},
+		// Printable neighbours stay.
+		{"\u00AC \u00AE \u2010 \u2070 \u200A \uFEFE \U0001F600", "\u00AC \u00AE \u2010 \u2070 \u200A \uFEFE \U0001F600"},
 	} {
 		if got := safeText(c.in); got != c.want {
 			t.Errorf("safeText(%q) = %q, want %q", c.in, got, c.want)

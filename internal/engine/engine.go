@@ -10,6 +10,13 @@
 // the pieces every engine shares: SessionCore (a session's lifecycle: its
 // Events, activity, Err, turn gate, Close once and end), ActivityMeter,
 // Render; the runtime and engine packages import it.
+//
+// Render is the one text every engine gives its agent for a turn. Who sent
+// each message is said by a header that begins with the turn's tag, random
+// bytes drawn for the turn after its messages were written (NewTag) and
+// stated on the text's first line; no message body, task output or note
+// can hold it, so a line that copies a header without the tag is known for
+// text inside a message.
 package engine
 
 import (
@@ -159,6 +166,11 @@ type Activity struct {
 type Input struct {
 	Turn     troupe.TurnID
 	Messages []troupe.Message
+	// Tag marks the lines troupe writes into the turn's text (Render):
+	// NewTag of the messages as they were queued, drawn when the turn is
+	// made. Troupe's own notices inside a message (an oversize message's
+	// cut) begin with HeaderPrefix(Tag) too. Empty: Render draws one.
+	Tag string
 }
 
 // EventKind is the kind of an Event.

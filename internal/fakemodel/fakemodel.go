@@ -11,7 +11,12 @@
 // SetScript); then DefaultScript, which reads markers such as [[text:X]] or
 // [[tool:NAME {json}]] in the last user message (see ParseMarkers). Every
 // request is recorded, with the reply chosen, for assertions (Requests,
-// WaitRequests).
+// WaitRequests); the record is bounded (Options.KeepRequests, KeepBytes):
+// past it the oldest requests are dropped, and Dropped counts them.
+//
+// It listens on loopback only (Start), unless Options.AllowRemote: its
+// answers are scripted by whoever reaches it, and its record holds what
+// clients sent (prompts, keys in headers).
 //
 // Concurrency: a Server is safe for concurrent use. net/http runs each
 // request in its own goroutine; every wait in a handler (delays, silences,
@@ -37,6 +42,13 @@ import (
 // DefaultMaxBody bounds a request body; a larger one gets 413.
 const DefaultMaxBody = 32 << 20
 
+// The bounds of the record of requests by default: the newest
+// DefaultKeepRequests requests, of at most DefaultKeepBytes together.
+const (
+	DefaultKeepRequests = 1000
+	DefaultKeepBytes    = 256 << 20
+)
+
 // Script chooses the reply to one model request. It is called concurrently
 // from handler goroutines.
 type Script func(Request) Reply
@@ -46,15 +58,27 @@ type Options struct {
 	Logger  *slog.Logger // nil: discard
 	Script  Script       // nil: DefaultScript
 	MaxBody int64        // request body limit in bytes; 0: DefaultMaxBody
+	// KeepRequests and KeepBytes bound the record of requests: the newest
+	// KeepRequests of them, of at most KeepBytes together (a request
+	// counts its body, headers, prompt, tool result and reply text); the
+	// newest is kept whatever its size. 0: DefaultKeepRequests,
+	// DefaultKeepBytes.
+	KeepRequests int
+	KeepBytes    int64
+	// AllowRemote lets Start listen on an address that is not loopback.
+	AllowRemote bool
 }
 
 // Server is the fake model. Use it as an http.Handler (httptest.NewServer,
 // then Close the Server before the httptest server) or Start it on an address.
 type Server struct {
-	log     *slog.Logger
-	maxBody int64
-	run     string        // random, in every id the server hands out (newRunID)
-	done    chan struct{} // closed by Close: every wait in a handler selects on it
+	log         *slog.Logger
+	maxBody     int64
+	keepReqs    int
+	keepBytes   int64
+	allowRemote bool
+	run         string        // random, in every id the server hands out (newRunID)
+	done        chan struct{} // closed by Close: every wait in a handler selects on it
 
 	handlers sync.WaitGroup // handlers in flight; Add only under mu while !closed
 	serving  sync.WaitGroup // the http.Server's Serve loop, when Started
@@ -63,8 +87,12 @@ type Server struct {
 	closed  bool
 	script  Script
 	queue   []Reply
-	reqs    []Request
-	changed chan struct{} // closed and replaced when reqs grows
+	reqs    []Request     // the newest requests, within keepReqs and keepBytes
+	sizes   []int64       // the size of each of reqs (recordSize)
+	kept    int64         // the sum of sizes
+	seen    int           // requests recorded, dropped ones included
+	dropped int           // the oldest requests dropped to keep the bounds
+	changed chan struct{} // closed and replaced when a request is recorded
 	hs      *http.Server
 	url     string
 }
@@ -79,12 +107,21 @@ func New(o Options) *Server {
 	if max <= 0 {
 		max = DefaultMaxBody
 	}
-	return &Server{log: log, maxBody: max, done: make(chan struct{}), script: o.Script,
-		changed: make(chan struct{}), run: newRunID()}
+	keepReqs, keepBytes := o.KeepRequests, o.KeepBytes
+	if keepReqs <= 0 {
+		keepReqs = DefaultKeepRequests
+	}
+	if keepBytes <= 0 {
+		keepBytes = DefaultKeepBytes
+	}
+	return &Server{log: log, maxBody: max, keepReqs: keepReqs, keepBytes: keepBytes, allowRemote: o.AllowRemote,
+		done: make(chan struct{}), script: o.Script, changed: make(chan struct{}), run: newRunID()}
 }
 
 // Start listens on addr ("" means 127.0.0.1:0, a free loopback port) and
-// serves until Close.
+// serves until Close. An address that is not loopback (0.0.0.0, a LAN
+// address, a name that resolves to one) is refused unless
+// Options.AllowRemote.
 func (s *Server) Start(addr string) error {
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -92,6 +129,10 @@ func (s *Server) Start(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen fake model on %s: %w", addr, err)
+	}
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && !s.allowRemote {
+		ln.Close()
+		return fmt.Errorf("listen fake model on %s: %w", addr, ErrNotLoopback)
 	}
 	hs := &http.Server{Handler: s, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	s.mu.Lock()
@@ -159,24 +200,38 @@ func (s *Server) Push(r ...Reply) {
 	s.queue = append(s.queue, r...)
 }
 
-// Requests returns a copy of every request recorded so far, in arrival order.
+// ErrNotLoopback is Start's error for an address beyond this machine.
+var ErrNotLoopback = errors.New("not a loopback address: anyone who reaches it would script the answers and read what clients sent; listen on 127.0.0.1, or allow it (Options.AllowRemote, troupe fakemodel --allow-remote)")
+
+// Requests returns a copy of the requests recorded so far that are kept
+// (the newest, within Options.KeepRequests and KeepBytes), in arrival
+// order; their Seq counts the dropped ones too.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.reqs...)
 }
 
+// Dropped is how many of the oldest requests were dropped from the record
+// to keep it within its bounds.
+func (s *Server) Dropped() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
+}
+
 // WaitRequests waits until at least n requests have been recorded and
-// returns them all. It fails when ctx ends or the server closes first.
+// returns those kept (as Requests: fewer than n when some were dropped).
+// It fails when ctx ends or the server closes first.
 func (s *Server) WaitRequests(ctx context.Context, n int) ([]Request, error) {
 	for {
 		s.mu.Lock()
-		if len(s.reqs) >= n {
+		if s.seen >= n {
 			r := append([]Request(nil), s.reqs...)
 			s.mu.Unlock()
 			return r, nil
 		}
-		ch, have := s.changed, len(s.reqs)
+		ch, have := s.changed, s.seen
 		s.mu.Unlock()
 		select {
 		case <-ch:
@@ -188,15 +243,53 @@ func (s *Server) WaitRequests(ctx context.Context, n int) ([]Request, error) {
 	}
 }
 
-// record numbers req and stores it.
-func (s *Server) record(req *Request) {
+// record numbers req and stores it, body the bytes read of it; then drops
+// the oldest requests while the record is over its bounds (the newest
+// stays).
+func (s *Server) record(req *Request, body []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	req.Seq = len(s.reqs) + 1
+	s.seen++
+	req.Seq = s.seen
 	req.run = s.run
+	size := recordSize(req, body)
 	s.reqs = append(s.reqs, *req)
+	s.sizes = append(s.sizes, size)
+	s.kept += size
+	n := 0
+	for len(s.reqs)-n > 1 && (len(s.reqs)-n > s.keepReqs || s.kept > s.keepBytes) {
+		s.kept -= s.sizes[n]
+		n++
+	}
+	if n > 0 {
+		if s.dropped == 0 {
+			s.log.Info("fake model: its record of requests is full; the oldest are dropped from now on",
+				"keep_requests", s.keepReqs, "keep_bytes", s.keepBytes)
+		}
+		s.dropped += n
+		clear(s.reqs[:n]) // let the dropped bodies go
+		s.reqs = s.reqs[n:]
+		s.sizes = s.sizes[n:]
+	}
 	close(s.changed)
 	s.changed = make(chan struct{})
+}
+
+// recordSize is what req counts against Options.KeepBytes: its body (the
+// parsed Body holds as much), its headers, and the texts read from it and
+// chosen for it.
+func recordSize(req *Request, body []byte) int64 {
+	n := len(body) + len(req.Path) + len(req.Query) + len(req.Prompt) + len(req.ToolResult) + len(req.Reply.Text)
+	for k, vs := range req.Header {
+		n += len(k)
+		for _, v := range vs {
+			n += len(v)
+		}
+	}
+	for _, t := range req.Tools {
+		n += len(t)
+	}
+	return int64(n)
 }
 
 // choose picks the reply for a model request (see the package doc).

@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -214,5 +216,99 @@ func TestWaitRequestsContext(t *testing.T) {
 	cancel()
 	if _, err := s.WaitRequests(ctx, 1); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+// chatPost sends one non-streaming chat request whose user message is text.
+func chatPost(t *testing.T, url, text string) {
+	t.Helper()
+	resp := post(t, url+"/v1/chat/completions", chatBody(false, nil, map[string]any{"role": "user", "content": text}))
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("chat %q: %d", text, resp.StatusCode)
+	}
+}
+
+// TestTheRecordKeepsTheNewestRequests: past KeepRequests the oldest
+// requests are dropped and counted; Seq still counts them all, and
+// WaitRequests waits on every request recorded, dropped or not.
+func TestTheRecordKeepsTheNewestRequests(t *testing.T) {
+	s, url := start(t, Options{KeepRequests: 3})
+	for i := range 5 {
+		chatPost(t, url, fmt.Sprint("prompt ", i+1))
+	}
+	reqs, err := s.WaitRequests(context.Background(), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, q := range reqs {
+		got = append(got, fmt.Sprint(q.Seq, ":", q.Prompt))
+	}
+	if strings.Join(got, ",") != "3:prompt 3,4:prompt 4,5:prompt 5" || s.Dropped() != 2 {
+		t.Errorf("kept %v, dropped %d; want the newest 3 (seq 3 to 5), 2 dropped", got, s.Dropped())
+	}
+	if n := len(s.Requests()); n != 3 {
+		t.Errorf("Requests: %d, want 3", n)
+	}
+}
+
+// TestTheRecordKeepsWithinItsBytes: past KeepBytes the oldest requests are
+// dropped; the newest is kept even when it alone is bigger.
+func TestTheRecordKeepsWithinItsBytes(t *testing.T) {
+	const bound = 64 << 10
+	s, url := start(t, Options{KeepBytes: bound})
+	big := strings.Repeat("x", 8<<10) // some 24 KB a request: body, prompt, the echo
+	for i := range 10 {
+		chatPost(t, url, fmt.Sprint(i, big))
+	}
+	reqs := s.Requests()
+	s.mu.Lock()
+	kept := s.kept
+	s.mu.Unlock()
+	if len(reqs) < 2 || len(reqs)+s.Dropped() != 10 || reqs[len(reqs)-1].Seq != 10 || reqs[0].Seq != 10-len(reqs)+1 || kept > bound {
+		t.Errorf("kept %d requests (%d bytes), dropped %d; want the newest few within %d bytes, the rest dropped", len(reqs), kept, s.Dropped(), bound)
+	}
+	huge := strings.Repeat("y", 100<<10)
+	chatPost(t, url, huge)
+	if reqs := s.Requests(); len(reqs) != 1 || reqs[0].Prompt != huge || s.Dropped() != 10 {
+		t.Errorf("after a request bigger than the bound: kept %d (dropped %d); want it alone", len(reqs), s.Dropped())
+	}
+}
+
+// TestStartListensOnLoopbackOnly: an address beyond loopback is refused
+// (nothing listens), unless AllowRemote; loopback names are fine.
+func TestStartListensOnLoopbackOnly(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:0", ":0"} {
+		s := New(Options{})
+		err := s.Start(addr)
+		if !errors.Is(err, ErrNotLoopback) || s.URL() != "" {
+			t.Errorf("Start(%q) = %v, listening at %q; want ErrNotLoopback, not listening", addr, err, s.URL())
+		}
+		s.Close()
+	}
+	for _, addr := range []string{"", "127.0.0.1:0", "localhost:0"} {
+		s := New(Options{})
+		if err := s.Start(addr); err != nil {
+			t.Errorf("Start(%q): %v", addr, err)
+		}
+		s.Close()
+	}
+	s := New(Options{AllowRemote: true})
+	if err := s.Start("0.0.0.0:0"); err != nil {
+		t.Fatalf("Start(0.0.0.0:0) with AllowRemote: %v", err)
+	}
+	defer s.Close()
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(s.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://127.0.0.1:" + port + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("GET /v1/models: %d", resp.StatusCode)
 	}
 }

@@ -77,7 +77,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	log := s.log.With("method", r.Method, "path", r.URL.Path)
 	if req.API == "" {
-		s.record(&req)
+		s.record(&req, nil)
 		log.Debug("fake model request", "seq", req.Seq)
 		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
 			writeJSON(w, http.StatusOK, modelList())
@@ -93,7 +93,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
-		s.record(&req)
+		s.record(&req, nil)
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeError(w, req.API, http.StatusRequestEntityTooLarge,
@@ -104,18 +104,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := parseBody(&req, body); err != nil {
-		s.record(&req)
+		s.record(&req, body)
 		log.Debug("fake model bad request", "err", err)
 		writeError(w, req.API, http.StatusBadRequest, err.Error())
 		return
 	}
 	if req.API == CountTokens {
-		s.record(&req)
+		s.record(&req, body)
 		writeJSON(w, http.StatusOK, map[string]any{"input_tokens": inputTokens})
 		return
 	}
 	req.Reply = resolve(req, s.choose(req))
-	s.record(&req)
+	s.record(&req, body)
 	log.Debug("fake model request", "seq", req.Seq, "api", req.API, "prompt", clip(req.Prompt),
 		"after_tool", req.AfterTool, "reply", clip(req.Reply.Text), "calls", len(req.Reply.Calls),
 		"status", req.Reply.Status, "drop", req.Reply.Drop)

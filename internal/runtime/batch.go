@@ -77,7 +77,7 @@ func pickBatch(pending []troupe.Message, b budget) []troupe.Message {
 	if pending[0].Kind == troupe.KindAsk {
 		return pending[:1]
 	}
-	size := 0
+	size := engine.RenderedBaseLen()
 	for i, m := range pending {
 		if i == b.messages || m.Kind == troupe.KindAsk {
 			return pending[:i]
@@ -90,39 +90,43 @@ func pickBatch(pending []troupe.Message, b budget) []troupe.Message {
 	return pending
 }
 
-// fit returns the batch as the turn is given it: a message bigger than
-// b.bytes is cut to fit (see cut); the others are as they are. It never
-// fails: a message that cannot be kept whole is still delivered, cut.
-func (a *actor) fit(batch []troupe.Message, b budget) []troupe.Message {
+// fit returns the batch as the turn of tag tag is given it: a message that
+// does not fit in b.bytes with the turn's first line is cut to fit (see
+// cut); the others are as they are. It never fails: a message that cannot
+// be kept whole is still delivered, cut.
+func (a *actor) fit(batch []troupe.Message, b budget, tag string) []troupe.Message {
 	out := batch
 	for i, m := range batch {
-		if engine.RenderedLen(m) <= b.bytes {
+		if engine.RenderedBaseLen()+engine.RenderedLen(m) <= b.bytes {
 			continue
 		}
 		if &out[0] == &batch[0] {
 			out = slices.Clone(batch)
 		}
-		out[i] = a.cut(m, b.bytes)
+		out[i] = a.cut(m, b.bytes, tag)
 	}
 	return out
 }
 
-// cut returns m with its text shortened so it renders within limit bytes:
-// a notice that says the message's size, where the text is cut and where
-// the whole text is, then its first bytes (at most excerptBytes, cut at a
-// character boundary). The whole text goes to a file of the state dir
-// (Options.MessageDir/<project>/<id>.txt, 0600), which the agent reads with
-// its own file tools (it runs as the same user); without a MessageDir, or
-// if the file cannot be written, the notice says the rest is not kept.
-func (a *actor) cut(m troupe.Message, limit int) troupe.Message {
+// cut returns m with its text shortened so that it renders alone within
+// limit bytes (engine.RenderedBaseLen and its RenderedLen): a notice that
+// says the message's size, where the text is cut and where the whole text
+// is, on a line that begins with the turn's tag (the notice is troupe's,
+// not the sender's: engine.HeaderPrefix), then its first bytes (at most
+// excerptBytes, cut at a character boundary). The whole text goes to a
+// file of the state dir (Options.MessageDir/<project>/<id>.txt, 0600),
+// which the agent reads with its own file tools (it runs as the same
+// user); without a MessageDir, or if the file cannot be written, the
+// notice says the rest is not kept.
+func (a *actor) cut(m troupe.Message, limit int, tag string) troupe.Message {
 	whole := len(m.Text)
 	path, err := a.rt.spill(m)
 	if err != nil {
 		a.log.Warn("keep an oversize message", "message", m.ID, "err", err)
 	}
 	notice := func(head int) string {
-		s := fmt.Sprintf("[troupe: message %d is %s, more than one turn of yours takes (%s): its first %s follow, cut there;",
-			m.ID, sizeText(whole), sizeText(limit), sizeText(head))
+		s := fmt.Sprintf("%s message %d is %s, more than one turn of yours takes (%s): its first %s follow, cut there;",
+			engine.HeaderPrefix(tag), m.ID, sizeText(whole), sizeText(limit), sizeText(head))
 		switch {
 		case path != "":
 			return s + " the whole text is in the file " + path + ": read it from there]"
@@ -137,7 +141,7 @@ func (a *actor) cut(m troupe.Message, limit int) troupe.Message {
 	// size's digits).
 	probe := m
 	probe.Text = notice(excerptBytes) + "\n"
-	head := min(excerptBytes, limit-engine.RenderedLen(probe)-16, whole)
+	head := min(excerptBytes, limit-engine.RenderedBaseLen()-engine.RenderedLen(probe)-16, whole)
 	head = max(head, 0)
 	for head > 0 && head < whole && !utf8.RuneStart(m.Text[head]) {
 		head--

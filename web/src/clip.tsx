@@ -1,10 +1,12 @@
 // Clip shows a long text's first lines with a "show all" button.
 import { useState } from "preact/hooks";
+import { visible } from "./format";
 
 const limit = 2000;
 
-export function Clip({ text, cut }: { text: string; cut?: boolean }) {
+export function Clip({ text: raw, cut }: { text: string; cut?: boolean }) {
   const [all, setAll] = useState(false);
+  const text = visible(raw);
   const long = text.length > limit;
   return (
     <div class="clip">

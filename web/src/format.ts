@@ -23,3 +23,16 @@ export function duration(ms: number): string {
 export function prettyJSON(s: string): string {
   try { return JSON.stringify(JSON.parse(s), null, 2); } catch { return s; }
 }
+
+// Characters that change how the text around them reads without showing
+// themselves: Unicode's format characters (bidi controls such as U+202E,
+// zero-width ones such as U+200B, U+FEFF, invisible tags) and the line and
+// paragraph separators.
+const invisible = /[\p{Cf}\u2028\u2029]/gu;
+
+// visible shows each invisible character of what an agent, a task or a
+// file wrote as the text \u{XXXX}, as the CLI does on a terminal, so a
+// reversed file name or a hidden word cannot pass for what it is not.
+export function visible(s: string): string {
+  return s.replace(invisible, (c) => `\\u{${c.codePointAt(0)!.toString(16).padStart(4, "0")}}`);
+}

@@ -100,7 +100,7 @@ func TestCLIOneTurn(t *testing.T) {
 	if sys, _ := json.Marshal(last.Body["system"]); !strings.Contains(string(sys), "INSTR-MARK-7") {
 		t.Errorf("the instructions are not in the system prompt")
 	}
-	if !strings.Contains(last.Prompt, "[message from the person you work for]") {
+	if !strings.Contains(last.Prompt, ": message from the person you work for]") {
 		t.Errorf("prompt %q is not engine.Render's", last.Prompt)
 	}
 }
@@ -378,7 +378,7 @@ func TestCLITakesATurnOfInputBytes(t *testing.T) {
 	s := r.start(t, troupe.AgentSpec{}, engine.StartSpec{})
 	drive.SessionID(t, s)
 	text := "[[text:BIG OK]]\n" + strings.Repeat("0123456789abcdef", InputBytes/16)
-	in := enginetest.Input("t1", text[:InputBytes-200])
+	in := enginetest.Input("t1", text[:InputBytes-engine.RenderedBaseLen()-200]) // room for the first line and the header
 	if n := len(engine.Render(in)); n > InputBytes {
 		t.Fatalf("rendered turn of %d bytes, more than InputBytes", n)
 	}

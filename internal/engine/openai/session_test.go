@@ -95,7 +95,7 @@ func TestTextTurn(t *testing.T) {
 	if got := q.Header.Get("Authorization"); got != "Bearer "+testKey {
 		t.Errorf("Authorization %q", got)
 	}
-	if b := bodyOf(q); !containsAll(b, `"role":"system"`, "You are x.", "[message from the person you work for]", "hello") {
+	if b := bodyOf(q); !containsAll(b, `"role":"system"`, "You are x.", ": message from the person you work for]", "hello") {
 		t.Errorf("messages %s", b)
 	}
 	if !containsAll(strings.Join(q.Tools, ","), "list_agents", "ask_agent", "read_file", "write_file", "edit_file", "list_dir", "search_text", "run_command") {

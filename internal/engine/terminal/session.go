@@ -212,6 +212,9 @@ func (s *Session) watch() {
 // Send implements engine.Session: the turn is accepted at once and its
 // input written at the program's next idle moment.
 func (s *Session) Send(ctx context.Context, in engine.Input) error {
+	if in.Tag == "" { // the text is rendered more than once: one tag
+		in.Tag = engine.NewTag(in.Messages)
+	}
 	_, err := s.BeginTurn(ctx, in, func() error {
 		s.pending = &in
 		s.interruptReq = false

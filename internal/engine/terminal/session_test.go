@@ -152,7 +152,8 @@ func TestInputWaitsForIdleAndQuietPerson(t *testing.T) {
 			t.Fatalf("after the quiet period: writes %q, want one paste", w)
 		}
 		// Enter once the screen shows the pasted text.
-		ft.show("IDLE", "[message from the person you work for] hello")
+		pasted, _, _ := strings.Cut(strings.TrimPrefix(w[0], "PASTE:"), "\n")
+		ft.show("IDLE", pasted)
 		synctest.Wait()
 		if w := ft.input(); len(w) != 2 || w[1] != "\r" {
 			t.Fatalf("writes %q, want the paste then Enter", w)

@@ -4,7 +4,7 @@
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { registerView } from "../router";
 import { app, dismissCard, loadOlder, recipient, setConvAgent, setRecipient, talk, trimConversation, useApp } from "../store";
-import { clock } from "../format";
+import { clock, visible } from "../format";
 import type { Message } from "../api";
 
 function MessageRow({ m }: { m: Message }) {
@@ -13,10 +13,10 @@ function MessageRow({ m }: { m: Message }) {
     <li data-id={m.id} data-kind={m.kind} class={`msg kind-${m.kind}${mine ? " mine" : ""}${m.to === "@person" ? " to-me" : ""}`}>
       <div class="meta">
         <span class="who">{m.from} → {m.to}</span> · {m.kind} · <span class={`mstate mstate-${m.state}`}>{m.state}</span>
-        {m.redelivered ? " (redelivered)" : ""}{m.reason ? `: ${m.reason}` : ""}
+        {m.redelivered ? " (redelivered)" : ""}{m.reason ? `: ${visible(m.reason)}` : ""}
         <time dateTime={m.created_at} title={m.created_at}>{clock(m.created_at)}</time>
       </div>
-      <div class="text">{m.text}</div>
+      <div class="text">{visible(m.text)}</div>
     </li>
   );
 }
@@ -64,9 +64,9 @@ function Cards() {
         <li key={c.key} class={`card card-${c.state}`} data-state={c.state} data-request={c.id}>
           <div class="meta">ask to {c.to} · <span class="cstate">{c.state === "pending" ? `${c.to} is working…` : c.state}</span>
             <button type="button" class="link dismiss" aria-label="dismiss" onClick={() => dismissCard(c.key)}>×</button></div>
-          <div class="q">{c.text}</div>
-          {c.answer && <div class="answer">{c.answer}</div>}
-          {c.error && <div class="answer err">{c.error}</div>}
+          <div class="q">{visible(c.text)}</div>
+          {c.answer && <div class="answer">{visible(c.answer)}</div>}
+          {c.error && <div class="answer err">{visible(c.error)}</div>}
         </li>
       ))}
     </ol>

@@ -9,7 +9,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { registerView } from "../router";
 import { app, navigate, useApp } from "../store";
 import { ApiError, call, enc } from "../api";
-import { ago } from "../format";
+import { ago, visible } from "../format";
 
 interface Session {
   id: string; cwd: string; cwd_exists: boolean; title: string; title_kind: string; first_prompt: string;
@@ -88,7 +88,7 @@ function Transcript({ s }: { s: Session }) {
       {err && <p class="err" role="alert">{err}</p>}
       <ol id="session-transcript" ref={box} class="session-transcript">
         {entries.map((e, i) => (
-          <li key={i} class={`entry role-${e.role}`}><span class="meta">{e.role}{e.time ? ` · ${new Date(e.time).toLocaleTimeString()}` : ""}</span><pre>{e.text}</pre></li>
+          <li key={i} class={`entry role-${e.role}`}><span class="meta">{e.role}{e.time ? ` · ${new Date(e.time).toLocaleTimeString()}` : ""}</span><pre>{visible(e.text)}</pre></li>
         ))}
       </ol>
     </>

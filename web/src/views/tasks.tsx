@@ -3,7 +3,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { registerView } from "../router";
 import { killTask, loadTaskOutput, navigate, runTask, useApp } from "../store";
-import { clock, duration } from "../format";
+import { clock, duration, visible } from "../format";
 import type { Task } from "../api";
 
 function took(t: Task, now: number) {
@@ -46,7 +46,7 @@ function Tasks({ arg }: { arg: string }) {
           <h3>{sel.id}: <code>{sel.command}</code></h3>
           <p class="note">started {clock(sel.started_at)}{sel.ended_at ? ` · ended ${clock(sel.ended_at)}` : " · running"}{sel.reason ? ` · ${sel.reason}` : ""}
             {sel.output?.cut_bytes ? ` · ${sel.output.cut_bytes} bytes cut from the middle` : ""}</p>
-          <pre id="task-output">{a.taskOutput.get(sel.id) ?? "…"}</pre>
+          <pre id="task-output">{visible(a.taskOutput.get(sel.id) ?? "…")}</pre>
         </div>
       )}
     </section>
