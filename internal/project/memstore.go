@@ -23,7 +23,9 @@ type MemStore struct {
 var _ Store = (*MemStore)(nil)
 
 // NewMemStore returns an empty store.
-func NewMemStore() *MemStore { return &MemStore{teams: map[troupe.ProjectID][]byte{}, approved: map[troupe.ProjectID]Approval{}} }
+func NewMemStore() *MemStore {
+	return &MemStore{teams: map[troupe.ProjectID][]byte{}, approved: map[troupe.ProjectID]Approval{}}
+}
 
 // AddProject implements Store.
 func (m *MemStore) AddProject(_ context.Context, p troupe.Project) error {
