@@ -138,8 +138,9 @@ func openaiServers(o Options, c *Check) {
 		if ep.KeyEnv != "" && !ep.KeyInAgentEnv && !ep.KeyApproved {
 			// Never a secret to an endpoint the person has not approved.
 			withheld = true
-			c.Problems = append(c.Problems, fmt.Sprintf("agent %s: the key in %s was not sent to %s: %s", ep.Agent, ep.KeyEnv, ep.BaseURL, ep.Withheld))
-			c.Fixes = append(c.Fixes, "review the team with troupe team diff and approve it with troupe team approve (or register the folder with troupe project add), then run troupe doctor again")
+			why := fmt.Sprintf("agent %s: the key in %s was not sent to %s: %s", ep.Agent, ep.KeyEnv, ep.BaseURL, ep.Withheld)
+			c.Problems = append(c.Problems, why)
+			c.Fixes = append(c.Fixes, why+"; if you trust this team, register the folder (troupe project add) or approve its change (troupe team diff, troupe team approve), then run troupe doctor again")
 		} else if ep.KeyEnv != "" && !ep.KeyInAgentEnv {
 			v, set := o.Getenv(ep.KeyEnv)
 			if !set || v == "" {
