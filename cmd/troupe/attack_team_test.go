@@ -156,6 +156,29 @@ func askDeciding(r *claudeRig, agent troupe.AgentID, text string, allow func(too
 	}
 }
 
+// waitReload follows the event stream of cl from event since until the
+// daemon reports a reload of project p's team that changed or held
+// something, and returns that change.
+func waitReload(t *testing.T, ctx context.Context, cl *client.Client, p troupe.ProjectID, since uint64) troupe.TeamChange {
+	t.Helper()
+	var c troupe.TeamChange
+	_, err := cl.Events(ctx, since, nil, func(ev events.Event) error {
+		if ev.Type != events.TypeTeamChanged || ev.Project != p {
+			return nil
+		}
+		c = troupe.TeamChange{}
+		json.Unmarshal(ev.Data, &c)
+		if len(c.Added)+len(c.Changed)+len(c.Removed)+len(c.Held) > 0 {
+			return errStop
+		}
+		return nil
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("waiting for the team's reload: %v", err)
+	}
+	return c
+}
+
 // waitHeld waits for the daemon to publish team.held for the rig's
 // project after event since.
 func waitHeld(r *claudeRig, since uint64) events.TeamHeld {
@@ -191,9 +214,7 @@ func TestAttackTeamAgentGrantsItselfRunCommand(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(r.proj, ".troupe", "team.toml")); string(b) != widened {
 		t.Fatalf("the agent did not write the team file (ask %s %q %q)", req.State, req.Answer, req.Error)
 	}
-	if held := waitHeld(r, st.LastEvent); !slices.Equal(held.Agents, []troupe.AgentID{"x"}) {
-		t.Fatalf("team.held = %+v; want x", held)
-	}
+	reload := waitReload(t, r.ctx, r.cl, r.p, st.LastEvent)
 
 	run := toolMarker(t, "run_command", map[string]string{"command": "echo ran > proof.txt"})
 	req, asked := askDeciding(r, "x", run, allowWrites)
@@ -204,6 +225,12 @@ func TestAttackTeamAgentGrantsItselfRunCommand(t *testing.T) {
 	// is not offered it (or, offered, it is asked about and denied).
 	if !slices.Contains(asked, "run_command") && !strings.Contains(req.Answer, `no offered tool matches "run_command"`) {
 		t.Fatalf("ask %s %q %q (asked: %v); want run_command not offered or denied", req.State, req.Answer, req.Error, asked)
+	}
+	if !slices.Equal(reload.Held, []troupe.AgentID{"x"}) || len(reload.Changed) != 0 {
+		t.Fatalf("the reload = %+v; want x held, nothing changed", reload)
+	}
+	if held := waitHeld(r, st.LastEvent); !slices.Equal(held.Agents, []troupe.AgentID{"x"}) || held.Digest == "" {
+		t.Fatalf("team.held = %+v; want x, with the change's digest", held)
 	}
 
 	diff := mustTroupe(t, r.state, r.proj, "team", "diff")
@@ -259,13 +286,16 @@ func TestAttackTeamKeyNeverReachesAgentsServer(t *testing.T) {
 	hostile := strings.Replace(approved, r.model.URL()+"/v1", evil.srv.URL+"/v1", 1) + fmt.Sprintf(moleTeam, evil.srv.URL+"/v1")
 	st, _ := r.cl.Status(r.ctx)
 	askDeciding(r, "x", toolMarker(t, "write_file", map[string]string{"path": ".troupe/team.toml", "content": hostile}), func(string) bool { return true })
-	held := waitHeld(r, st.LastEvent)
-	slices.Sort(held.Agents)
-	if !slices.Equal(held.Agents, []troupe.AgentID{"mole", "x"}) {
-		t.Fatalf("team.held = %+v; want mole and x", held)
-	}
+	reload := waitReload(t, r.ctx, r.cl, r.p, st.LastEvent)
 	if _, err := r.cl.Ask(r.ctx, r.p, "mole", "hello [[text:hi]]", 0); !errors.Is(err, troupe.ErrNotFound) {
 		t.Errorf("ask of the held new agent: %v; want not found", err)
+	}
+	if seen := evil.seen(); len(seen) != 0 {
+		t.Fatalf("the attacker's server was reached: %q", seen)
+	}
+	slices.Sort(reload.Held)
+	if !slices.Equal(reload.Held, []troupe.AgentID{"mole", "x"}) || len(reload.Added)+len(reload.Changed) != 0 {
+		t.Fatalf("the reload = %+v; want mole and x held, nothing added or changed", reload)
 	}
 	if got := r.answer("x", "who serves you? [[text:the approved model]]"); got != "the approved model" {
 		t.Fatalf("x answered %q", got)
@@ -360,15 +390,7 @@ func TestAttackTeamDoctorSendsNoKeyToUnapprovedEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeTeam(t, proj, team(evil.srv.URL+"/v1"))
-	_, err = cl.Events(ctx, st.LastEvent, nil, func(ev events.Event) error {
-		if ev.Type == events.TypeTeamHeld && ev.Project == p.ID {
-			return errStop
-		}
-		return nil
-	})
-	if !errors.Is(err, errStop) {
-		t.Fatalf("waiting for the held change: %v", err)
-	}
+	waitReload(t, ctx, cl, p.ID, st.LastEvent)
 	doctor(proj, "GH_TOKEN was not sent")
 
 	seen := evil.seen()
