@@ -262,9 +262,12 @@ idle_timeout = "0"
 turn_timeout = "90s"
 prompt = "line one\nline \"two\" \\ three"
 args = []
+allowed_tools = []
+env = {}
 [agent.fake]
 respond = "ok"
 nested = { x = 1, y = [1.5, 2.0] }
+when = 2026-12-01T10:00:00Z
 `
 	team, err := ParseTeam("in", []byte(src))
 	if err != nil {
@@ -285,5 +288,53 @@ nested = { x = 1, y = [1.5, 2.0] }
 		if !sameSpec(team.Agents[i], back.Agents[i]) {
 			t.Errorf("agent %d:\n got %#v\nwant %#v", i, back.Agents[i], team.Agents[i])
 		}
+	}
+}
+
+// TestC17NarrowingBecomesTheApprovedTeam: what applies at once is the
+// approved team from then on: narrowing allowed_tools, then writing the
+// old list back, is held.
+func TestC17NarrowingBecomesTheApprovedTeam(t *testing.T) {
+	store := NewMemStore()
+	r, id, file := registryWith(t, store, approvedLead)
+	key := troupe.RuntimeKey{Project: id, Agent: "lead"}
+	os.WriteFile(file, []byte(strings.Replace(approvedLead, `["read_file", "write_file"]`, `["read_file"]`, 1)), 0o644)
+	r.reload(context.Background(), id, false, false)
+	if a, _, _ := r.Agent(key); !slices.Equal(a.AllowedTools, []string{"read_file"}) {
+		t.Fatalf("after narrowing: %v", a.AllowedTools)
+	}
+	os.WriteFile(file, []byte(approvedLead), 0o644)
+	r.reload(context.Background(), id, false, false)
+	if a, _, _ := r.Agent(key); !slices.Equal(a.AllowedTools, []string{"read_file"}) {
+		t.Fatalf("widening back applied: %v", a.AllowedTools)
+	}
+	if _, ok := r.Pending(id); !ok {
+		t.Fatal("widening back is not held")
+	}
+}
+
+// TestC17UpgradeTakesTheLastTeamAsApproved: a project registered before
+// approvals were kept has its last loaded team (Store.LastTeam) as the
+// approved one; a widening of it is held.
+func TestC17UpgradeTakesTheLastTeamAsApproved(t *testing.T) {
+	store := NewMemStore()
+	dir := t.TempDir()
+	file := filepath.Join(dir, TeamFile)
+	os.MkdirAll(filepath.Dir(file), 0o755)
+	store.AddProject(context.Background(), troupe.Project{ID: "pold", Path: dir, Name: "old"})
+	store.SaveTeam(context.Background(), "pold", []byte(approvedLead))
+	os.WriteFile(file, []byte(strings.Replace(approvedLead, `"acceptEdits"`, `"bypassPermissions"`, 1)), 0o644)
+	r, err := Open(context.Background(), Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _, ok := r.Agent(troupe.RuntimeKey{Project: "pold", Agent: "lead"}); !ok || a.PermissionMode != "acceptEdits" {
+		t.Fatalf("lead in force = %+v, %v; want the last team's", a, ok)
+	}
+	if p, ok := r.Pending("pold"); !ok || p.Agents[0].Changes[0].Field != "permission_mode" {
+		t.Fatalf("Pending = %+v, %v", p, ok)
+	}
+	if a, ok, _ := store.Approval(context.Background(), "pold"); !ok || !strings.Contains(string(a.Team), `"acceptEdits"`) {
+		t.Fatalf("the approval is not saved: %q %v", a.Team, ok)
 	}
 }
