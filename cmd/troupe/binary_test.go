@@ -449,11 +449,17 @@ func TestBinaryTeamReloadKeepsLastGoodTeam(t *testing.T) {
 	if !strings.Contains(out, "researcher") {
 		t.Fatalf("last good team lost: %s", out)
 	}
-	// A good edit: one agent changed, one added, one kept.
+	// A good edit: one agent changed (at once: a timeout), one added
+	// (held for the person, C17), one kept.
 	writeTeam(t, proj, strings.Replace(twoAgents, `"5m"`, `"7m"`, 1)+"\n[[agent]]\nname = \"critic\"\nengine = \"fake\"\n")
+	ch, last = waitTeamChange(last)
+	if ch.Error != "" || !slices.Equal(ch.Held, []string{"critic"}) || !slices.Equal(ch.Changed, []string{"researcher"}) || len(ch.Removed)+len(ch.Added) != 0 {
+		t.Fatalf("good edit reported %+v; want held [critic], changed [researcher]", ch)
+	}
+	mustTroupe(t, state, proj, "team", "approve")
 	ch, _ = waitTeamChange(last)
-	if ch.Error != "" || !slices.Equal(ch.Added, []string{"critic"}) || !slices.Equal(ch.Changed, []string{"researcher"}) || len(ch.Removed) != 0 {
-		t.Fatalf("good edit reported %+v; want added [critic], changed [researcher]", ch)
+	if ch.Error != "" || !slices.Equal(ch.Added, []string{"critic"}) || len(ch.Changed)+len(ch.Removed) != 0 {
+		t.Fatalf("approval reported %+v; want added [critic]", ch)
 	}
 	names := []string{}
 	var agents []api.Agent
@@ -470,8 +476,8 @@ func TestBinaryTeamReloadKeepsLastGoodTeam(t *testing.T) {
 var errStop = errors.New("stop")
 
 type teamChange struct {
-	Added, Removed, Changed []string
-	Error                   string
+	Added, Removed, Changed, Held []string
+	Error                         string
 }
 
 // children lists the pids whose parent is pid.

@@ -411,8 +411,14 @@ func TestClaudeFailuresAreReported(t *testing.T) {
 		t.Fatalf("unreachable model: ask = %s %q", req.State, req.Error)
 	}
 
-	// A CLI that is not there.
+	// A CLI that is not there (a new command: the person approves it).
+	st, err := r.cl.Status(r.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	writeTeam(t, r.proj, fmt.Sprintf(claudeTeam, "/nonexistent/claude", "8s"))
+	waitReload(t, r.ctx, r.cl, r.p, st.LastEvent)
+	mustTroupe(t, r.state, r.proj, "team", "approve")
 	r.waitTeam(func(a api.Agent) bool { return a.Name == "claude" && a.State == troupe.StateStopped })
 	req = r.ask("claude", "hello")
 	if req.State != troupe.ReqFailed || !strings.Contains(req.Error, "not found") || !strings.Contains(req.Error, "install Claude Code") {

@@ -3,7 +3,7 @@
 // web UI its cookie, and the guards of contract C12 (bearer token, Host and
 // Origin checks against DNS rebinding).
 //
-// The wire types (in this file, talk.go, tasks.go and auth.go) are shared
+// The wire types (in this file, talk.go, tasks.go, team.go and auth.go) are shared
 // with internal/client, the only way the CLI, the web UI's tests and other
 // tools talk to the daemon. A domain type goes on the wire as it is only
 // when all its fields are the user's business (troupe.Request,
@@ -45,6 +45,12 @@ type Project struct {
 	// force) or "none" (no team loaded yet).
 	Team      string `json:"team"`
 	TeamError string `json:"team_error,omitempty"`
+	// TeamHeld is set when the team file holds a change that waits for the
+	// person (GET /api/projects/{id}/team/pending).
+	TeamHeld bool `json:"team_held,omitempty"`
+	// Grants, in the answer of POST /api/projects only, are the grants of
+	// the team registered, which adding the project approved.
+	Grants []AgentGrants `json:"grants,omitempty"`
 }
 
 // AddProjectRequest is the body of POST /api/projects.

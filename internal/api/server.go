@@ -122,6 +122,7 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("GET /api/projects/resolve", s.resolveProject)
 	s.mux.HandleFunc("DELETE /api/projects/{id}", s.removeProject)
 	s.mux.HandleFunc("GET /api/projects/{id}/agents", s.listAgents)
+	s.routeTeam()
 	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/ask", s.ask)
 	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/send", s.send)
 	s.mux.HandleFunc("GET /api/projects/{id}/requests/{req}", s.request)
@@ -171,10 +172,19 @@ func toProject(p project.Info) Project {
 	return out
 }
 
+// withHeld is toProject with TeamHeld set from the registry.
+func (s *Server) withHeld(p project.Info) Project {
+	out := toProject(p)
+	if pend, ok := s.o.Registry.Pending(p.ID); ok && !pend.Rejected {
+		out.TeamHeld = true
+	}
+	return out
+}
+
 func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) {
 	out := []Project{}
 	for _, p := range s.o.Registry.List() {
-		out = append(out, toProject(p))
+		out = append(out, s.withHeld(p))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -196,7 +206,9 @@ func (s *Server) addProject(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, toProject(info))
+	out := toProject(info)
+	out.Grants = teamGrants(info.Team) // what the person approved by adding it
+	writeJSON(w, http.StatusCreated, out)
 }
 
 func (s *Server) resolveProject(w http.ResponseWriter, r *http.Request) {
@@ -342,14 +354,16 @@ var batches = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &
 // inScope reports whether a stream scoped to project p sends ev: the
 // events of p, those of no project (daemon.started), and of every project
 // those that tell what waits on the person or changes the project list
-// (agent.state, agent.permission, team.changed, project.removed), so that
+// (agent.state, agent.permission, team.changed, team.held, team.decided,
+// project.removed), so that
 // one stream serves a page showing one project and a list across all.
 func inScope(ev events.Event, p troupe.ProjectID) bool {
 	if ev.Project == p || ev.Project == "" {
 		return true
 	}
 	switch ev.Type {
-	case events.TypeAgentState, events.TypeAgentPermission, events.TypeTeamChanged, events.TypeProjectRemoved:
+	case events.TypeAgentState, events.TypeAgentPermission, events.TypeTeamChanged, events.TypeProjectRemoved,
+		events.TypeTeamHeld, events.TypeTeamDecided:
 		return true
 	}
 	return false

@@ -154,6 +154,7 @@ func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *gl
 	root.AddCommand(attachCmd(g))
 	root.AddCommand(permissionsCmd(g), allowCmd(g), denyCmd(g))
 	root.AddCommand(diffCmd(g), mergeCmd(g), worktreeCmd(g))
+	root.AddCommand(teamCmd(g))
 	root.AddCommand(sessionsCmd(g), resumeCmd(g), forkCmd(g), observeCmd(g))
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
 	root.PersistentFlags().BoolVar(&g.raw, "raw", false, "print what agents, tasks and project files wrote as it is, control characters included (on a terminal they are shown as \\xNN by default)")
@@ -296,8 +297,15 @@ func projectCmd(g *globals) *cobra.Command {
 				return g.printJSON(p)
 			}
 			fmt.Fprintf(g.out, "registered %s as project %s (%s)\n", p.Path, p.ID, plural(p.Agents, "agent", "agents"))
+			if len(p.Grants) > 0 {
+				fmt.Fprintln(g.out, "you approve these grants (a later change to the team file that widens one waits for troupe team approve):")
+				for _, a := range p.Grants {
+					fmt.Fprintf(g.out, "agent %s\n", a.Agent)
+					printGrants(g.out, a.Grants)
+				}
+			}
 			if p.TeamError != "" {
-				fmt.Fprintf(g.errw, "warning: team not loaded: %s\n", p.TeamError)
+				fmt.Fprintf(g.errw, "warning: team not loaded, so not approved: %s (fix it, then review it with troupe team diff and approve it with troupe team approve)\n", p.TeamError)
 			}
 			return nil
 		},
@@ -325,6 +333,9 @@ func projectCmd(g *globals) *cobra.Command {
 				team := p.Team
 				if p.TeamError != "" {
 					team = "error: " + p.TeamError
+				}
+				if p.TeamHeld {
+					team += " (change held: troupe team diff)"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", p.ID, p.Name, p.Agents, p.Path, team)
 			}

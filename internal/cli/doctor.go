@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -35,7 +38,7 @@ func doctorCmd(g *globals) *cobra.Command {
 			if repair {
 				return repairStore(cmd, g)
 			}
-			cs := doctor.Run(cmd.Context(), doctor.Options{OpenAI: openaiEndpoints()})
+			cs := doctor.Run(cmd.Context(), doctor.Options{OpenAI: openaiEndpoints(cmd.Context(), g)})
 			var err error
 			if g.json {
 				err = g.printJSON(cs)
@@ -60,8 +63,10 @@ func doctorCmd(g *globals) *cobra.Command {
 // openaiEndpoints are the openai agents of the team of the project the CLI
 // runs in (the nearest folder up with .troupe/team.toml), for doctor to
 // probe their model servers; none when there is no such team or it does
-// not parse (the daemon reports a bad team).
-func openaiEndpoints() []doctor.Endpoint {
+// not parse (the daemon reports a bad team). The team file is anyone's
+// writing: a key is sent only to an endpoint the person approved with it,
+// which the daemon tells (approvedEndpoints).
+func openaiEndpoints(ctx context.Context, g *globals) []doctor.Endpoint {
 	dir, err := os.Getwd()
 	if err != nil {
 		return nil
@@ -78,13 +83,24 @@ func openaiEndpoints() []doctor.Endpoint {
 				return nil
 			}
 			var eps []doctor.Endpoint
+			var approved map[string]bool
+			why := ""
 			for _, a := range team.Agents {
 				if a.Engine != troupe.EngineOpenAI {
 					continue
 				}
 				url, _ := a.Options["base_url"].(string)
 				key, _ := a.Options["api_key_env"].(string)
-				eps = append(eps, doctor.Endpoint{Agent: string(a.Name), BaseURL: url, KeyEnv: key, KeyInAgentEnv: key != "" && a.Env[key] != ""})
+				ep := doctor.Endpoint{Agent: string(a.Name), BaseURL: url, KeyEnv: key, KeyInAgentEnv: key != "" && a.Env[key] != ""}
+				if key != "" && approved == nil && why == "" {
+					approved, why = approvedEndpoints(ctx, g, dir)
+				}
+				if ep.KeyApproved = approved[endpointKey(url, key)]; !ep.KeyApproved && why == "" {
+					ep.Withheld = "the approved team of this project has no agent with this base_url and api_key_env (troupe team diff)"
+				} else if !ep.KeyApproved {
+					ep.Withheld = why
+				}
+				eps = append(eps, ep)
 			}
 			return eps
 		}
@@ -94,6 +110,47 @@ func openaiEndpoints() []doctor.Endpoint {
 		}
 		dir = up
 	}
+}
+
+// approvedEndpoints asks the daemon for the (base_url, api_key_env) pairs
+// of the openai agents of the approved team of the project at dir, or says
+// in one line why it cannot tell.
+func approvedEndpoints(ctx context.Context, g *globals, dir string) (map[string]bool, string) {
+	cl, err := g.client()
+	if err != nil {
+		return nil, "no daemon answers to say whether the person approved this team (" + err.Error() + ")"
+	}
+	canon, err := project.Canonical(dir)
+	if err != nil {
+		return nil, err.Error()
+	}
+	p, err := cl.ResolveProject(ctx, canon)
+	switch {
+	case errors.Is(err, troupe.ErrNotFound) || err == nil && p.Path != canon:
+		return nil, "this folder is not a registered project: its team file is not approved"
+	case err != nil:
+		return nil, "the daemon did not say whether the person approved this team (" + err.Error() + ")"
+	}
+	t, err := cl.Team(ctx, p.ID)
+	if err != nil {
+		return nil, "the daemon did not say whether the person approved this team (" + err.Error() + ")"
+	}
+	out := map[string]bool{}
+	for _, a := range t.Approved {
+		if a.Engine != troupe.EngineOpenAI {
+			continue
+		}
+		url, _ := a.Options["base_url"].(string)
+		key, _ := a.Options["api_key_env"].(string)
+		out[endpointKey(url, key)] = true
+	}
+	return out, ""
+}
+
+// endpointKey is a (base_url, api_key_env) pair as the openai engine uses
+// it (the URL without its trailing slashes).
+func endpointKey(url, keyEnv string) string {
+	return strings.TrimRight(url, "/") + "\x00" + keyEnv
 }
 
 // repairStore runs daemon.Repair on the state dir and prints its report.

@@ -390,3 +390,26 @@ func (c *Client) KillTask(ctx context.Context, p troupe.ProjectID, id task.ID) e
 func taskPath(p troupe.ProjectID, id task.ID) string {
 	return "/api/projects/" + url.PathEscape(string(p)) + "/tasks/" + url.PathEscape(string(id))
 }
+
+// Team returns a project's approved team and the change waiting, if any.
+func (c *Client) Team(ctx context.Context, id troupe.ProjectID) (api.Team, error) {
+	var t api.Team
+	err := c.do(ctx, "GET", "/api/projects/"+url.PathEscape(string(id))+"/team", nil, &t)
+	return t, err
+}
+
+// TeamChanges lists the held team changes the person has not rejected.
+func (c *Client) TeamChanges(ctx context.Context) ([]api.PendingTeam, error) {
+	var out []api.PendingTeam
+	err := c.do(ctx, "GET", "/api/team-changes", nil, &out)
+	return out, err
+}
+
+// DecideTeam approves (or rejects) the held team change of digest d.
+func (c *Client) DecideTeam(ctx context.Context, id troupe.ProjectID, d string, approve bool) error {
+	verb := "reject"
+	if approve {
+		verb = "approve"
+	}
+	return c.do(ctx, "POST", "/api/projects/"+url.PathEscape(string(id))+"/team/"+verb, api.TeamDecision{Digest: d}, nil)
+}

@@ -266,6 +266,13 @@ func Run(ctx context.Context, cfg Config) error {
 	tasks.OnChange(func(t task.Task) { publishTask(hub, t) })
 	reg.Listen(func(c troupe.TeamChange) {
 		hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})
+		if len(c.Held) > 0 {
+			d := ""
+			if p, ok := reg.Pending(c.Project); ok {
+				d = p.Digest
+			}
+			hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamHeld{Digest: d, Agents: c.Held})
+		}
 		rt.TeamChanged(c)
 		keptWorktrees(c, trees, hub, log)
 	}, func(id troupe.ProjectID) {

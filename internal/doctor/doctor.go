@@ -61,6 +61,12 @@ type Endpoint struct {
 	// KeyInAgentEnv whether the agent's env table sets it.
 	KeyEnv        string
 	KeyInAgentEnv bool
+	// KeyApproved says that the person approved this BaseURL with this
+	// KeyEnv (the project's approved team has the pair, C17): only then
+	// is the key sent. Otherwise the server is probed without it, and
+	// Withheld says why in one line.
+	KeyApproved bool
+	Withheld    string
 }
 
 // Check is the report on one engine.
@@ -115,7 +121,8 @@ var engines = []engine{
 
 // openaiServers checks the model server of each openai agent of the
 // project: reachable (any HTTP answer; a 401 or 403 says the key is
-// refused), and its key's variable set. The key is sent, never shown.
+// refused), and its key's variable set. The key is sent only to an
+// endpoint approved with it (Endpoint.KeyApproved), never shown.
 func openaiServers(o Options, c *Check) {
 	if len(o.OpenAI) == 0 {
 		c.Login, c.LoginOK = "per agent: base_url and api_key_env in [agent.openai] (no openai agent in this folder's team)", true
@@ -127,8 +134,14 @@ func openaiServers(o Options, c *Check) {
 	}
 	ok := 0
 	for _, ep := range o.OpenAI {
-		key := ""
-		if ep.KeyEnv != "" && !ep.KeyInAgentEnv {
+		key, withheld := "", false
+		if ep.KeyEnv != "" && !ep.KeyInAgentEnv && !ep.KeyApproved {
+			// Never a secret to an endpoint the person has not approved.
+			withheld = true
+			why := fmt.Sprintf("agent %s: the key in %s was not sent to %s: %s", ep.Agent, ep.KeyEnv, ep.BaseURL, ep.Withheld)
+			c.Problems = append(c.Problems, why)
+			c.Fixes = append(c.Fixes, why+"; if you trust this team, register the folder (troupe project add) or approve its change (troupe team diff, troupe team approve), then run troupe doctor again")
+		} else if ep.KeyEnv != "" && !ep.KeyInAgentEnv {
 			v, set := o.Getenv(ep.KeyEnv)
 			if !set || v == "" {
 				c.Problems = append(c.Problems, fmt.Sprintf("agent %s: api_key_env %s is not set", ep.Agent, ep.KeyEnv))
@@ -137,12 +150,17 @@ func openaiServers(o Options, c *Check) {
 			}
 			key = v
 		}
-		if err := probe(o, hc, ep.BaseURL, key); err != nil {
+		if err := probe(o, hc, ep.BaseURL, key); err != nil && !withheld {
 			c.Problems = append(c.Problems, fmt.Sprintf("agent %s: %s: %v", ep.Agent, ep.BaseURL, err))
 			c.Fixes = append(c.Fixes, "start the model server (llama-server, vllm serve, ollama serve) or correct base_url in [agent.openai]")
 			continue
+		} else if err != nil && strings.HasPrefix(err.Error(), "unreachable") {
+			c.Problems = append(c.Problems, fmt.Sprintf("agent %s: %s: %v", ep.Agent, ep.BaseURL, err))
+			continue
 		}
-		ok++
+		if !withheld {
+			ok++
+		}
 	}
 	c.Login = fmt.Sprintf("%d of %d openai agents' model servers reachable", ok, len(o.OpenAI))
 	c.LoginOK = ok == len(o.OpenAI)

@@ -186,12 +186,12 @@ func TestOpenAIServers(t *testing.T) {
 		t.Fatal("no openai check")
 		return Check{}
 	}
-	if c := run(Endpoint{Agent: "a", BaseURL: ok.URL + "/v1", KeyEnv: "GOOD_KEY"}); !c.OK || len(c.Problems) != 0 || !strings.Contains(c.Login, "1 of 1") {
+	if c := run(Endpoint{Agent: "a", BaseURL: ok.URL + "/v1", KeyEnv: "GOOD_KEY", KeyApproved: true}); !c.OK || len(c.Problems) != 0 || !strings.Contains(c.Login, "1 of 1") {
 		t.Errorf("reachable: %+v", c)
 	}
-	c := run(Endpoint{Agent: "a", BaseURL: ok.URL + "/v1", KeyEnv: "BAD_KEY"},
+	c := run(Endpoint{Agent: "a", BaseURL: ok.URL + "/v1", KeyEnv: "BAD_KEY", KeyApproved: true},
 		Endpoint{Agent: "b", BaseURL: goneURL + "/v1"},
-		Endpoint{Agent: "c", BaseURL: ok.URL + "/v1", KeyEnv: "UNSET_KEY"})
+		Endpoint{Agent: "c", BaseURL: ok.URL + "/v1", KeyEnv: "UNSET_KEY", KeyApproved: true})
 	if c.OK || len(c.Problems) != 3 || !strings.Contains(c.Problems[0], "refuses the key") ||
 		!strings.Contains(c.Problems[1], "unreachable") || !strings.Contains(c.Problems[2], "UNSET_KEY is not set") {
 		t.Errorf("failures: %+v", c)
@@ -200,5 +200,32 @@ func TestOpenAIServers(t *testing.T) {
 		if strings.Contains(p, key) || strings.Contains(p, "sk-wrong") {
 			t.Errorf("a key is shown: %q", p)
 		}
+	}
+}
+
+// TestOpenAIKeyOnlyToApprovedEndpoint: a key goes only to an endpoint the
+// person approved with it (C17); an endpoint of an unapproved team is
+// probed without it, and the report says why in one line.
+func TestOpenAIKeyOnlyToApprovedEndpoint(t *testing.T) {
+	const key = "sk-doctor-secret"
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Authorization"))
+		w.Write([]byte(`{"data":[]}`))
+	}))
+	defer srv.Close()
+	env := envOf(map[string]string{"PATH": t.TempDir(), "HOME": t.TempDir(), "GH_TOKEN": key})
+	var c Check
+	for _, x := range Run(t.Context(), Options{Getenv: env, Timeout: 2 * time.Second, OpenAI: []Endpoint{
+		{Agent: "mole", BaseURL: srv.URL + "/v1", KeyEnv: "GH_TOKEN", Withheld: "this folder is not a registered project"}}}) {
+		if x.Engine == "openai" {
+			c = x
+		}
+	}
+	if len(got) != 1 || got[0] != "" {
+		t.Fatalf("Authorization headers the server saw: %q; want one probe without a key", got)
+	}
+	if c.OK || len(c.Problems) != 1 || !strings.Contains(c.Problems[0], "GH_TOKEN was not sent") || !strings.Contains(c.Problems[0], "not a registered project") {
+		t.Fatalf("check = %+v; want the withheld key said in one line", c)
 	}
 }

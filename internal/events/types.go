@@ -33,6 +33,8 @@ const (
 	TypeTaskStarted     Type = "task.started"      // TaskStarted
 	TypeTaskEnded       Type = "task.ended"        // TaskEnded
 	TypeWorktreeKept    Type = "worktree.kept"     // WorktreeKept
+	TypeTeamHeld        Type = "team.held"         // TeamHeld
+	TypeTeamDecided     Type = "team.decided"      // TeamDecided
 )
 
 // Payload is the data of one event; its type says which event it is.
@@ -191,6 +193,23 @@ type WorktreeKept struct {
 	Branch string `json:"branch"`
 	Reason string `json:"reason"`
 }
+
+// TeamHeld: a project's team file widens what some agents may do; the
+// change waits for the person (GET /api/projects/{id}/team/pending shows
+// what it grants) and those agents keep their approved definition (C17).
+type TeamHeld struct {
+	Digest string           `json:"digest"`
+	Agents []troupe.AgentID `json:"agents"`
+}
+
+// TeamDecided: the person approved or rejected a held team change.
+type TeamDecided struct {
+	Digest   string `json:"digest"`
+	Approved bool   `json:"approved"`
+}
+
+func (TeamHeld) EventType() Type    { return TypeTeamHeld }
+func (TeamDecided) EventType() Type { return TypeTeamDecided }
 
 func (DaemonStarted) EventType() Type   { return TypeDaemonStarted }
 func (TeamChanged) EventType() Type     { return TypeTeamChanged }

@@ -17,12 +17,15 @@ type MemStore struct {
 	mu       sync.Mutex
 	projects []troupe.Project
 	teams    map[troupe.ProjectID][]byte
+	approved map[troupe.ProjectID]Approval
 }
 
 var _ Store = (*MemStore)(nil)
 
 // NewMemStore returns an empty store.
-func NewMemStore() *MemStore { return &MemStore{teams: map[troupe.ProjectID][]byte{}} }
+func NewMemStore() *MemStore {
+	return &MemStore{teams: map[troupe.ProjectID][]byte{}, approved: map[troupe.ProjectID]Approval{}}
+}
 
 // AddProject implements Store.
 func (m *MemStore) AddProject(_ context.Context, p troupe.Project) error {
@@ -64,6 +67,7 @@ func (m *MemStore) RemoveProject(_ context.Context, id troupe.ProjectID) error {
 	}
 	m.projects = slices.Delete(m.projects, i, i+1)
 	delete(m.teams, id)
+	delete(m.approved, id)
 	return nil
 }
 
@@ -83,4 +87,28 @@ func (m *MemStore) LastTeam(_ context.Context, id troupe.ProjectID) ([]byte, err
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.teams[id]), nil
+}
+
+// SaveApproval implements Store.
+func (m *MemStore) SaveApproval(_ context.Context, id troupe.ProjectID, a Approval) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !slices.ContainsFunc(m.projects, func(p troupe.Project) bool { return p.ID == id }) {
+		return fmt.Errorf("save approval of %s: %w", id, troupe.ErrNotFound)
+	}
+	a.Team = slices.Clone(a.Team)
+	if a.Team == nil {
+		a.Team = []byte{}
+	}
+	m.approved[id] = a
+	return nil
+}
+
+// Approval implements Store.
+func (m *MemStore) Approval(_ context.Context, id troupe.ProjectID) (Approval, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	a, ok := m.approved[id]
+	a.Team = slices.Clone(a.Team)
+	return a, ok, nil
 }

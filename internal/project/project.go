@@ -42,6 +42,22 @@ type Store interface {
 	SaveTeam(ctx context.Context, id troupe.ProjectID, source []byte) error
 	// LastTeam returns the source saved by SaveTeam, or nil when none was.
 	LastTeam(ctx context.Context, id troupe.ProjectID) ([]byte, error)
+	// SaveApproval records the project's approved team and rejected file,
+	// replacing the last. It fails with troupe.ErrNotFound when id is not
+	// registered.
+	SaveApproval(ctx context.Context, id troupe.ProjectID, a Approval) error
+	// Approval returns what SaveApproval saved, and false when nothing was
+	// (also when id is not registered).
+	Approval(ctx context.Context, id troupe.ProjectID) (Approval, bool, error)
+}
+
+// Approval is what the person decided about a project's team (C17): Team
+// is the team in force, as EncodeTeam writes it (empty: no agent);
+// Rejected is the digest of the team file content they rejected, "" when
+// none.
+type Approval struct {
+	Team     []byte
+	Rejected string
 }
 
 // Team is a parsed, validated team file.

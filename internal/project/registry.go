@@ -73,10 +73,23 @@ type MemoryWatcher interface {
 	Changed(p troupe.ProjectID, name string)
 }
 
+// entry is one project. Its info.Team is the team in force, which is the
+// approved team (C17): the registry keeps the two the same, approving at
+// once what only narrows.
 type entry struct {
-	info   Info
-	source []byte // the team source in force; nil for no team
-	loaded bool   // its team file was read once (Open or Add)
+	// op serializes the loads, approvals and rejections of this project
+	// (file read, merge, store write), so that the store ends with the
+	// last one; it is taken before Registry.mu, never inside it. It guards
+	// saved.
+	op    sync.Mutex
+	saved Approval // as last saved in the Store
+	// Guarded by Registry.mu:
+	info     Info
+	source   []byte      // the team file's content last parsed; nil for none
+	file     *Team       // that file's team; nil when none, or when the file does not load
+	held     []HeldAgent // what file grants beyond the team in force
+	rejected string      // digest of the file content the person rejected
+	loaded   bool        // its team file was read once (Open or Add)
 }
 
 // Registry is the set of registered projects and their teams.
@@ -119,15 +132,28 @@ func Open(ctx context.Context, o Options) (*Registry, error) {
 	}
 	for _, p := range ps {
 		e := &entry{info: Info{Project: p}}
-		if last, err := o.Store.LastTeam(ctx, p.ID); err == nil && last != nil {
-			if t, err := ParseTeamChecked(filepath.Join(p.Path, TeamFile), last, o.Check); err == nil {
-				e.info.Team, e.source = t, last
+		a, saved, err := o.Store.Approval(ctx, p.ID)
+		if err != nil {
+			return nil, fmt.Errorf("load approved team of %s: %w", p.ID, err)
+		}
+		if saved {
+			e.saved, e.rejected = a, a.Rejected
+		} else if last, err := o.Store.LastTeam(ctx, p.ID); err == nil && last != nil {
+			// Registered before approvals were kept: the team it ran
+			// last counts as approved.
+			a.Team = last
+		}
+		if len(a.Team) > 0 {
+			t, err := ParseTeamChecked(filepath.Join(p.Path, TeamFile)+" (approved)", a.Team, o.Check)
+			if err != nil {
+				r.log.Error("approved team not loaded: the project has no agent until a team is approved", "project", p.ID, "err", err)
 			}
+			e.info.Team = t
 		}
 		r.mu.Lock()
 		r.projects[p.ID] = e
 		r.mu.Unlock()
-		r.load(ctx, p.ID, true)
+		r.load(ctx, p.ID, true, false)
 	}
 	return r, nil
 }
@@ -184,7 +210,7 @@ func (r *Registry) Run(ctx context.Context) error {
 		r.watch(id, root)
 	}
 	for _, id := range ids {
-		r.reload(ctx, id, false)
+		r.reload(ctx, id, false, false)
 	}
 
 	timer := time.NewTimer(time.Hour)
@@ -223,7 +249,7 @@ func (r *Registry) Run(ctx context.Context) error {
 			}
 		case <-timer.C:
 			for id := range pending {
-				r.reload(ctx, id, false)
+				r.reload(ctx, id, false, false)
 			}
 			clear(pending)
 		}
@@ -377,17 +403,19 @@ func (r *Registry) projectOfEvent(name string) (troupe.ProjectID, bool) {
 }
 
 // reload loads the team file of project id and notifies what changed.
-// initial reports the whole team as added, for a project just added.
-func (r *Registry) reload(ctx context.Context, id troupe.ProjectID, initial bool) {
-	if change, tell := r.load(ctx, id, initial); tell {
+// initial reports the whole team as added, for a project just added;
+// approve takes the file's team as approved by the person.
+func (r *Registry) reload(ctx context.Context, id troupe.ProjectID, initial, approve bool) {
+	if change, tell := r.load(ctx, id, initial, approve); tell {
 		r.notify(change)
 	}
 }
 
 // load loads the team file of project id, and returns what changed and
 // whether that is worth telling. initial compares with no team, for a
-// project just loaded or added.
-func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial bool) (change troupe.TeamChange, tell bool) {
+// project just loaded or added. The file's agents are merged into the
+// team in force (mergeTeam): what widens a grant is held, unless approve.
+func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial, approve bool) (change troupe.TeamChange, tell bool) {
 	r.mu.Lock()
 	e, ok := r.projects[id]
 	if !ok {
@@ -397,9 +425,11 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial bool) 
 	dir := e.info.Path
 	path := filepath.Join(dir, TeamFile)
 	r.mu.Unlock()
+	e.op.Lock()
+	defer e.op.Unlock()
 
-	// No lock held from here to the next: the files are read, and a slow
-	// one holds up this project alone.
+	// No registry lock held from here to the next: the files are read,
+	// and a slow one holds up this project alone.
 	src, _, readErr := projfile.Team.ReadIn(dir, TeamFile)
 	var team *Team
 	var loadErr error
@@ -423,21 +453,18 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial bool) 
 	}
 
 	r.mu.Lock()
-	e, ok = r.projects[id]
-	if !ok {
+	if r.projects[id] != e {
 		r.mu.Unlock()
 		return troupe.TeamChange{}, false
 	}
 	change = troupe.TeamChange{Project: id}
 	e.loaded = true
 	oldTeam := e.info.Team
-	if initial {
-		oldTeam = nil
-	}
 	if loadErr != nil {
 		change.Error = loadErr.Error()
 		sameErr := e.info.TeamError == change.Error
 		e.info.TeamError = change.Error
+		e.file, e.held = nil, nil // nothing to approve
 		r.mu.Unlock()
 		if !sameErr {
 			r.log.Warn("team file not loaded; keeping the last good team", "project", id, "err", loadErr)
@@ -445,21 +472,165 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial bool) 
 		return change, !sameErr
 	}
 	hadErr := e.info.TeamError != ""
-	unchanged := bytes.Equal(e.source, src) && !initial
+	sameFile := bytes.Equal(e.source, src) && (e.source == nil) == (src == nil)
+	wasHeld := len(e.held) > 0
+	next, held := team, []HeldAgent(nil)
+	if approve {
+		e.rejected = ""
+	} else {
+		next, held = mergeTeam(oldTeam, team)
+	}
 	e.info.TeamError = ""
-	e.info.Team, e.source = team, src
+	e.info.Team, e.source, e.file, e.held = next, src, team, held
+	want := Approval{Rejected: e.rejected}
+	d := digest(src)
+	heldNow := len(held) > 0 && e.rejected != d && (!sameFile || !wasHeld)
 	r.mu.Unlock()
 
-	if unchanged && !hadErr {
-		return change, false
-	}
-	change.Added, change.Removed, change.Changed = diffTeams(oldTeam, team)
-	if !unchanged && src != nil {
+	r.saveApproval(ctx, e, next, want)
+	if src != nil && !sameFile {
 		if err := r.store.SaveTeam(ctx, id, src); err != nil && !errors.Is(err, troupe.ErrNotFound) {
 			r.log.Error("save last good team", "project", id, "err", err)
 		}
 	}
+	if initial {
+		oldTeam = nil
+	}
+	change.Added, change.Removed, change.Changed = diffTeams(oldTeam, next)
+	if heldNow {
+		for _, h := range held {
+			change.Held = append(change.Held, h.Agent)
+		}
+		r.log.Warn("team change held for the person's approval (troupe team diff)", "project", id, "agents", change.Held)
+	}
 	return change, initial || !change.Empty() || hadErr
+}
+
+// saveApproval records team as project e's approved team, with a (whose
+// Team it sets), when that differs from what is saved. The caller holds
+// e.op. A failure is logged: the team stays in force in memory, and the
+// last saved one is what the next start loads.
+func (r *Registry) saveApproval(ctx context.Context, e *entry, team *Team, a Approval) {
+	enc, err := EncodeTeam(team)
+	if err == nil {
+		a.Team = enc
+		if bytes.Equal(a.Team, e.saved.Team) && a.Rejected == e.saved.Rejected && e.saved.Team != nil {
+			return
+		}
+		err = r.store.SaveApproval(ctx, e.info.ID, a)
+	}
+	switch {
+	case err == nil:
+		e.saved = a
+	case !errors.Is(err, troupe.ErrNotFound):
+		r.log.Error("save approved team", "project", e.info.ID, "err", err)
+	}
+}
+
+// Pending returns the change of project id's team file that waits for the
+// person, and false when none does.
+func (r *Registry) Pending(id troupe.ProjectID) (Pending, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.projects[id]
+	if !ok || len(e.held) == 0 {
+		return Pending{}, false
+	}
+	d := digest(e.source)
+	return Pending{Project: id, Digest: d, Agents: slices.Clone(e.held), Rejected: e.rejected == d}, true
+}
+
+// Approve puts in force the team file of project id whose content has
+// digest d (Pending.Digest), held changes included, and records it as
+// approved. It fails with troupe.ErrNotFound when nothing waits, and with
+// troupe.ErrConflict when the file changed since d was read.
+func (r *Registry) Approve(ctx context.Context, id troupe.ProjectID, d string) error {
+	e, err := r.decide(id, d)
+	if err != nil {
+		return fmt.Errorf("approve team of %s: %w", id, err)
+	}
+	defer e.op.Unlock()
+	r.mu.Lock()
+	next := e.file
+	r.mu.Unlock()
+	enc, err := EncodeTeam(next)
+	if err != nil {
+		return fmt.Errorf("approve team of %s: %w", id, err)
+	}
+	a := Approval{Team: enc}
+	if err := r.store.SaveApproval(ctx, id, a); err != nil {
+		return fmt.Errorf("approve team of %s: %w", id, err)
+	}
+	e.saved = a
+	r.mu.Lock()
+	old := e.info.Team
+	e.info.Team, e.held, e.rejected = next, nil, ""
+	r.mu.Unlock()
+	change := troupe.TeamChange{Project: id}
+	change.Added, change.Removed, change.Changed = diffTeams(old, next)
+	r.log.Info("team change approved", "project", id, "digest", d)
+	r.notify(change)
+	return nil
+}
+
+// Reject keeps project id's approved team in force and records that the
+// person rejected the team file whose content has digest d: it stays held
+// (Pending says Rejected) and asks again only once the file changes. Its
+// errors are Approve's.
+func (r *Registry) Reject(ctx context.Context, id troupe.ProjectID, d string) error {
+	e, err := r.decide(id, d)
+	if err != nil {
+		return fmt.Errorf("reject team of %s: %w", id, err)
+	}
+	defer e.op.Unlock()
+	r.mu.Lock()
+	team := e.info.Team
+	r.mu.Unlock()
+	enc, err := EncodeTeam(team)
+	if err != nil {
+		return fmt.Errorf("reject team of %s: %w", id, err)
+	}
+	a := Approval{Team: enc, Rejected: d}
+	if err := r.store.SaveApproval(ctx, id, a); err != nil {
+		return fmt.Errorf("reject team of %s: %w", id, err)
+	}
+	e.saved = a
+	r.mu.Lock()
+	e.rejected = d
+	r.mu.Unlock()
+	r.log.Info("team change rejected", "project", id, "digest", d)
+	return nil
+}
+
+// decide returns project id's entry, its op lock held, when a change of
+// digest d waits for the person.
+func (r *Registry) decide(id troupe.ProjectID, d string) (*entry, error) {
+	r.mu.Lock()
+	e, ok := r.projects[id]
+	r.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("project %s is not registered: %w", id, troupe.ErrNotFound)
+	}
+	e.op.Lock()
+	r.mu.Lock()
+	held, cur := len(e.held) > 0, digest(e.source)
+	r.mu.Unlock()
+	switch {
+	case !held:
+		e.op.Unlock()
+		return nil, fmt.Errorf("no team change waits for approval: %w", troupe.ErrNotFound)
+	case d != cur:
+		e.op.Unlock()
+		return nil, fmt.Errorf("the team file changed since digest %s was read: look at troupe team diff again: %w", short(d), troupe.ErrConflict)
+	}
+	return e, nil
+}
+
+func short(d string) string {
+	if len(d) > 12 {
+		return d[:12]
+	}
+	return d
 }
 
 func (r *Registry) notify(c troupe.TeamChange) {
@@ -538,7 +709,7 @@ func (r *Registry) Add(ctx context.Context, path string) (Info, error) {
 	r.projects[p.ID] = &entry{info: Info{Project: p}}
 	r.mu.Unlock()
 	r.watch(p.ID, canon)
-	r.reload(ctx, p.ID, true)
+	r.reload(ctx, p.ID, true, true) // the person adding it approves its team
 	info, _ := r.Get(p.ID)
 	r.log.Info("project added", "project", p.ID, "path", canon)
 	return info, nil

@@ -34,7 +34,16 @@ func TestPromptFileMustExist(t *testing.T) {
 	}
 	os.MkdirAll(filepath.Join(dir, "prompts"), 0o755)
 	os.WriteFile(filepath.Join(dir, "prompts", "lead.md"), []byte("You lead."), 0o644)
-	r.reload(context.Background(), info.ID, false)
+	r.reload(context.Background(), info.ID, false, false)
+	// The team added was not loaded, so nothing of it was approved: the
+	// good file waits for the person (C17).
+	pend, ok := r.Pending(info.ID)
+	if !ok {
+		t.Fatal("after creating the prompt file: no change held")
+	}
+	if err := r.Approve(context.Background(), info.ID, pend.Digest); err != nil {
+		t.Fatal(err)
+	}
 	if got, _ := r.Get(info.ID); got.TeamError != "" || got.Team == nil || len(got.Team.Agents) != 1 {
 		t.Fatalf("after creating the prompt file: %+v", got)
 	}
@@ -61,7 +70,7 @@ func TestFailingCheckKeepsLastGoodTeam(t *testing.T) {
 	}
 
 	os.WriteFile(file, []byte(leadHead+"[agent.fake]\nrespnd = \"ok\"\n"), 0o644)
-	r.reload(context.Background(), info.ID, false)
+	r.reload(context.Background(), info.ID, false, false)
 	got, _ := r.Get(info.ID)
 	want := file + `:5: agent "lead": fake.respnd: unknown option`
 	if !strings.HasPrefix(got.TeamError, want) {
@@ -87,7 +96,7 @@ func TestFailingCheckKeepsLastGoodTeam(t *testing.T) {
 
 // TestOpenNotifiesNobody: Open loads the teams of registered projects without
 // calling OnTeamChange (the caller reads them with List); Run, when it starts,
-// sees an edit made since Open and reports it.
+// sees an edit made since Open and reports it (a new agent: held, C17).
 func TestOpenNotifiesNobody(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, ".troupe", "team.toml")
@@ -123,8 +132,8 @@ func TestOpenNotifiesNobody(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	select {
 	case c := <-changes:
-		if !slices.Equal(c.Added, []troupe.AgentID{"b"}) || len(c.Removed)+len(c.Changed) != 0 {
-			t.Fatalf("change at Run = %+v, want b added", c)
+		if !slices.Equal(c.Held, []troupe.AgentID{"b"}) || len(c.Added)+len(c.Removed)+len(c.Changed) != 0 {
+			t.Fatalf("change at Run = %+v, want b held", c)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not report the edit made since Open")

@@ -45,6 +45,11 @@ type TeamChange struct {
 	Added   []AgentID `json:"added,omitempty"`
 	Removed []AgentID `json:"removed,omitempty"`
 	Changed []AgentID `json:"changed,omitempty"`
+	// Held lists the agents whose change in the team file widens what they
+	// may do and waits for the person's approval (contract C17), when that
+	// change is new; they keep their approved definition (a new agent does
+	// not exist yet).
+	Held []AgentID `json:"held,omitempty"`
 	// Error is the current load error, empty when the file is good. When it
 	// is set the lists are empty: the last good team stays in force.
 	Error string `json:"error,omitempty"`
@@ -52,7 +57,7 @@ type TeamChange struct {
 
 // Empty reports whether the change changes nothing.
 func (c TeamChange) Empty() bool {
-	return len(c.Added)+len(c.Removed)+len(c.Changed) == 0 && c.Error == ""
+	return len(c.Added)+len(c.Removed)+len(c.Changed)+len(c.Held) == 0 && c.Error == ""
 }
 
 // ConversationEntry is one message of a conversation that troupe keeps

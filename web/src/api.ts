@@ -3,7 +3,7 @@
 
 export type AgentState = "stopped" | "starting" | "idle" | "busy" | "waiting" | "blocked" | "failed";
 
-export interface Project { id: string; path: string; name: string; agents: number; team: string; team_error?: string }
+export interface Project { id: string; path: string; name: string; agents: number; team: string; team_error?: string; team_held?: boolean }
 export interface Agent { project: string; name: string; engine: string; model?: string; mode: string; state: AgentState; reason?: string; session_id: string }
 export interface Message {
   id: number; project: string; to: string; from: string; kind: string; text: string; request?: string;
@@ -18,6 +18,10 @@ export interface Task {
 }
 export interface Permission { id: string; project: string; agent: string; turn: string; tool: string; title?: string; input: string; cut?: boolean; size: number; state: string; reason?: string; created_at: string }
 export interface PermissionInputPage { input: string; offset: number; size: number }
+export interface Grant { field: string; old?: string; new: string }
+export interface AgentGrants { agent: string; engine?: string; new?: boolean; grants: Grant[] }
+/** PendingTeam is a team change that widens what agents may do and waits for the person (C17). */
+export interface PendingTeam { project: string; digest: string; agents: AgentGrants[]; rejected?: boolean }
 export interface Status { version: string; projects: number; agents: number; last_event: number }
 
 export interface JournalTool { id: string; name?: string; input?: string; output?: string; is_error?: boolean }

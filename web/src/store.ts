@@ -3,7 +3,7 @@
 // burst of events costs one render, not one per event.
 import { useEffect, useState } from "preact/hooks";
 import {
-  Agent, AgentLog, ApiError, JournalEvent, Message, MessagePage, Permission, Project, Request, Status, Task, Turn, Usage,
+  Agent, AgentLog, ApiError, JournalEvent, Message, MessagePage, PendingTeam, Permission, Project, Request, Status, Task, Turn, Usage,
   agentPath, call, enc, projectPath,
 } from "./api";
 import { Conn, Feed, FeedEvent } from "./feed";
@@ -49,13 +49,14 @@ export interface App {
   taskOutput: Map<string, string>;
   permissions: Permission[];
   troubled: Agent[]; // failed, blocked or waiting agents of every project
+  teamChanges: PendingTeam[]; // held team changes of every project, not rejected
 }
 
 export const app: App = {
   conn: "connecting", status: null, error: "", projects: [], route: parseRoute(location.hash), agents: [],
   conv: { key: "", items: [], before: 0, loading: false }, convAgent: "", cards: [],
   turns: new Map(), logBefore: new Map(), lastActivity: new Map(), tasks: [], taskOutput: new Map(),
-  permissions: [], troubled: [],
+  permissions: [], troubled: [], teamChanges: [],
 };
 
 // ---- rendering --------------------------------------------------------
@@ -217,13 +218,24 @@ export async function loadNeeds() {
     const as = await call<Agent[]>("GET", `${projectPath(p.id)}/agents`).catch(() => [] as Agent[]);
     for (const a of as) if (a.state === "failed" || a.state === "blocked" || a.state === "waiting") troubled.push(a);
   }));
+  const teams = await call<PendingTeam[]>("GET", "/api/team-changes").catch(() => [] as PendingTeam[]);
   app.permissions = perms;
   app.troubled = troubled;
+  app.teamChanges = teams;
   changed();
 }
 
 export function needsCount() {
-  return app.permissions.filter((p) => p.state === "pending").length + app.troubled.filter((a) => a.state !== "waiting").length;
+  return app.permissions.filter((p) => p.state === "pending").length + app.troubled.filter((a) => a.state !== "waiting").length +
+    app.teamChanges.length;
+}
+
+/** decideTeam approves or rejects the held team change the person saw (its digest). */
+export async function decideTeam(project: string, digest: string, approve: boolean) {
+  try {
+    await call("POST", `${projectPath(project)}/team/${approve ? "approve" : "reject"}`, { digest });
+  } catch (e) { fail(e); }
+  loadNeeds().catch(fail);
 }
 
 // ---- conversation -----------------------------------------------------
@@ -519,6 +531,9 @@ function onEvent(e: FeedEvent) {
       break;
     case "task.started": case "task.ended":
       if (here) taskTimer = soon(taskTimer, () => { taskTimer = 0; loadTasks().catch(fail); }, 50);
+      break;
+    case "team.held": case "team.decided":
+      needsTimer = soon(needsTimer, () => { needsTimer = 0; loadNeeds().catch(fail); }, 100);
       break;
     case "team.changed": case "project.removed": case "daemon.started":
       agentTimer = soon(agentTimer, async () => { agentTimer = 0; try { await loadProjects(); await loadAgents(); await loadNeeds(); } catch (err) { fail(err); } changed(); }, 100);

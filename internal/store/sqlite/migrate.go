@@ -305,6 +305,21 @@ var migrations = []migration{
 				SELECT session_id, project, agent, updated_at FROM agent_sessions WHERE engine = 'claude'`,
 		},
 	},
+	// version 12
+	{
+		name: "the team each project's person approved",
+		stmts: []string{
+			// project.Approval: the team in force (the approved one, as
+			// project.EncodeTeam writes it) and the digest of the team
+			// file content the person rejected ('' when none).
+			`CREATE TABLE project_approvals (
+				project_id TEXT PRIMARY KEY REFERENCES projects(id) ON DELETE CASCADE,
+				team       BLOB NOT NULL,
+				rejected   TEXT NOT NULL,
+				saved_at   INTEGER NOT NULL -- unix nanoseconds, UTC
+			)`,
+		},
+	},
 }
 
 // latestVersion is the schema version this binary writes.

@@ -205,3 +205,49 @@ func (db *DB) LastTeam(ctx context.Context, id troupe.ProjectID) ([]byte, error)
 	}
 	return source, nil
 }
+
+// SaveApproval records a as the project's approved team, replacing any
+// earlier one. It fails with troupe.ErrNotFound when id is not registered.
+func (db *DB) SaveApproval(ctx context.Context, id troupe.ProjectID, a project.Approval) error {
+	team := a.Team
+	if team == nil {
+		team = []byte{} // nil would bind as NULL
+	}
+	saved, _ := toNanos(time.Now())
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM projects WHERE id = ?`, string(id)).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("project %s is not registered: %w", id, troupe.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO project_approvals (project_id, team, rejected, saved_at) VALUES (?, ?, ?, ?)
+			ON CONFLICT (project_id) DO UPDATE SET team = excluded.team, rejected = excluded.rejected, saved_at = excluded.saved_at`,
+			string(id), team, a.Rejected, saved)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("save approved team %s: %w", id, err)
+	}
+	return nil
+}
+
+// Approval returns what SaveApproval saved, and false when nothing was
+// (also when id is not registered).
+func (db *DB) Approval(ctx context.Context, id troupe.ProjectID) (project.Approval, bool, error) {
+	var a project.Approval
+	err := db.r.QueryRowContext(ctx,
+		`SELECT team, rejected FROM project_approvals WHERE project_id = ?`, string(id)).Scan(&a.Team, &a.Rejected)
+	if errors.Is(err, sql.ErrNoRows) {
+		return project.Approval{}, false, nil
+	}
+	if err != nil {
+		return project.Approval{}, false, fmt.Errorf("read approved team %s: %w", id, err)
+	}
+	if a.Team == nil {
+		a.Team = []byte{}
+	}
+	return a, true, nil
+}

@@ -41,6 +41,7 @@ func RunProjectStore(t *testing.T, open func(t *testing.T) project.Store) {
 	t.Run("SaveTeamMissingProject", func(t *testing.T) { testSaveTeamMissingProject(t, open(t)) })
 	t.Run("TeamSourceNotAliased", func(t *testing.T) { testTeamSourceNotAliased(t, open(t)) })
 	t.Run("TeamRemovedWithProject", func(t *testing.T) { testTeamRemovedWithProject(t, open(t)) })
+	t.Run("Approval", func(t *testing.T) { testApproval(t, open(t)) })
 	t.Run("ConcurrentAdds", func(t *testing.T) { testConcurrentAdds(t, open(t)) })
 	t.Run("ConcurrentDuplicateAdds", func(t *testing.T) { testConcurrentDuplicateAdds(t, open(t)) })
 	t.Run("ValuesRoundTrip", func(t *testing.T) { testValuesRoundTrip(t, open(t)) })
@@ -243,6 +244,43 @@ func testTeamRemovedWithProject(t *testing.T, s project.Store) {
 	mustAdd(t, s, proj("p1", "/w/one", base))
 	if got, err := s.LastTeam(ctx, "p1"); err != nil || got != nil {
 		t.Errorf("LastTeam of a re-added project = %q, %v; want nil, nil", got, err)
+	}
+}
+
+// testApproval: the approved team and the rejected digest are kept per
+// project, the last save wins, an empty team is saved (not "none"), and
+// they go with the project.
+func testApproval(t *testing.T, s project.Store) {
+	ctx := t.Context()
+	if err := s.SaveApproval(ctx, "p1", project.Approval{Team: []byte("x")}); !errors.Is(err, troupe.ErrNotFound) {
+		t.Fatalf("SaveApproval(unregistered): %v; want troupe.ErrNotFound", err)
+	}
+	mustAdd(t, s, proj("p1", "/w/one", base))
+	mustAdd(t, s, proj("p2", "/w/two", base.Add(1)))
+	if _, ok, err := s.Approval(ctx, "p1"); ok || err != nil {
+		t.Fatalf("Approval before any save: %v, %v; want none", ok, err)
+	}
+	if err := s.SaveApproval(ctx, "p1", project.Approval{Team: []byte("one")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveApproval(ctx, "p1", project.Approval{Team: []byte("two"), Rejected: "d1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveApproval(ctx, "p2", project.Approval{}); err != nil {
+		t.Fatal(err)
+	}
+	if a, ok, err := s.Approval(ctx, "p1"); !ok || err != nil || string(a.Team) != "two" || a.Rejected != "d1" {
+		t.Fatalf("Approval(p1) = %q %q, %v, %v; want the last save", a.Team, a.Rejected, ok, err)
+	}
+	if a, ok, err := s.Approval(ctx, "p2"); !ok || err != nil || a.Team == nil || len(a.Team) != 0 {
+		t.Fatalf("Approval(p2) = %#v, %v, %v; want an empty team saved", a, ok, err)
+	}
+	if err := s.RemoveProject(ctx, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	mustAdd(t, s, proj("p1", "/w/one", base))
+	if _, ok, err := s.Approval(ctx, "p1"); ok || err != nil {
+		t.Fatalf("Approval of a re-added project: %v, %v; want none", ok, err)
 	}
 }
 

@@ -1,7 +1,7 @@
-// What waits on the person, across projects: permission requests, and
-// failed, blocked or waiting agents.
+// What waits on the person, across projects: permission requests, held
+// team changes (C17), and failed, blocked or waiting agents.
 import { registerView } from "../router";
-import { decide, useApp } from "../store";
+import { decide, decideTeam, useApp } from "../store";
 import { Clip } from "../clip";
 import { ago, prettyJSON } from "../format";
 import { useState } from "preact/hooks";
@@ -54,6 +54,23 @@ function Needs() {
             <Input p={p} />
             <button type="button" class="allow" onClick={() => decide(p.id, true)}>Allow</button>{" "}
             <button type="button" class="deny" onClick={() => decide(p.id, false)}>Deny</button>
+          </li>
+        ))}
+      </ul>
+      <h2>Team changes</h2>
+      {!a.teamChanges.length && <p class="note">None.</p>}
+      <ul class="needs-list">
+        {a.teamChanges.map((c) => (
+          <li key={c.project + "/" + c.digest} data-team-change={c.project} class="need team">
+            <div>{name(c.project)}: the team file gives more than you approved (until you decide, these agents keep what you approved)</div>
+            {c.agents.map((g) => (
+              <div key={g.agent} class="team-agent">
+                <strong>{g.agent}</strong>{g.new ? " (new agent)" : ""}
+                <ul>{g.grants.map((x) => <li key={x.field}><code>{x.field}</code><Clip text={x.old ? `${x.old} → ${x.new || "(removed)"}` : x.new} /></li>)}</ul>
+              </div>
+            ))}
+            <button type="button" class="allow" onClick={() => decideTeam(c.project, c.digest, true)}>Approve</button>{" "}
+            <button type="button" class="deny" onClick={() => decideTeam(c.project, c.digest, false)}>Reject</button>
           </li>
         ))}
       </ul>

@@ -1,0 +1,308 @@
+package project
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// The person approves every widening of a grant (contract C17). An agent's
+// definition holds three kinds of fields:
+//
+//   - grants: engine, mode, command, args, env, workspace, base and the
+//     engine's option table ([agent.<engine>]: endpoints, key variables,
+//     limits). Any change to one of them widens: it is held.
+//   - bounds that can also narrow: allowed_tools (losing tools narrows,
+//     gaining one widens) and permission_mode (ordered by PermissionRank).
+//   - the rest (prompt, prompt_file, model, turn_timeout, idle_timeout)
+//     applies at once.
+//
+// A new agent is held whole; a removed agent is gone at once.
+
+// permissionRanks orders the permission modes troupe's engines take, from
+// the strictest. Modes of equal rank ask the same things. "" (the engine's
+// own default) ranks as "default". A mode not listed is unknown: moving to
+// it, or from it, widens.
+var permissionRanks = map[string]int{
+	"plan":              0, // reads only
+	"dontAsk":           1, // refuses what allowed_tools does not allow
+	"default":           2, // asks before edits and commands
+	"manual":            2,
+	"":                  2,
+	"acceptEdits":       3, // edits allowed, commands asked
+	"auto":              4, // the engine decides for itself
+	"bypassPermissions": 5, // nothing asked
+}
+
+// PermissionRank returns where mode sits in the order of permission modes,
+// from 0 (the strictest), and false for a mode troupe does not know.
+func PermissionRank(mode string) (int, bool) {
+	r, ok := permissionRanks[mode]
+	return r, ok
+}
+
+// GrantChange is one field of an agent that a team file changes in a way
+// that widens what the agent may do (or, for a new agent, one of its
+// grants). Old is "" for a new agent.
+type GrantChange struct {
+	Field string `json:"field"`
+	Old   string `json:"old,omitempty"`
+	New   string `json:"new"`
+}
+
+// HeldAgent is an agent whose definition in the team file waits for the
+// person: New when the approved team has no agent of that name.
+type HeldAgent struct {
+	Agent   troupe.AgentID `json:"agent"`
+	New     bool           `json:"new,omitempty"`
+	Changes []GrantChange  `json:"changes"`
+}
+
+// Pending is a team file whose widening changes wait for the person.
+// Digest names the file's content: Approve and Reject take it, so that what
+// the person decides on is what they saw. Rejected is set when the person
+// rejected this very content; it then stays held (the approved team in
+// force) but no longer asks.
+type Pending struct {
+	Project  troupe.ProjectID `json:"project"`
+	Digest   string           `json:"digest"`
+	Agents   []HeldAgent      `json:"agents"`
+	Rejected bool             `json:"rejected,omitempty"`
+}
+
+// Grants lists the grants of a: what approving it as a new agent allows.
+func Grants(a troupe.AgentSpec) []GrantChange {
+	return compareAgent(troupe.AgentSpec{}, a, true)
+}
+
+// mergeTeam returns the team in force when the approved team is approved
+// and the team file holds file: every agent of file whose change only
+// narrows or is neutral, in file order, and for an agent whose change
+// widens its approved definition; a new agent is left out. held lists the
+// agents left out or kept as approved, with what they would gain.
+func mergeTeam(approved, file *Team) (inForce *Team, held []HeldAgent) {
+	if file == nil {
+		return nil, nil
+	}
+	inForce = &Team{}
+	for _, f := range file.Agents {
+		old, ok := approved.Agent(f.Name)
+		if !ok {
+			held = append(held, HeldAgent{Agent: f.Name, New: true, Changes: Grants(f)})
+			continue
+		}
+		if changes := compareAgent(old, f, false); len(changes) > 0 {
+			held = append(held, HeldAgent{Agent: f.Name, Changes: changes})
+			inForce.Agents = append(inForce.Agents, old)
+			continue
+		}
+		inForce.Agents = append(inForce.Agents, f)
+	}
+	return inForce, held
+}
+
+// compareAgent lists the changes from old to next that widen a grant. all
+// lists every grant next holds instead (a new agent's grants, old being
+// empty). What narrows is not listed: it applies at once.
+func compareAgent(old, next troupe.AgentSpec, all bool) (widen []GrantChange) {
+	add := func(field, o, n string) {
+		widen = append(widen, GrantChange{Field: field, Old: o, New: n})
+	}
+	if old.Engine != next.Engine {
+		add("engine", string(old.Engine), string(next.Engine))
+	}
+	if old.Mode != next.Mode && (!all || next.Mode != troupe.ModeStructured) {
+		add("mode", string(old.Mode), string(next.Mode))
+	}
+	if old.Command != next.Command {
+		add("command", quote(old.Command), quote(next.Command))
+	}
+	if !slices.Equal(old.Args, next.Args) {
+		add("args", quoteList(old.Args), quoteList(next.Args))
+	}
+	if !maps.Equal(old.Env, next.Env) {
+		for _, k := range slices.Sorted(maps.Keys(merged(old.Env, next.Env))) {
+			o, inOld := old.Env[k]
+			n, inNext := next.Env[k]
+			if inOld != inNext || o != n {
+				add("env."+k, envValue(o, inOld), envValue(n, inNext))
+			}
+		}
+	}
+	if workspaceOf(old) != workspaceOf(next) && (!all || workspaceOf(next) != "project") {
+		add("workspace", workspaceOf(old), workspaceOf(next))
+	}
+	if old.Base != next.Base {
+		add("base", quote(old.Base), quote(next.Base))
+	}
+	engine := string(next.Engine)
+	if engine == "" {
+		engine = string(old.Engine)
+	}
+	for _, k := range slices.Sorted(maps.Keys(merged(old.Options, next.Options))) {
+		o, inOld := old.Options[k]
+		n, inNext := next.Options[k]
+		if inOld != inNext || !reflect.DeepEqual(o, n) {
+			add(engine+"."+k, optionValue(o, inOld), optionValue(n, inNext))
+		}
+	}
+	if len(missing(next.AllowedTools, old.AllowedTools)) > 0 {
+		add("allowed_tools", quoteList(old.AllowedTools), quoteList(next.AllowedTools))
+	}
+	if old.PermissionMode != next.PermissionMode || all {
+		o, okOld := PermissionRank(old.PermissionMode)
+		n, okNext := PermissionRank(next.PermissionMode)
+		if all || !okOld || !okNext || n > o {
+			add("permission_mode", modeName(old.PermissionMode), modeName(next.PermissionMode))
+		}
+	}
+	if all {
+		for i := range widen {
+			widen[i].Old = ""
+		}
+	}
+	return widen
+}
+
+// missing returns the entries of a that are not in b.
+func missing(a, b []string) []string {
+	var out []string
+	for _, s := range a {
+		if !slices.Contains(b, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func merged[V any](a, b map[string]V) map[string]V {
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]V{}
+	}
+	maps.Copy(out, b)
+	return out
+}
+
+func workspaceOf(a troupe.AgentSpec) string {
+	if a.Workspace == "" {
+		return "project"
+	}
+	return a.Workspace
+}
+
+func modeName(m string) string {
+	if m == "" {
+		return "(engine default)"
+	}
+	return m
+}
+
+func quote(s string) string {
+	if s == "" {
+		return ""
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+func quoteList(l []string) string {
+	if l == nil {
+		return ""
+	}
+	q := make([]string, len(l))
+	for i, s := range l {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+func envValue(v string, ok bool) string {
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%q", v)
+}
+
+func optionValue(v any, ok bool) string {
+	switch {
+	case !ok:
+		return ""
+	case reflect.TypeOf(v) != nil && reflect.TypeOf(v).Kind() == reflect.String:
+		return fmt.Sprintf("%q", v)
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// digest names the content of a team file.
+func digest(src []byte) string {
+	sum := sha256.Sum256(src)
+	return hex.EncodeToString(sum[:])
+}
+
+// EncodeTeam writes t as a team file that ParseTeam reads back to the same
+// agents: how the approved team is kept in the Store. A nil team encodes
+// as an empty file.
+func EncodeTeam(t *Team) ([]byte, error) {
+	var tables []map[string]any
+	if t != nil {
+		for _, a := range t.Agents {
+			m := map[string]any{
+				"name":         string(a.Name),
+				"engine":       string(a.Engine),
+				"mode":         string(a.Mode),
+				"turn_timeout": a.TurnTimeout.String(),
+				"idle_timeout": durationText(a.IdleTimeout),
+			}
+			set := func(k, v string) {
+				if v != "" {
+					m[k] = v
+				}
+			}
+			set("model", a.Model)
+			set("prompt", a.Prompt)
+			set("prompt_file", a.PromptFile)
+			set("permission_mode", a.PermissionMode)
+			set("command", a.Command)
+			set("workspace", a.Workspace)
+			set("base", a.Base)
+			if a.AllowedTools != nil {
+				m["allowed_tools"] = a.AllowedTools
+			}
+			if a.Args != nil {
+				m["args"] = a.Args
+			}
+			if a.Env != nil {
+				m["env"] = a.Env
+			}
+			if a.Options != nil {
+				m[string(a.Engine)] = a.Options
+			}
+			tables = append(tables, m)
+		}
+	}
+	if len(tables) == 0 {
+		return []byte{}, nil
+	}
+	var b bytes.Buffer
+	if err := toml.NewEncoder(&b).Encode(map[string]any{"agent": tables}); err != nil {
+		return nil, fmt.Errorf("encode team: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+func durationText(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	return d.String()
+}
