@@ -63,6 +63,23 @@ const (
 	Manual      = "manual"
 )
 
+// ranks orders the modes from the strictest, by what Decide lets through
+// without the person: dontAsk (denies all but allowed_tools), plan
+// (denies edits and commands), then the modes that ask, acceptEdits, auto
+// (the engine decides for itself), bypassPermissions. "" ranks as default.
+var ranks = map[string]int{
+	DontAsk: 0, Plan: 1, Default: 2, Manual: 2, "": 2, AcceptEdits: 3, Auto: 4, Bypass: 5,
+}
+
+// Rank returns where mode sits in the order of permission modes, from 0
+// (the strictest), and false for a mode troupe does not know. Moving an
+// agent up the order, or to or from an unknown mode, widens what it may do
+// (contract C17: the person approves it).
+func Rank(mode string) (int, bool) {
+	r, ok := ranks[mode]
+	return r, ok
+}
+
 // Verdict is Decide's answer.
 type Verdict int
 

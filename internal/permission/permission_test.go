@@ -45,3 +45,33 @@ func TestDecideTable(t *testing.T) {
 		t.Errorf("dontAsk, Edit not allowed: %v %q", v, why)
 	}
 }
+
+// TestRankFollowsTheTable: a mode ranks above another only if it lets
+// through, without the person, everything the other does. (auto is left
+// out: troupe's table asks as in default, but the engine's own tools are
+// let through by its classifier, so it ranks just below bypassPermissions.)
+func TestRankFollowsTheTable(t *testing.T) {
+	modes := []string{DontAsk, Plan, Default, Manual, "", AcceptEdits, Bypass}
+	through := func(m string) (n int) {
+		for _, c := range []Class{Talk, Read, Edit, Command, Unknown} {
+			if v, _ := Decide(m, nil, "t", c); v == Allow {
+				n += 2
+			} else if v == Ask {
+				n++
+			}
+		}
+		return n
+	}
+	for _, a := range modes {
+		for _, b := range modes {
+			ra, _ := Rank(a)
+			rb, _ := Rank(b)
+			if ra < rb && through(a) > through(b) {
+				t.Errorf("%q ranks below %q but lets more through", a, b)
+			}
+		}
+	}
+	if _, ok := Rank("yolo"); ok {
+		t.Error("an unknown mode has a rank")
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -23,33 +24,11 @@ import (
 //     engine's option table ([agent.<engine>]: endpoints, key variables,
 //     limits). Any change to one of them widens: it is held.
 //   - bounds that can also narrow: allowed_tools (losing tools narrows,
-//     gaining one widens) and permission_mode (ordered by PermissionRank).
+//     gaining one widens) and permission_mode (ordered by permission.Rank).
 //   - the rest (prompt, prompt_file, model, turn_timeout, idle_timeout)
 //     applies at once.
 //
 // A new agent is held whole; a removed agent is gone at once.
-
-// permissionRanks orders the permission modes troupe's engines take, from
-// the strictest. Modes of equal rank ask the same things. "" (the engine's
-// own default) ranks as "default". A mode not listed is unknown: moving to
-// it, or from it, widens.
-var permissionRanks = map[string]int{
-	"plan":              0, // reads only
-	"dontAsk":           1, // refuses what allowed_tools does not allow
-	"default":           2, // asks before edits and commands
-	"manual":            2,
-	"":                  2,
-	"acceptEdits":       3, // edits allowed, commands asked
-	"auto":              4, // the engine decides for itself
-	"bypassPermissions": 5, // nothing asked
-}
-
-// PermissionRank returns where mode sits in the order of permission modes,
-// from 0 (the strictest), and false for a mode troupe does not know.
-func PermissionRank(mode string) (int, bool) {
-	r, ok := permissionRanks[mode]
-	return r, ok
-}
 
 // GrantChange is one field of an agent that a team file changes in a way
 // that widens what the agent may do (or, for a new agent, one of its
@@ -160,8 +139,8 @@ func compareAgent(old, next troupe.AgentSpec, all bool) (widen []GrantChange) {
 		add("allowed_tools", quoteList(old.AllowedTools), quoteList(next.AllowedTools))
 	}
 	if old.PermissionMode != next.PermissionMode || all {
-		o, okOld := PermissionRank(old.PermissionMode)
-		n, okNext := PermissionRank(next.PermissionMode)
+		o, okOld := permission.Rank(old.PermissionMode)
+		n, okNext := permission.Rank(next.PermissionMode)
 		if all || !okOld || !okNext || n > o {
 			add("permission_mode", modeName(old.PermissionMode), modeName(next.PermissionMode))
 		}
