@@ -706,6 +706,7 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 		}
 		return nil, err
 	}
+	ap.dir = work
 	s, err := eng.Start(ctx, engine.StartSpec{Key: a.key, Agent: spec, Dir: work, Instructions: instr,
 		Resume: resume, Tools: a.rt.Tools(a.key), Approver: ap, MCP: access, Logger: a.log})
 	if err != nil {

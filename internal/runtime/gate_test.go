@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -101,4 +103,26 @@ func TestC15_EngineAskingAboutTroupeTool(t *testing.T) {
 			t.Fatalf("ask = %+v, %v", req, err)
 		}
 	})
+}
+
+// TestC15_RequestNamesTheFileALinkLeadsTo: an engine's request to edit a
+// path that is a symbolic link says which file it changes.
+func TestC15_RequestNamesTheFileALinkLeadsTo(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, ".troupe"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".troupe", "team.toml"), nil, 0o644)
+	os.Symlink(".troupe/team.toml", filepath.Join(dir, "notes.md"))
+	os.Symlink(".troupe", filepath.Join(dir, "cfg"))
+	for _, c := range []struct{ input, want string }{
+		{`{"file_path":"` + filepath.Join(dir, "notes.md") + `"}`, "the file changed is .troupe/team.toml"},
+		{`{"file_path":"cfg/new.toml"}`, "the file changed is .troupe/new.toml"},
+		{`{"path":"plain.txt"}`, ""},
+		{`{"file_path":"` + filepath.Join(dir, ".troupe", "team.toml") + `"}`, ""},
+		{`{"command":"ls"}`, ""},
+	} {
+		got := resolvedTitle("Edit", json.RawMessage(c.input), dir)
+		if c.want == "" && got != "Edit" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.input, got, c.want)
+		}
+	}
 }

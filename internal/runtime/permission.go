@@ -3,7 +3,9 @@ package runtime
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -63,7 +65,8 @@ const MaxPermissionInput = 16 << 20
 // (the runtime drops its requests, denied with the reason).
 type approver struct {
 	a      *actor
-	closed bool // guarded by Runtime.perms.mu: the session ended
+	dir    string // the session's working folder, set before its engine starts
+	closed bool   // guarded by Runtime.perms.mu: the session ended
 
 	mu     sync.Mutex          // guards echoes
 	echoes map[string]struct{} // engine request ids whose decision is published
@@ -74,6 +77,7 @@ var _ engine.Approver = (*approver)(nil)
 // Approve implements engine.Approver.
 func (ap *approver) Approve(ctx context.Context, p engine.Permission) (engine.Decision, error) {
 	a, r := ap.a, ap.a.rt
+	p.Title = resolvedTitle(p.Title, p.Input, ap.dir)
 	whole := string(p.Input)
 	in, cut := events.Clip(whole)
 	perm := troupe.Permission{ID: troupe.PermissionID(newID("perm")), Project: a.key.Project, Agent: a.key.Agent,
@@ -128,6 +132,64 @@ func (ap *approver) settled(p engine.Permission) (engine.Decision, bool) {
 		return engine.Decision{Reason: why}, true
 	}
 	return engine.Decision{}, false
+}
+
+// resolvedTitle adds to the title of an engine's request the file it
+// changes when the path it names (file_path, notebook_path or path, as
+// Claude Code's and OpenCode's edit tools give it) goes through a symbolic
+// link: the person approves the file, not the link (C15).
+func resolvedTitle(title string, input json.RawMessage, dir string) string {
+	var in struct {
+		FilePath     string `json:"file_path"`
+		NotebookPath string `json:"notebook_path"`
+		Path         string `json:"path"`
+	}
+	if dir == "" || json.Unmarshal(input, &in) != nil {
+		return title
+	}
+	p := cmp.Or(in.FilePath, in.NotebookPath, in.Path)
+	if p == "" {
+		return title
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(dir, p)
+	}
+	p = filepath.Clean(p)
+	realDir := resolveExisting(dir)
+	want := p // what p is when no link is on its way
+	if rel, err := filepath.Rel(dir, p); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		want = filepath.Join(realDir, rel)
+	}
+	real := resolveExisting(p)
+	if real == want {
+		return title
+	}
+	shown := real
+	if rel, err := filepath.Rel(realDir, real); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+		shown = rel
+	}
+	if title == "" {
+		title = "wants to change " + p
+	}
+	return title + " (through a symbolic link: the file changed is " + shown + ")"
+}
+
+// resolveExisting is p with the symbolic links of its longest existing
+// prefix followed; the rest, not there yet, appended as it is.
+func resolveExisting(p string) string {
+	var rest []string
+	for cur := p; ; {
+		if real, err := filepath.EvalSymlinks(cur); err == nil {
+			slices.Reverse(rest)
+			return filepath.Join(append([]string{real}, rest...)...)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return p
+		}
+		rest = append(rest, filepath.Base(cur))
+		cur = parent
+	}
 }
 
 // published records that the decision of the engine's request id is on the
