@@ -84,6 +84,9 @@ func (r *Runtime) request(ctx context.Context, to troupe.RuntimeKey, from troupe
 	if strings.TrimSpace(text) == "" {
 		return troupe.Request{}, nil, fmt.Errorf("%s %s: %w", kind, to.Agent, &troupe.FieldError{Field: field, Msg: "empty: write what you need"})
 	}
+	if err := checkSize(field, text); err != nil {
+		return troupe.Request{}, nil, fmt.Errorf("%s %s: %w", kind, to.Agent, err)
+	}
 	req = troupe.Request{ID: troupe.RequestID(newID("r")), Project: to.Project, From: from, To: to.Agent,
 		Kind: kind, Question: text, State: troupe.ReqPending, Detached: kind == troupe.KindDelegate,
 		CreatedAt: time.Now().UTC()}

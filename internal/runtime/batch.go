@@ -34,6 +34,28 @@ const (
 	excerptBytes = 64 << 10
 )
 
+// MaxMessageBytes caps the text of one message where it enters troupe:
+// send_message, ask_agent, delegate and reply (the agents' tools) and the
+// API's send and ask (the person), all through checkSize. A bigger text is
+// refused, the error naming the cap and the way round it: write the text
+// to a file and send its path. Below the cap, a message bigger than what
+// one turn takes is delivered cut, its whole text kept in a file (cut,
+// spill). A task's completion message is bounded where it is written
+// (task.completionText: a 2 KB tail of the output, the command cut at 120
+// bytes).
+const MaxMessageBytes = 1 << 20
+
+// checkSize refuses a message text over MaxMessageBytes; field is the
+// argument that holds it.
+func checkSize(field, text string) error {
+	if len(text) <= MaxMessageBytes {
+		return nil
+	}
+	return &troupe.FieldError{Field: field, Msg: fmt.Sprintf(
+		"%s, more than a message may hold (%s): write the text to a file in the project and send its path instead",
+		sizeText(len(text)), sizeText(MaxMessageBytes))}
+}
+
 // Retention of the files of oversize messages, per project: a file goes
 // after spillKeep, and the oldest go first beyond spillMaxFiles files or
 // spillMaxBytes. Checked each time a file is written.

@@ -338,6 +338,9 @@ func (r *Runtime) Send(ctx context.Context, to troupe.RuntimeKey, from troupe.Ag
 	if strings.TrimSpace(text) == "" {
 		return troupe.Message{}, fmt.Errorf("send to %s: %w", to.Agent, &troupe.FieldError{Field: "text", Msg: "empty: write the message"})
 	}
+	if err := checkSize("text", text); err != nil {
+		return troupe.Message{}, fmt.Errorf("send to %s: %w", to.Agent, err)
+	}
 	m, err := r.o.Store.Append(ctx, troupe.Message{Project: to.Project, To: to.Agent, From: from, Kind: kind, Text: text})
 	if err != nil {
 		return troupe.Message{}, fmt.Errorf("send to %s: %w", to.Agent, err)
