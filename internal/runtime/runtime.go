@@ -375,6 +375,12 @@ func (r *Runtime) Conversation(ctx context.Context, p troupe.ProjectID, q inbox.
 	return r.o.Store.Conversation(ctx, p, q)
 }
 
+// MessageText returns a message of project p with the part of its text
+// that starts at byte offset (see inbox.Store.Text).
+func (r *Runtime) MessageText(ctx context.Context, p troupe.ProjectID, id int64, offset int) (troupe.Message, error) {
+	return r.o.Store.Text(ctx, p, id, offset)
+}
+
 func newID(prefix string) string {
 	b := make([]byte, 8)
 	rand.Read(b)

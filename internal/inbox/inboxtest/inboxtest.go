@@ -60,6 +60,7 @@ func RunStore(t *testing.T, open func(t *testing.T) inbox.Store) {
 		{"RecoverEmpty", testRecoverEmpty},
 		{"Conversation", testConversation},
 		{"ConversationPages", testConversationPages},
+		{"ConversationBounds", testConversationBounds},
 		{"Ask", testAsk},
 		{"AskDuplicate", testAskDuplicate},
 		{"FinishAttachedAsk", testFinishAttachedAsk},

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -314,9 +316,13 @@ func (db *DB) Recover(ctx context.Context) ([]troupe.RuntimeKey, error) {
 // for at most a page and the two merged (a UNION, which also keeps a
 // message to oneself once), so a page costs the same at any history size.
 // TestConversationQueryPlans holds them to it.
+//
+// A text is read clipped by SQLite (pageCols), never whole into Go, and
+// the rows stop once the page is full (inbox.Fill): a page costs at most
+// inbox.MaxPageBytes of memory whatever the messages hold.
 func (db *DB) Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page) ([]troupe.Message, error) {
 	query, args := conversationQuery(p, q)
-	ms, err := queryMessages(ctx, db.r, query, args...)
+	ms, err := queryPage(ctx, db.r, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read conversation %s: %w", p, err)
 	}
@@ -324,6 +330,69 @@ func (db *DB) Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page
 		slices.Reverse(ms)
 	}
 	return ms, nil
+}
+
+// pageCols are messageCols with the text clipped in SQL at a few bytes
+// over inbox.ClipBytes (inbox.Clip cuts it at a character boundary), and
+// then the whole text's length in bytes.
+var pageCols = strings.Replace(messageCols, "text,",
+	fmt.Sprintf("coalesce(CAST(substr(CAST(text AS BLOB), 1, %d) AS TEXT), ''),", inbox.ClipBytes+utf8.UTFMax), 1) +
+	", octet_length(text)"
+
+// queryPage runs a query selecting pageCols, from the end its page is
+// read from, until the page is full.
+func queryPage(ctx context.Context, db *sql.DB, query string, args ...any) ([]troupe.Message, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var (
+		ms   []troupe.Message
+		fill inbox.Fill
+	)
+	for rows.Next() {
+		var (
+			m       troupe.Message
+			created int64
+			done    sql.NullInt64
+			size    int
+		)
+		if err := rows.Scan(&m.ID, &m.Project, &m.To, &m.From, &m.Kind, &m.Text, &m.Request,
+			&m.State, &m.Reason, &m.Turn, &m.Redelivered, &created, &done, &size); err != nil {
+			return nil, err
+		}
+		m.CreatedAt, m.DoneAt = fromNanos(created), fromNullNanos(done)
+		if !fill.Take(&m, size) {
+			break
+		}
+		ms = append(ms, m)
+	}
+	return ms, rows.Err()
+}
+
+// Text implements inbox.Store, reading only the part asked for (and a few
+// bytes more, to end it at a character boundary).
+func (db *DB) Text(ctx context.Context, p troupe.ProjectID, id int64, offset int) (troupe.Message, error) {
+	var (
+		m       troupe.Message
+		created int64
+		done    sql.NullInt64
+		size    int
+	)
+	cols := strings.Replace(messageCols, "text,", "coalesce(CAST(substr(CAST(text AS BLOB), ?3, ?4) AS TEXT), ''),", 1)
+	err := db.r.QueryRowContext(ctx, `SELECT `+cols+`, octet_length(text) FROM messages WHERE project = ?1 AND id = ?2`,
+		string(p), id, max(offset, 0)+1, inbox.MaxTextBytes+utf8.UTFMax).Scan(
+		&m.ID, &m.Project, &m.To, &m.From, &m.Kind, &m.Text, &m.Request,
+		&m.State, &m.Reason, &m.Turn, &m.Redelivered, &created, &done, &size)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = troupe.ErrNotFound
+	}
+	if err != nil {
+		return troupe.Message{}, fmt.Errorf("read message %d: %w", id, err)
+	}
+	m.CreatedAt, m.DoneAt = fromNanos(created), fromNullNanos(done)
+	return inbox.Part(m, m.Text, offset, size)
 }
 
 // conversationQuery is the statement Conversation runs for q, and its
@@ -339,12 +408,12 @@ func conversationQuery(p troupe.ProjectID, q inbox.Page) (string, []any) {
 	}
 	args := []any{string(p), q.After, before, q.Size(), string(q.Agent)}
 	if q.Agent == "" {
-		return `SELECT ` + messageCols + ` FROM messages INDEXED BY messages_project
+		return `SELECT ` + pageCols + ` FROM messages INDEXED BY messages_project
 			WHERE project = ?1 AND id > ?2 AND id < ?3
 			ORDER BY id ` + order + ` LIMIT ?4`, args[:4]
 	}
 	side := func(index, where string) string {
-		return `SELECT * FROM (SELECT ` + messageCols + ` FROM messages INDEXED BY ` + index + `
+		return `SELECT * FROM (SELECT ` + pageCols + ` FROM messages INDEXED BY ` + index + `
 			WHERE project = ?1 AND ` + where + ` AND id > ?2 AND id < ?3
 			ORDER BY id ` + order + ` LIMIT ?4)`
 	}
