@@ -87,7 +87,7 @@ func testConversationBounds(t *testing.T, s inbox.Store) {
 		{p1, id, 3, troupe.ErrInvalid},          // inside a character
 		{p1, id, len(whole), troupe.ErrInvalid}, // past the end
 		{p1, id, -1, troupe.ErrInvalid},
-		{p2, id, 0, troupe.ErrNotFound},       // another project's
+		{p2, id, 0, troupe.ErrNotFound},        // another project's
 		{p1, id + 1000, 0, troupe.ErrNotFound}, // unknown
 	} {
 		if _, err := s.Text(ctx, bad.p, bad.id, bad.off); !errors.Is(err, bad.target) {
