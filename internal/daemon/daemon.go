@@ -30,6 +30,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/claudesessions"
 	"github.com/troupe-dev/troupe/internal/engine/openai"
 	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/mcp"
 	"github.com/troupe-dev/troupe/internal/memory"
 	"github.com/troupe-dev/troupe/internal/project"
@@ -264,6 +265,7 @@ func Run(ctx context.Context, cfg Config) error {
 		MessageDir: filepath.Join(cfg.StateDir, "messages")})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
 	tasks.OnChange(func(t task.Task) { publishTask(hub, t) })
+	pruneNow := make(chan struct{}, 1)
 	reg.Listen(func(c troupe.TeamChange) {
 		hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})
 		rt.TeamChanged(c)
@@ -273,6 +275,10 @@ func Run(ctx context.Context, cfg Config) error {
 		rt.ProjectRemoved(id)
 		notes.Forget(id)
 		killTasks(ctx, log, tasks, id) // nobody is left to hear of them
+		select { // its messages go at once (retention)
+		case pruneNow <- struct{}{}:
+		default:
+		}
 	})
 
 	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db, Token: token, Logger: log,
@@ -316,6 +322,7 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Warn("index claude sessions", "dir", claudeDir, "err", err)
 		}
 	})
+	wg.Go(func() { retain(runCtx, log, db, reg, pruneNow) })
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- hs.Serve(ln) })
 
@@ -410,6 +417,34 @@ func lock(dir statedir.Dir) (unlock func(), err error) {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
 	}, nil
+}
+
+// retain applies inbox.DefaultRetention to the conversations at start,
+// every inbox.PruneEvery and at each poke of now (a project removed), until
+// ctx ends.
+func retain(ctx context.Context, log *slog.Logger, db *sqlite.DB, reg *project.Registry, now <-chan struct{}) {
+	t := time.NewTicker(inbox.PruneEvery)
+	defer t.Stop()
+	for {
+		// The pass begins before the list is read: a project added
+		// meanwhile has no message older than the pass.
+		at := time.Now()
+		var live []troupe.ProjectID
+		for _, p := range reg.List() {
+			live = append(live, p.ID)
+		}
+		if n, err := db.Prune(ctx, live, inbox.DefaultRetention, at); err != nil && ctx.Err() == nil {
+			log.Error("apply the retention of messages", "err", err)
+		} else if n > 0 {
+			log.Info("messages deleted by the retention rule", "messages", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-now:
+		}
+	}
 }
 
 // killTasks stops the running background tasks of a removed project.

@@ -141,6 +141,27 @@ const (
 	MaxTextBytes = 1 << 20
 )
 
+// Retention is how much of a project's conversation the durable store
+// keeps (sqlite's Prune applies it, at the daemon's start and every
+// PruneEvery): of each registered project, the messages that ended
+// (delivered, failed, expired) go once they are older than Age, or beyond
+// the newest Messages, or beyond the newest Bytes of text; open mail
+// (queued, in a turn) and the message of a pending request always stay.
+// A removed project's messages and requests all go (its id is never
+// registered again: adding the folder again mints a new one).
+type Retention struct {
+	Age      time.Duration
+	Messages int
+	Bytes    int64
+}
+
+// DefaultRetention: 30 days, 10,000 messages and 256 MB of text per
+// project, checked hourly.
+var DefaultRetention = Retention{Age: 30 * 24 * time.Hour, Messages: 10_000, Bytes: 256 << 20}
+
+// PruneEvery is how often the daemon applies the Retention.
+const PruneEvery = time.Hour
+
 // Clip returns m as a page holds it: a text longer than ClipBytes cut at
 // a character boundary at most ClipBytes in, Clipped set and Size the
 // whole length, which is size (a store may have read the text cut

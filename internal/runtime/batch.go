@@ -207,6 +207,17 @@ func (r *Runtime) spill(m troupe.Message) (string, error) {
 	return path, nil
 }
 
+// forgetSpill removes the files of a removed project's oversize messages
+// (its messages go from the store too, by the retention rule).
+func (r *Runtime) forgetSpill(p troupe.ProjectID) {
+	if r.o.MessageDir == "" || p == "" || p == "." || p == ".." || strings.ContainsAny(string(p), `/\`) {
+		return
+	}
+	if err := os.RemoveAll(filepath.Join(r.o.MessageDir, string(p))); err != nil {
+		r.log.Warn("remove the files of a removed project's oversize messages", "project", p, "err", err)
+	}
+}
+
 // pruneSpill removes from dir the files older than spillKeep, then the
 // oldest until at most spillMaxFiles files and spillMaxBytes remain; keep
 // is never removed.

@@ -3,6 +3,9 @@ package runtime
 import (
 	"encoding/json"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -52,5 +55,29 @@ func TestAMessageOverTheCapIsRefusedWhereItEnters(t *testing.T) {
 			t.Errorf("Send of exactly MaxMessageBytes: %v, want it accepted", err)
 		}
 		synctest.Wait()
+	})
+}
+
+// A removed project's oversize-message files go with it; another
+// project's stay.
+func TestARemovedProjectsMessageFilesGo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "messages")
+		h := newHarnessOn(t, twoAgents(10*time.Minute), Options{MessageDir: dir})
+		for _, p := range []troupe.ProjectID{p1, "p-other"} {
+			if err := os.MkdirAll(filepath.Join(dir, string(p)), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, string(p), "7.txt"), []byte("big"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.rt.ProjectRemoved(p1)
+		if _, err := os.Stat(filepath.Join(dir, string(p1))); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the removed project's message files: %v, want them gone", err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "p-other", "7.txt")); err != nil {
+			t.Errorf("another project's message file: %v, want it kept", err)
+		}
 	})
 }

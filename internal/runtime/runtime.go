@@ -318,6 +318,7 @@ func (r *Runtime) ProjectRemoved(p troupe.ProjectID) {
 	if err := r.o.Store.ExpireProject(context.Background(), p, "project removed"); err != nil {
 		r.log.Error("expire project", "project", p, "err", err)
 	}
+	r.forgetSpill(p)
 	// Asks of the project are failed in the store; wake their waiters.
 	r.waits.forget(p)
 	r.mu.Lock()

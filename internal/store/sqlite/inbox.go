@@ -614,3 +614,55 @@ func (db *DB) ExpireProject(ctx context.Context, p troupe.ProjectID, reason stri
 	}
 	return nil
 }
+
+// Prune applies r at now (see inbox.Retention) in one transaction: every
+// message of a project not in live created before now, and of the live
+// ones what r lets go; the requests of the messages it deletes go with
+// them, and a task's link to its completion message is cleared. The
+// message of a pending request is kept. It returns how many messages it
+// deleted. The freed pages are reused by later writes; the file does not
+// shrink.
+func (db *DB) Prune(ctx context.Context, live []troupe.ProjectID, r inbox.Retention, now time.Time) (int64, error) {
+	ids := make([]string, len(live))
+	for i, p := range live {
+		ids[i] = string(p)
+	}
+	list, _ := json.Marshal(ids)
+	at, _ := toNanos(now)
+	old, _ := toNanos(now.Add(-r.Age))
+	var n int64
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		for _, st := range []struct {
+			sql  string
+			args []any
+		}{
+			{`CREATE TEMP TABLE IF NOT EXISTS doomed (id INTEGER PRIMARY KEY)`, nil},
+			{`DELETE FROM temp.doomed`, nil},
+			{`INSERT INTO temp.doomed SELECT id FROM messages
+				WHERE project NOT IN (SELECT value FROM json_each(?)) AND created_at < ?`, []any{string(list), at}},
+			{`INSERT OR IGNORE INTO temp.doomed SELECT id FROM (
+				SELECT id, state, created_at, row_number() OVER w AS n, sum(octet_length(text)) OVER w AS total
+				FROM messages WHERE project IN (SELECT value FROM json_each(?))
+				WINDOW w AS (PARTITION BY project ORDER BY id DESC))
+				WHERE state NOT IN ('queued', 'in_turn') AND (n > ? OR total > ? OR created_at < ?)`,
+				[]any{string(list), r.Messages, r.Bytes, old}},
+			{`DELETE FROM temp.doomed WHERE id IN (SELECT message_id FROM requests WHERE state = 'pending')`, nil},
+			{`DELETE FROM requests WHERE message_id IN (SELECT id FROM temp.doomed)`, nil},
+			{`UPDATE tasks SET message_id = NULL WHERE message_id IN (SELECT id FROM temp.doomed)`, nil},
+		} {
+			if _, err := tx.ExecContext(ctx, st.sql, st.args...); err != nil {
+				return err
+			}
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE id IN (SELECT id FROM temp.doomed)`)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune messages: %w", err)
+	}
+	return n, nil
+}
