@@ -275,7 +275,7 @@ func Run(ctx context.Context, cfg Config) error {
 		rt.ProjectRemoved(id)
 		notes.Forget(id)
 		killTasks(ctx, log, tasks, id) // nobody is left to hear of them
-		select { // its messages go at once (retention)
+		select {                       // its messages go at once (retention)
 		case pruneNow <- struct{}{}:
 		default:
 		}
