@@ -275,7 +275,8 @@ func Run(ctx context.Context, cfg Config) error {
 		rt.ProjectRemoved(id)
 		notes.Forget(id)
 		killTasks(ctx, log, tasks, id) // nobody is left to hear of them
-		select {                       // its messages go at once (retention)
+		// Its messages go at once (the retention rule).
+		select {
 		case pruneNow <- struct{}{}:
 		default:
 		}
