@@ -60,6 +60,10 @@ var (
 // The registry's watcher reports memory-folder events to the notes' store.
 var _ project.MemoryWatcher = (*memory.Store)(nil)
 
+// DefaultMaxSessions is how many agent sessions the daemon keeps live at
+// once unless told otherwise.
+const DefaultMaxSessions = runtime.DefaultMaxSessions
+
 // DefaultAddr is where the daemon listens unless told otherwise.
 const DefaultAddr = "127.0.0.1:7433"
 
@@ -81,6 +85,9 @@ type Config struct {
 	// TaskSupervisor is the command of a task's supervisor; default: this
 	// executable with the argument task-supervise.
 	TaskSupervisor []string
+	// MaxSessions bounds the agent sessions live at once (--max-sessions);
+	// default DefaultMaxSessions.
+	MaxSessions int
 	// MaxTasksPerProject bounds running background tasks per project;
 	// default 8.
 	MaxTasksPerProject int
@@ -262,7 +269,7 @@ func Run(ctx context.Context, cfg Config) error {
 	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
 		Grants: tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db,
-		MessageDir: filepath.Join(cfg.StateDir, "messages")})
+		MessageDir: filepath.Join(cfg.StateDir, "messages"), MaxSessions: cfg.MaxSessions})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
 	tasks.OnChange(func(t task.Task) { publishTask(hub, t) })
 	pruneNow := make(chan struct{}, 1)

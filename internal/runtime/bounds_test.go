@@ -3,6 +3,7 @@ package runtime
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -78,6 +79,68 @@ func TestARemovedProjectsMessageFilesGo(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(dir, "p-other", "7.txt")); err != nil {
 			t.Errorf("another project's message file: %v, want it kept", err)
+		}
+	})
+}
+
+// Past MaxSessions, an agent with mail waits for a slot in state waiting,
+// saying so, without holding its loop (the person's reset goes through);
+// a session that ends its turn gives its slot up while someone waits, and
+// the waiters are served in order; never more sessions than the bound.
+func TestSessionsPastTheBoundWaitForASlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		teams := staticTeams{p1: {spec("lead", 10*time.Minute), spec("researcher", 10*time.Minute), spec("qa", 10*time.Minute)}}
+		h := newHarnessOn(t, teams, Options{MaxSessions: 1})
+		ctx := t.Context()
+		lead, res, qa := key(p1, "lead"), key(p1, "researcher"), key(p1, "qa")
+		send := func(k troupe.RuntimeKey, text string) {
+			t.Helper()
+			if _, err := h.rt.Send(ctx, k, troupe.Person, troupe.KindMessage, text); err != nil {
+				t.Fatal(err)
+			}
+		}
+		send(lead, "silent 1m then done")
+		synctest.Wait()
+		send(res, "hello")
+		synctest.Wait()
+		send(qa, "hi")
+		synctest.Wait()
+		for _, k := range []troupe.RuntimeKey{res, qa} {
+			if st, why := h.rt.AgentState(k); st != troupe.StateWaiting || !strings.Contains(why, "waiting for a session slot (1 live") {
+				t.Errorf("%s while lead works: %s (%s), want waiting for a session slot", k.Agent, st, why)
+			}
+		}
+		if n := len(h.eng.Specs()); n != 1 {
+			t.Fatalf("%d sessions started, want lead's only", n)
+		}
+		// Its loop is free: the person's reset is served at once.
+		if err := h.rt.Reset(ctx, res); err != nil {
+			t.Errorf("reset of a waiting agent: %v", err)
+		}
+		synctest.Wait()
+		if st, _ := h.rt.AgentState(res); st != troupe.StateWaiting {
+			t.Errorf("after the reset researcher is %s, want waiting again (its mail is queued)", st)
+		}
+		// Lead's turn ends: its slot goes to researcher, then qa's turn.
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		var order []troupe.AgentID
+		for _, s := range h.eng.Specs() {
+			order = append(order, s.Agent.Name)
+		}
+		if fmt.Sprint(order) != "[lead researcher qa]" {
+			t.Errorf("sessions started in order %v, want [lead researcher qa]", order)
+		}
+		for _, k := range []troupe.RuntimeKey{res, qa} {
+			if ms, _ := h.store.Conversation(ctx, p1, inbox.Page{Agent: k.Agent}); len(ms) == 0 || ms[0].State != troupe.MsgDelivered {
+				t.Errorf("%s's message: %+v, want delivered", k.Agent, ms)
+			}
+		}
+		if st, why := h.rt.AgentState(lead); st != troupe.StateStopped || !strings.Contains(why, "slot") {
+			t.Errorf("lead after its turn: %s (%s), want stopped to free a slot", st, why)
+		}
+		if p := h.eng.Peak(); p != 1 {
+			t.Errorf("%d sessions live at once, want at most 1", p)
 		}
 	})
 }

@@ -44,6 +44,8 @@ import (
 type memEngine struct {
 	mu        sync.Mutex // guards the fields below
 	starts    int
+	live      int // sessions started and not closed
+	peak      int // the most live at once
 	specs     []engine.StartSpec
 	inputs    []engine.Input
 	decisions []engine.Decision // what Approve returned to perm scripts
@@ -79,6 +81,8 @@ func (e *memEngine) Check(troupe.AgentSpec) error { return nil }
 func (e *memEngine) Start(ctx context.Context, spec engine.StartSpec) (engine.Session, error) {
 	e.mu.Lock()
 	e.starts++
+	e.live++
+	e.peak = max(e.peak, e.live)
 	e.specs = append(e.specs, spec)
 	e.mu.Unlock()
 	// Options["start_delay"]: the session takes that long to start (a slow
@@ -89,6 +93,9 @@ func (e *memEngine) Start(ctx context.Context, spec engine.StartSpec) (engine.Se
 		select {
 		case <-t.C:
 		case <-ctx.Done():
+			e.mu.Lock()
+			e.live--
+			e.mu.Unlock()
 			return nil, context.Cause(ctx)
 		}
 	}
@@ -126,6 +133,13 @@ func (t *memTerminal) set(on bool) {
 	t.mu.Lock()
 	t.attached = on
 	t.mu.Unlock()
+}
+
+// Peak is the most sessions that were live at once.
+func (e *memEngine) Peak() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.peak
 }
 
 func (e *memEngine) Specs() []engine.StartSpec {
@@ -204,7 +218,12 @@ func (s *memSession) Err() error {
 }
 
 func (s *memSession) Close(context.Context) error {
-	s.once.Do(func() { close(s.closed) })
+	s.once.Do(func() {
+		close(s.closed)
+		s.e.mu.Lock()
+		s.e.live--
+		s.e.mu.Unlock()
+	})
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()

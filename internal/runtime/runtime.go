@@ -111,6 +111,10 @@ type Options struct {
 	// Stat looks at a project's folder before a session starts there; nil:
 	// os.Stat. Tests set it to make folders vanish.
 	Stat func(name string) (fs.FileInfo, error)
+	// MaxSessions bounds the agent sessions live at once (each an engine
+	// process); the others wait for a slot (slots.go). 0:
+	// DefaultMaxSessions.
+	MaxSessions int
 }
 
 // Runtime runs the agents of every project.
@@ -129,8 +133,9 @@ type Runtime struct {
 	wg      sync.WaitGroup // actors and watchdogs
 	stopped bool
 
-	perms permTable // permission requests waiting on the person; its own lock
-	waits waitGraph // who waits on whom, per project (C13); its own lock
+	perms permTable     // permission requests waiting on the person; its own lock
+	waits waitGraph     // who waits on whom, per project (C13); its own lock
+	slots *sessionSlots // its own lock
 }
 
 // New returns a runtime; call Run to start it.
@@ -159,8 +164,11 @@ func New(o Options) *Runtime {
 	if o.TurnBytes <= 0 {
 		o.TurnBytes = DefaultTurnBytes
 	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
 	r := &Runtime{o: o, log: o.Logger, hub: o.Hub, actors: map[troupe.RuntimeKey]*actor{},
-		waiters: map[troupe.RequestID]waiter{}, perms: newPermTable(), waits: newWaitGraph()}
+		waiters: map[troupe.RequestID]waiter{}, perms: newPermTable(), waits: newWaitGraph(), slots: newSessionSlots(o.MaxSessions)}
 	r.tools = tool.NewCatalog(r.ownTools(), o.Tools)
 	if o.Journal != nil {
 		r.jw = journal.NewWriter(journal.WriterOptions{Store: o.Journal, Logger: o.Logger})
