@@ -27,7 +27,7 @@ name = "relay"
 engine = "fake"
 
 [agent.fake]
-respond = "!send sink `+strings.Repeat("{text}", 20)+`\n!say {result}"
+respond = "!send sink ` + strings.Repeat("{text}", 20) + `\n!say {result}"
 
 [[agent]]
 name = "sink"
