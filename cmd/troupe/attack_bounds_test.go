@@ -3,16 +3,22 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/statedir"
+	"github.com/troupe-dev/troupe/internal/store/sqlite"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -207,5 +213,48 @@ engine = "fake"
 	page, err := cl.Conversation(ctx, p, "b", 0, 0)
 	if err != nil || len(page.Messages) != 1 || page.Messages[0].State != troupe.MsgDelivered {
 		t.Errorf("b's conversation: %+v, %v; want hello delivered", page.Messages, err)
+	}
+}
+
+// TestAttackBoundsARemovedProjectLeavesNoMessages: troupe project remove
+// deletes the project's messages from the database and the files of its
+// oversize messages.
+func TestAttackBoundsARemovedProjectLeavesNoMessages(t *testing.T) {
+	d, cl, p, state, proj := boundsRig(t, `
+[[agent]]
+name = "sink"
+engine = "fake"
+
+[agent.fake]
+respond = "!say got it"
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// 300 KB: more than a turn takes, so it is delivered cut and kept in
+	// a file.
+	if _, err := cl.Ask(ctx, p, "sink", strings.Repeat("x", 300<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	files := filepath.Join(state, "messages", string(p))
+	if ents, err := os.ReadDir(files); err != nil || len(ents) != 1 {
+		t.Fatalf("the oversize message's file: %v %v, want one", ents, err)
+	}
+	mustTroupe(t, state, proj, "project", "remove")
+	if logs := d.logs.waitFor(30*time.Second, "messages deleted by the retention rule"); !strings.Contains(logs, "messages deleted by the retention rule") {
+		t.Fatalf("no retention pass after the removal; logs:\n%s", logs)
+	}
+	if _, err := os.Stat(files); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the removed project's message files: %v, want them gone", err)
+	}
+	if err := d.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlite.Open(ctx, statedir.Dir(state).DB(), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if ms, err := db.Conversation(ctx, p, inbox.Page{}); err != nil || len(ms) != 0 {
+		t.Errorf("the removed project's conversation in the database: %d messages, %v; want none", len(ms), err)
 	}
 }
