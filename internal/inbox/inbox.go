@@ -70,8 +70,9 @@ type Store interface {
 	// Pending returns the oldest queued messages of k in ID order, at most
 	// limit of them (0 or less: all, for tests and tools; the runtime
 	// always passes one, so a long queue is never read whole into
-	// memory). Messages past the limit stay queued, in order, for the
-	// next call.
+	// memory). With a limit it also stops after the message that brings
+	// their texts to MaxPendingBytes (always more than a turn takes).
+	// Messages past the limit stay queued, in order, for the next call.
 	Pending(ctx context.Context, k troupe.RuntimeKey, limit int) ([]troupe.Message, error)
 	// StartTurn moves the given queued messages of k to in_turn for turn.
 	StartTurn(ctx context.Context, k troupe.RuntimeKey, ids []int64, turn troupe.TurnID) error
@@ -126,6 +127,10 @@ type Store interface {
 	// in_turn messages expire, pending requests fail with reason.
 	ExpireProject(ctx context.Context, p troupe.ProjectID, reason string) error
 }
+
+// MaxPendingBytes bounds the texts one Pending call with a limit reads:
+// it stops after the message that brings them to this many bytes.
+const MaxPendingBytes = 4 << 20
 
 // MaxPage is the most messages one Conversation call returns.
 const MaxPage = 1000

@@ -98,12 +98,14 @@ func (s *MemStore) Pending(_ context.Context, k troupe.RuntimeKey, limit int) ([
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []troupe.Message
+	size := 0
 	for _, m := range s.msgs {
-		if limit > 0 && len(out) == limit {
+		if limit > 0 && (len(out) == limit || size >= MaxPendingBytes) {
 			break
 		}
 		if m.Key() == k && m.State == troupe.MsgQueued {
 			out = append(out, m)
+			size += len(m.Text)
 		}
 	}
 	return out, nil

@@ -95,3 +95,25 @@ func testConversationBounds(t *testing.T, s inbox.Store) {
 		}
 	}
 }
+
+// testPendingBytes: with a limit, Pending stops after the message that
+// brings the texts to MaxPendingBytes; without one it reads them all.
+func testPendingBytes(t *testing.T, s inbox.Store) {
+	dev := key(p1, "dev")
+	big := strings.Repeat("x", 900<<10)
+	var ms []troupe.Message
+	for range 8 { // 7.2 MB
+		ms = append(ms, msg(dev, "lead", big))
+	}
+	mustAppend(t, s, ms...)
+	got, err := s.Pending(t.Context(), dev, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (inbox.MaxPendingBytes + len(big) - 1) / len(big); len(got) != want {
+		t.Errorf("Pending(dev, 100) of 8 texts of 900 KB: %d messages, want %d (to %d bytes)", len(got), want, inbox.MaxPendingBytes)
+	}
+	if all := mustPending(t, s, dev); len(all) != 8 {
+		t.Errorf("Pending(dev, 0): %d messages, want all 8", len(all))
+	}
+}

@@ -49,6 +49,7 @@ func RunStore(t *testing.T, open func(t *testing.T) inbox.Store) {
 		{"AppendToPerson", testAppendToPerson},
 		{"PendingOrderPerKey", testPendingOrderPerKey},
 		{"PendingLimit", testPendingLimit},
+		{"PendingBytes", testPendingBytes},
 		{"ProjectIsolation", testProjectIsolation},
 		{"StartTurn", testStartTurn},
 		{"StartTurnNoIDs", testStartTurnNoIDs},

@@ -190,11 +190,25 @@ const pendingQuery = `SELECT ` + messageCols + ` FROM messages
 // (project, to_agent, state, id), read in id order and cut by LIMIT, so
 // its cost grows with limit, not with the queue.
 func (db *DB) Pending(ctx context.Context, k troupe.RuntimeKey, limit int) ([]troupe.Message, error) {
+	budget := inbox.MaxPendingBytes
 	if limit <= 0 {
-		limit = -1 // SQLite: no limit
+		limit, budget = -1, math.MaxInt // SQLite: no limit
 	}
-	ms, err := queryMessages(ctx, db.r, pendingQuery, string(k.Project), string(k.Agent), limit)
+	rows, err := db.r.QueryContext(ctx, pendingQuery, string(k.Project), string(k.Agent), limit)
 	if err != nil {
+		return nil, fmt.Errorf("read inbox %s: %w", k, err)
+	}
+	defer rows.Close()
+	var ms []troupe.Message
+	for size := 0; size < budget && rows.Next(); {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read inbox %s: %w", k, err)
+		}
+		ms = append(ms, m)
+		size += len(m.Text)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read inbox %s: %w", k, err)
 	}
 	return ms, nil
