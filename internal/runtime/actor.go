@@ -513,7 +513,7 @@ func (a *actor) finishTurn(ctx context.Context, text, errText string, failState 
 			continue
 		}
 		if errText == "" {
-			results = append(results, inbox.RequestResult{ID: m.Request, State: troupe.ReqAnswered, Answer: text})
+			results = append(results, inbox.RequestResult{ID: m.Request, State: troupe.ReqAnswered, Answer: a.rt.capAnswer(a.key.Project, m.Request, text)})
 		} else {
 			results = append(results, inbox.RequestResult{ID: m.Request, State: failState, Error: failMsg})
 		}

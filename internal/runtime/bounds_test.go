@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -142,5 +143,46 @@ func TestSessionsPastTheBoundWaitForASlot(t *testing.T) {
 		if p := h.eng.Peak(); p != 1 {
 			t.Errorf("%d sessions live at once, want at most 1", p)
 		}
+	})
+}
+
+// A turn's final text over MaxMessageBytes answers its ask cut, the cut
+// stated, the whole text kept in a file; so does a delegation's result,
+// which is a message of the delegator's inbox.
+func TestAnAnswerOverTheCapIsCutAndKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "messages")
+		h := newHarnessOn(t, twoAgents(10*time.Minute), Options{MessageDir: dir})
+		ctx := t.Context()
+		r := key(p1, "researcher")
+		n := MaxMessageBytes + 1000
+		whole := strings.Repeat("é", n/2)
+		req, err := h.rt.Ask(ctx, r, troupe.Person, fmt.Sprint("big ", n), 0)
+		if err != nil || req.State != troupe.ReqAnswered {
+			t.Fatalf("ask = %+v, %v; want answered", req, err)
+		}
+		path := filepath.Join(dir, string(p1), string(req.ID)+".txt")
+		if len(req.Answer) > excerptBytes+1024 || !strings.HasPrefix(req.Answer, "[troupe: this answer is 1 MB, more than a message may hold (1 MB)") ||
+			!strings.Contains(req.Answer, path) || !utf8.ValidString(req.Answer) {
+			t.Errorf("answer: %d bytes starting %.200q; want a notice naming %s and the first 64 KB", len(req.Answer), req.Answer, path)
+		}
+		if b, err := os.ReadFile(path); err != nil || string(b) != whole {
+			t.Errorf("the answer's file: %d bytes, %v; want the whole %d", len(b), err, len(whole))
+		}
+		dreq, err := h.rt.Delegate(ctx, r, "lead", fmt.Sprint("big ", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		conv, _ := h.store.Conversation(ctx, p1, inbox.Page{Agent: "lead"})
+		for _, m := range conv {
+			if m.Request == dreq.ID && m.Kind == troupe.KindResult {
+				if full, _ := h.store.Text(ctx, p1, m.ID, 0); full.Size > MaxMessageBytes {
+					t.Errorf("the delegation's result message is %d bytes, over the cap", full.Size)
+				}
+				return
+			}
+		}
+		t.Errorf("no result message of the delegation in lead's conversation")
 	})
 }

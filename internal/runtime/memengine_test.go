@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 // (no I/O), so a synctest bubble can advance time through them.
 //
 //	answer TEXT                  end the turn with TEXT
+//	big N                        end the turn with N bytes of "é"
 //	work DUR every STEP line|chunk then TEXT   output every STEP for DUR
 //	                             (then hang: no end of turn at all)
 //	silent DUR then TEXT         no output for DUR
@@ -296,6 +298,9 @@ func (s *memSession) play(in engine.Input) {
 	end := func(out string) { s.emit(engine.Event{Kind: engine.EventTurnEnd, Turn: in.Turn, Text: out}) }
 	f := strings.Fields(text)
 	switch {
+	case len(f) == 2 && f[0] == "big":
+		n, _ := strconv.Atoi(f[1])
+		end(strings.Repeat("é", n/2))
 	case len(f) >= 2 && f[0] == "answer":
 		end(strings.TrimPrefix(text, "answer "))
 	case len(f) >= 2 && f[0] == "fail":
