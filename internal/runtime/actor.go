@@ -136,7 +136,7 @@ func (a *actor) activity() engine.Activity {
 	a.mu.Lock()
 	act := engine.Activity{At: a.actAt}
 	now := time.Now()
-	if a.toolCalls > 0 || a.waiting > 0 || a.starting || a.blocked || a.slotWait || now.Before(a.coldUntil) {
+	if a.toolCalls > 0 || a.waiting > 0 || a.starting || a.blocked || now.Before(a.coldUntil) {
 		act.At = now
 	}
 	s := a.sess

@@ -186,3 +186,25 @@ func TestAnAnswerOverTheCapIsCutAndKept(t *testing.T) {
 		t.Errorf("no result message of the delegation in lead's conversation")
 	})
 }
+
+// Waiting for a session slot is no activity: an ask to an agent that waits
+// a whole turn_timeout for one ends no_reply, saying why (the slots may
+// all be held by agents that wait on it).
+func TestAnAskToAnAgentWaitingForASlotEndsSayingSo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarnessOn(t, twoAgents(10*time.Minute), Options{MaxSessions: 1})
+		ctx := t.Context()
+		if _, err := h.rt.Send(ctx, key(p1, "lead"), troupe.Person, troupe.KindMessage, "silent 1h then done"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		start := time.Now()
+		req, err := h.rt.Ask(ctx, key(p1, "researcher"), troupe.Person, "are you there?", 0)
+		if err != nil || req.State != troupe.ReqNoReply || !strings.Contains(req.Error, "waiting for a session slot") {
+			t.Fatalf("ask = %+v, %v; want no_reply naming the slot", req, err)
+		}
+		if d := time.Since(start); d != 10*time.Minute {
+			t.Errorf("the ask ended after %v, want its target's turn_timeout of 10m", d)
+		}
+	})
+}
