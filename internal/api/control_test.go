@@ -49,6 +49,12 @@ func (f *fakeRuntime) Conversation(ctx context.Context, p troupe.ProjectID, q in
 	}
 	return f.conv.Conversation(ctx, p, q)
 }
+func (f *fakeRuntime) MessageText(ctx context.Context, p troupe.ProjectID, id int64, offset int) (troupe.Message, error) {
+	if f.conv == nil {
+		return troupe.Message{}, troupe.ErrNotFound
+	}
+	return f.conv.Text(ctx, p, id, offset)
+}
 func (f *fakeRuntime) ResumeID(_ context.Context, k troupe.RuntimeKey) (string, error) {
 	return "conv-" + string(k.Agent), nil
 }

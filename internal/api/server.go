@@ -31,6 +31,9 @@ type Runtime interface {
 	// Conversation returns one page of a project's messages, oldest
 	// first (inbox.Store.Conversation).
 	Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page) ([]troupe.Message, error)
+	// MessageText returns a message with a part of its text
+	// (inbox.Store.Text).
+	MessageText(ctx context.Context, p troupe.ProjectID, id int64, offset int) (troupe.Message, error)
 	// ResumeID is the engine conversation the agent's next session resumes.
 	ResumeID(ctx context.Context, k troupe.RuntimeKey) (string, error)
 	// Reset, Restart, Interrupt, Permissions, Decide: see agents_control.go and
@@ -127,6 +130,7 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/send", s.send)
 	s.mux.HandleFunc("GET /api/projects/{id}/requests/{req}", s.request)
 	s.mux.HandleFunc("GET /api/projects/{id}/messages", s.messages)
+	s.mux.HandleFunc("GET /api/projects/{id}/messages/{msg}", s.messageText)
 	s.mux.HandleFunc("POST /api/login-links", s.newLoginLink)
 	s.mux.HandleFunc("GET /api/events", s.events)
 	s.routeTasks()

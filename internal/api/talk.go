@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -159,9 +160,11 @@ func (s *Server) page(ctx context.Context, p troupe.ProjectID, q inbox.Page) (Me
 	if out.Messages == nil {
 		out.Messages = []troupe.Message{}
 	}
-	if len(ms) < q.Size() {
+	if len(ms) == 0 {
 		return out, nil
 	}
+	// Probed even when the page is short of q.Size(): it may be full in
+	// bytes (inbox.MaxPageBytes).
 	probe := q
 	probe.Limit = 1
 	if q.Newest {
@@ -179,6 +182,47 @@ func (s *Server) page(ctx context.Context, p troupe.ProjectID, q inbox.Page) (Me
 		out.After = probe.After
 	}
 	return out, nil
+}
+
+// MessageText is the answer of GET /api/projects/{id}/messages/{msg}:
+// the message with the part of its text that starts at byte Offset (at
+// most inbox.MaxTextBytes, whole characters; Message.Size is the whole
+// text's length). Next, when set, is the offset of the part that follows.
+type MessageText struct {
+	Message troupe.Message `json:"message"`
+	Offset  int            `json:"offset"`
+	Next    int            `json:"next,omitempty"`
+}
+
+// messageText serves GET /api/projects/{id}/messages/{msg}?offset=: a
+// message of the conversation read whole, a part at a time (a page clips
+// long texts at inbox.ClipBytes).
+func (s *Server) messageText(w http.ResponseWriter, r *http.Request) {
+	id := troupe.ProjectID(r.PathValue("id"))
+	if _, ok := s.o.Registry.Get(id); !ok {
+		writeError(w, http.StatusNotFound, "not_found", "project "+string(id)+" is not registered: see `troupe project list`")
+		return
+	}
+	rt, ok := s.runtime(w)
+	if !ok {
+		return
+	}
+	msg, err1 := strconv.ParseInt(r.PathValue("msg"), 10, 64)
+	off, err2 := parseInt(r.URL.Query().Get("offset"))
+	if err1 != nil || err2 != nil || off < 0 || off > math.MaxInt32 {
+		writeError(w, http.StatusBadRequest, "invalid", "message id and offset: give whole numbers, offset ≥ 0 (0, or the next a part named)")
+		return
+	}
+	m, err := rt.MessageText(r.Context(), id, msg, int(off))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	out := MessageText{Message: m, Offset: int(off)}
+	if end := int(off) + len(m.Text); end < m.Size {
+		out.Next = end
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func parseInt(s string) (int64, error) {

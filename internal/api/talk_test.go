@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/troupe-dev/troupe/internal/api"
@@ -106,5 +107,75 @@ func TestAPIMessagesPages(t *testing.T) {
 		if a := f.get(t, "/api/projects/"+string(p.ID)+"/messages?"+q, map[string]string{"Authorization": "Bearer " + token}); a.StatusCode != http.StatusBadRequest {
 			t.Errorf("?%s: %d %s, want 400", q, a.StatusCode, a.Body)
 		}
+	}
+}
+
+// TestAPIMessagesPageIsBoundedInBytes: a page of long messages holds at
+// most inbox.MaxPageBytes of text, each text clipped with its size; the
+// cursor still leads back through every message once, and a message is
+// read whole through GET .../messages/{msg}, a part at a time.
+func TestAPIMessagesPageIsBoundedInBytes(t *testing.T) {
+	store := inbox.NewMemStore()
+	f := newFixtureWith(t, api.Options{Runtime: &fakeRuntime{conv: store}})
+	cl := client.New(f.ts.URL, token)
+	ctx := t.Context()
+	p, err := cl.AddProject(ctx, teamDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("0123456789", 10<<10) // 100 KB
+	var all []int64
+	for range 100 {
+		m, err := store.Append(ctx, troupe.Message{Project: p.ID, To: "dev", From: "lead", Kind: troupe.KindMessage, Text: big})
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, m.ID)
+	}
+	var back []int64
+	for before, n := int64(0), 0; ; n++ {
+		a := f.get(t, fmt.Sprintf("/api/projects/%s/messages?limit=1000&before=%d", p.ID, before), map[string]string{"Authorization": "Bearer " + token})
+		var page api.Messages
+		if err := json.Unmarshal([]byte(a.Body), &page); a.StatusCode != http.StatusOK || err != nil || n > 3 {
+			t.Fatalf("page %d back: %d %.200s (or too many pages)", n, a.StatusCode, a.Body)
+		}
+		if len(a.Body) > inbox.MaxPageBytes+64<<10 {
+			t.Errorf("page %d back is %d bytes, want at most about %d", n, len(a.Body), inbox.MaxPageBytes)
+		}
+		for _, m := range page.Messages {
+			if !m.Clipped || m.Size != len(big) || len(m.Text) != inbox.ClipBytes {
+				t.Fatalf("message %d: %d bytes, clipped %v, size %d; want %d, clipped, size %d", m.ID, len(m.Text), m.Clipped, m.Size, inbox.ClipBytes, len(big))
+			}
+			back = append(back, m.ID)
+		}
+		if page.Before == 0 {
+			break
+		}
+		before = page.Before
+	}
+	slices.Sort(back)
+	if !slices.Equal(back, all) {
+		t.Errorf("paging back read %d messages, want the %d once each", len(back), len(all))
+	}
+	whole := "é" + strings.Repeat("€", 500<<10) // 1.5 MB
+	m, err := store.Append(ctx, troupe.Message{Project: p.ID, To: "dev", From: "lead", Kind: troupe.KindMessage, Text: whole})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := cl.MessageText(ctx, p.ID, m.ID, 0)
+	if err != nil || part.Next == 0 || part.Next != len(part.Message.Text) || part.Message.Size != len(whole) {
+		t.Errorf("first part: next %d, %d bytes of %d, %v; want a next offset after it", part.Next, len(part.Message.Text), part.Message.Size, err)
+	}
+	got, err := cl.WholeMessage(ctx, p.ID, m.ID)
+	if err != nil || got.Text != whole || got.Clipped {
+		t.Errorf("whole message: %d bytes (clipped %v), %v; want the %d bytes", len(got.Text), got.Clipped, err, len(whole))
+	}
+	for _, q := range []string{fmt.Sprintf("%d?offset=1", m.ID), fmt.Sprintf("%d?offset=-1", m.ID), "x"} {
+		if a := f.get(t, "/api/projects/"+string(p.ID)+"/messages/"+q, map[string]string{"Authorization": "Bearer " + token}); a.StatusCode != http.StatusBadRequest {
+			t.Errorf("messages/%s: %d %s, want 400", q, a.StatusCode, a.Body)
+		}
+	}
+	if a := f.get(t, fmt.Sprintf("/api/projects/%s/messages/%d", p.ID, m.ID+1000), map[string]string{"Authorization": "Bearer " + token}); a.StatusCode != http.StatusNotFound {
+		t.Errorf("an unknown message: %d %s, want 404", a.StatusCode, a.Body)
 	}
 }

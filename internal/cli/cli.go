@@ -169,7 +169,7 @@ func serveCmd(g *globals) *cobra.Command {
 	var allowRemote bool
 	var projects []string
 	var ceiling, sessionIdle time.Duration
-	var maxTasks int
+	var maxTasks, maxSessions int
 	var taskMaxOutput string
 	c := &cobra.Command{
 		Use:   "serve",
@@ -182,6 +182,9 @@ func serveCmd(g *globals) *cobra.Command {
 			}
 			if maxTasks < 1 {
 				return fmt.Errorf("--max-tasks-per-project: %d is not a limit: give 1 or more", maxTasks)
+			}
+			if maxSessions < 1 {
+				return fmt.Errorf("--max-sessions: %d is not a limit: give 1 or more", maxSessions)
 			}
 			maxOutput, err := task.ParseSize(taskMaxOutput)
 			if err == nil && (maxOutput < task.MinMaxOutput || maxOutput > task.MaxMaxOutput) {
@@ -206,7 +209,7 @@ func serveCmd(g *globals) *cobra.Command {
 			return daemon.Run(ctx, daemon.Config{Addr: addr, StateDir: dir, Version: version(),
 				Logger: log, Out: g.out, Projects: projects, AskCeiling: ceiling, MaxTasksPerProject: maxTasks,
 				SessionIdle: sessionIdle, AllowRemote: allowRemote, PublicName: publicName,
-				TaskMaxOutput: maxOutput, ClaudeDir: claudeDir})
+				TaskMaxOutput: maxOutput, ClaudeDir: claudeDir, MaxSessions: maxSessions})
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", daemon.DefaultAddr, "address to listen on; beyond loopback it needs --allow-remote")
@@ -216,6 +219,7 @@ func serveCmd(g *globals) *cobra.Command {
 	c.Flags().StringArrayVar(&projects, "project", nil, "register this folder at start if it is not registered yet (repeatable)")
 	c.Flags().DurationVar(&ceiling, "ask-ceiling", 4*time.Hour, "absolute limit of an ask, however active its target")
 	c.Flags().IntVar(&maxTasks, "max-tasks-per-project", 8, "background tasks one project may run at once")
+	c.Flags().IntVar(&maxSessions, "max-sessions", daemon.DefaultMaxSessions, "agent sessions (engine processes) live at once, all projects together; the others wait for a slot")
 	c.Flags().StringVar(&taskMaxOutput, "task-max-output", "64MB", "output a background task keeps unless it is given its own cap: its first half and its last half, the middle cut")
 	c.Flags().DurationVar(&sessionIdle, "session-idle", api.DefaultSessionIdle, "log a browser out after this long without a request")
 	c.Flags().StringVar(&claudeDir, "claude-dir", "", "Claude Code's config folder whose sessions `troupe sessions` lists (default $CLAUDE_CONFIG_DIR, else ~/.claude)")

@@ -42,8 +42,10 @@ func doctorCmd(g *globals) *cobra.Command {
 			var err error
 			if g.json {
 				err = g.printJSON(cs)
-			} else {
-				err = doctor.Table(g.out, cs)
+			} else if err = doctor.Table(g.out, cs); err == nil {
+				if dir, derr := g.dir(); derr == nil {
+					storeSize(g.out, dir)
+				}
 			}
 			if err != nil {
 				return err

@@ -77,14 +77,18 @@ func sendCmd(g *globals) *cobra.Command {
 
 func inboxCmd(g *globals) *cobra.Command {
 	var limit int
-	var before int64
+	var before, show int64
 	c := &cobra.Command{
 		Use:   "inbox [AGENT]",
 		Short: "List the newest messages of an agent's conversation (or of the whole project)",
 		Long: "List the newest messages of an agent's conversation (or of the whole project), oldest first.\n" +
-			"Only what is printed is fetched; --before pages back.",
+			"Only what is printed is fetched; --before pages back. A page clips each text at 64 KB and holds\n" +
+			"at most 4 MB; --show ID prints one message whole.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if show != 0 {
+				return showMessage(cmd, g, show)
+			}
 			if limit < 1 || limit > api.MaxMessages {
 				return fmt.Errorf("--limit %d: give 1 to %d (page back with --before)", limit, api.MaxMessages)
 			}
@@ -117,7 +121,7 @@ func inboxCmd(g *globals) *cobra.Command {
 					st += ": " + m.Reason
 				}
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.CreatedAt.Local().Format("15:04:05"),
-					m.From, m.To, m.Kind, st, oneLine(m.Text, 80))
+					m.From, m.To, m.Kind, st, clipped(m))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -131,9 +135,38 @@ func inboxCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().IntVar(&limit, "limit", api.DefaultMessages, fmt.Sprintf("show the newest N messages (1 to %d)", api.MaxMessages))
 	c.Flags().Int64Var(&before, "before", 0, "show those older than this message id (the line after the list gives it)")
+	c.Flags().Int64Var(&show, "show", 0, "print the message with this id whole (its text, read a part at a time)")
 	c.Flags().BoolVar(&g.json, "json", false, "print JSON")
 	c.Flags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
 	return c
+}
+
+// clipped is m's text on one line of the list, with its size when the
+// page clipped it.
+func clipped(m troupe.Message) string {
+	if !m.Clipped {
+		return oneLine(m.Text, 80)
+	}
+	return fmt.Sprintf("(%d bytes: --show %d) %s", m.Size, m.ID, oneLine(m.Text, 60))
+}
+
+// showMessage prints message id of the project whole: a header line,
+// then its text.
+func showMessage(cmd *cobra.Command, g *globals, id int64) error {
+	cl, p, err := g.projectClient(cmd.Context())
+	if err != nil {
+		return err
+	}
+	m, err := cl.WholeMessage(cmd.Context(), p.ID, id)
+	if err != nil {
+		return err
+	}
+	if g.json {
+		return g.printJSON(m)
+	}
+	fmt.Fprintf(g.out, "message %d %s from %s to %s, %s (%d bytes)\n%s\n", m.ID, m.CreatedAt.Local().Format(time.DateTime),
+		m.From, m.To, m.Kind, len(m.Text), m.Text)
+	return nil
 }
 
 func oneLine(s string, n int) string {

@@ -321,6 +321,35 @@ func (c *Client) Messages(ctx context.Context, p troupe.ProjectID, agent troupe.
 	return ms.Messages, err
 }
 
+// MessageText reads a part of message id's text: at most
+// inbox.MaxTextBytes from byte offset; the answer's Next, when set, is the
+// offset of the rest.
+func (c *Client) MessageText(ctx context.Context, p troupe.ProjectID, id int64, offset int) (api.MessageText, error) {
+	var t api.MessageText
+	err := c.do(ctx, "GET", "/api/projects/"+url.PathEscape(string(p))+"/messages/"+strconv.FormatInt(id, 10)+
+		"?offset="+strconv.Itoa(offset), nil, &t)
+	return t, err
+}
+
+// WholeMessage reads message id with its whole text, part after part (a
+// conversation page clips long texts).
+func (c *Client) WholeMessage(ctx context.Context, p troupe.ProjectID, id int64) (troupe.Message, error) {
+	var b strings.Builder
+	for off := 0; ; {
+		t, err := c.MessageText(ctx, p, id, off)
+		if err != nil {
+			return troupe.Message{}, err
+		}
+		b.WriteString(t.Message.Text)
+		if t.Next <= off {
+			m := t.Message
+			m.Text, m.Clipped, m.Size = b.String(), false, 0
+			return m, nil
+		}
+		off = t.Next
+	}
+}
+
 // messages GETs the conversation with q, agent and limit added.
 func (c *Client) messages(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, limit int, q url.Values) (api.Messages, error) {
 	if agent != "" {

@@ -30,6 +30,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/claudesessions"
 	"github.com/troupe-dev/troupe/internal/engine/openai"
 	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/mcp"
 	"github.com/troupe-dev/troupe/internal/memory"
 	"github.com/troupe-dev/troupe/internal/project"
@@ -59,6 +60,10 @@ var (
 // The registry's watcher reports memory-folder events to the notes' store.
 var _ project.MemoryWatcher = (*memory.Store)(nil)
 
+// DefaultMaxSessions is how many agent sessions the daemon keeps live at
+// once unless told otherwise.
+const DefaultMaxSessions = runtime.DefaultMaxSessions
+
 // DefaultAddr is where the daemon listens unless told otherwise.
 const DefaultAddr = "127.0.0.1:7433"
 
@@ -80,6 +85,9 @@ type Config struct {
 	// TaskSupervisor is the command of a task's supervisor; default: this
 	// executable with the argument task-supervise.
 	TaskSupervisor []string
+	// MaxSessions bounds the agent sessions live at once (--max-sessions);
+	// default DefaultMaxSessions.
+	MaxSessions int
 	// MaxTasksPerProject bounds running background tasks per project;
 	// default 8.
 	MaxTasksPerProject int
@@ -261,9 +269,10 @@ func Run(ctx context.Context, cfg Config) error {
 	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
 		Grants: tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db,
-		MessageDir: filepath.Join(cfg.StateDir, "messages")})
+		MessageDir: filepath.Join(cfg.StateDir, "messages"), MaxSessions: cfg.MaxSessions})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
 	tasks.OnChange(func(t task.Task) { publishTask(hub, t) })
+	pruneNow := make(chan struct{}, 1)
 	reg.Listen(func(c troupe.TeamChange) {
 		hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})
 		if len(c.Held) > 0 {
@@ -280,6 +289,11 @@ func Run(ctx context.Context, cfg Config) error {
 		rt.ProjectRemoved(id)
 		notes.Forget(id)
 		killTasks(ctx, log, tasks, id) // nobody is left to hear of them
+		// Its messages go at once (the retention rule).
+		select {
+		case pruneNow <- struct{}{}:
+		default:
+		}
 	})
 
 	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db, Token: token, Logger: log,
@@ -323,6 +337,7 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Warn("index claude sessions", "dir", claudeDir, "err", err)
 		}
 	})
+	wg.Go(func() { retain(runCtx, log, db, reg, pruneNow) })
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- hs.Serve(ln) })
 
@@ -417,6 +432,34 @@ func lock(dir statedir.Dir) (unlock func(), err error) {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
 	}, nil
+}
+
+// retain applies inbox.DefaultRetention to the conversations at start,
+// every inbox.PruneEvery and at each poke of now (a project removed), until
+// ctx ends.
+func retain(ctx context.Context, log *slog.Logger, db *sqlite.DB, reg *project.Registry, now <-chan struct{}) {
+	t := time.NewTicker(inbox.PruneEvery)
+	defer t.Stop()
+	for {
+		// The pass begins before the list is read: a project added
+		// meanwhile has no message older than the pass.
+		at := time.Now()
+		var live []troupe.ProjectID
+		for _, p := range reg.List() {
+			live = append(live, p.ID)
+		}
+		if n, err := db.Prune(ctx, live, inbox.DefaultRetention, at); err != nil && ctx.Err() == nil {
+			log.Error("apply the retention of messages", "err", err)
+		} else if n > 0 {
+			log.Info("messages deleted by the retention rule", "messages", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-now:
+		}
+	}
 }
 
 // killTasks stops the running background tasks of a removed project.

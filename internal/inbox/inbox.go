@@ -24,6 +24,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -69,8 +70,9 @@ type Store interface {
 	// Pending returns the oldest queued messages of k in ID order, at most
 	// limit of them (0 or less: all, for tests and tools; the runtime
 	// always passes one, so a long queue is never read whole into
-	// memory). Messages past the limit stay queued, in order, for the
-	// next call.
+	// memory). With a limit it also stops after the message that brings
+	// their texts to MaxPendingBytes (always more than a turn takes).
+	// Messages past the limit stay queued, in order, for the next call.
 	Pending(ctx context.Context, k troupe.RuntimeKey, limit int) ([]troupe.Message, error)
 	// StartTurn moves the given queued messages of k to in_turn for turn.
 	StartTurn(ctx context.Context, k troupe.RuntimeKey, ids []int64, turn troupe.TurnID) error
@@ -88,8 +90,17 @@ type Store interface {
 	// Conversation returns one page of project p's messages, as q selects
 	// (see Page): always in ID order, oldest first, whichever end of the
 	// window it was taken from. Its cost depends on the page, not on the
-	// size of the history.
+	// size of the history. Long texts are clipped and the page is bounded
+	// in bytes (Fill): it may hold fewer messages than q.Size() although
+	// the window holds more.
 	Conversation(ctx context.Context, p troupe.ProjectID, q Page) ([]troupe.Message, error)
+	// Text returns message id of project p with the part of its text
+	// that starts at byte offset: at most MaxTextBytes, ending at a
+	// character boundary (Part). Size is the whole text's length and
+	// Clipped is set unless Text is all of it. An offset inside a
+	// character, or past the end, fails with troupe.ErrInvalid; an
+	// unknown id (or one of another project) with troupe.ErrNotFound.
+	Text(ctx context.Context, p troupe.ProjectID, id int64, offset int) (troupe.Message, error)
 
 	// FinishRequest ends a pending request with state, answer and error
 	// text, and records its outcome (Outcome) in the conversation in the
@@ -117,8 +128,103 @@ type Store interface {
 	ExpireProject(ctx context.Context, p troupe.ProjectID, reason string) error
 }
 
+// MaxPendingBytes bounds the texts one Pending call with a limit reads:
+// it stops after the message that brings them to this many bytes.
+const MaxPendingBytes = 4 << 20
+
 // MaxPage is the most messages one Conversation call returns.
 const MaxPage = 1000
+
+// Bounds of what one read of the conversation holds (C14): a page clips
+// each text at ClipBytes (Clip) and takes messages while their texts stay
+// within MaxPageBytes, the first one always (Fill); Store.Text gives a
+// message's text MaxTextBytes at a time. A page of MaxPage messages is
+// thus at most 4 MB of text, whatever the messages hold.
+const (
+	ClipBytes    = 64 << 10
+	MaxPageBytes = 4 << 20
+	MaxTextBytes = 1 << 20
+)
+
+// Retention is how much of a project's conversation the durable store
+// keeps (sqlite's Prune applies it, at the daemon's start and every
+// PruneEvery): of each registered project, the messages that ended
+// (delivered, failed, expired) go once they are older than Age, or beyond
+// the newest Messages, or beyond the newest Bytes of text; open mail
+// (queued, in a turn) and the message of a pending request always stay.
+// A removed project's messages and requests all go (its id is never
+// registered again: adding the folder again mints a new one).
+type Retention struct {
+	Age      time.Duration
+	Messages int
+	Bytes    int64
+}
+
+// DefaultRetention: 30 days, 10,000 messages and 256 MB of text per
+// project, checked hourly.
+var DefaultRetention = Retention{Age: 30 * 24 * time.Hour, Messages: 10_000, Bytes: 256 << 20}
+
+// PruneEvery is how often the daemon applies the Retention.
+const PruneEvery = time.Hour
+
+// Clip returns m as a page holds it: a text longer than ClipBytes cut at
+// a character boundary at most ClipBytes in, Clipped set and Size the
+// whole length, which is size (a store may have read the text cut
+// already: size is then the stored text's length, not len(m.Text)).
+func Clip(m troupe.Message, size int) troupe.Message {
+	if size <= ClipBytes {
+		return m
+	}
+	m.Text, m.Clipped, m.Size = head(m.Text, ClipBytes), true, size
+	return m
+}
+
+// Part returns m with the part of its text that starts at offset bytes
+// in, as Store.Text defines it; text is the stored text from offset on,
+// or a prefix of it at least MaxTextBytes+utf8.UTFMax long, and size the
+// whole text's length.
+func Part(m troupe.Message, text string, offset, size int) (troupe.Message, error) {
+	if offset < 0 || offset > size || offset == size && size > 0 || text != "" && !utf8.RuneStart(text[0]) {
+		return troupe.Message{}, fmt.Errorf("read message %d: offset %d: give 0, or the next offset a part named (the text is %d bytes): %w",
+			m.ID, offset, size, troupe.ErrInvalid)
+	}
+	m.Text = head(text, MaxTextBytes)
+	m.Size, m.Clipped = size, offset > 0 || len(m.Text) < size
+	return m, nil
+}
+
+// head is at most the first n bytes of s, cut back to a character
+// boundary.
+func head(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// Fill keeps the count of a page's text while a store reads its messages
+// from the end the page is taken from (MaxPageBytes). The zero Fill is an
+// empty page.
+type Fill struct {
+	n, bytes int
+}
+
+// Take clips m (see Clip; size is its whole text's length) and reports
+// whether the page takes it: the first message always, the next ones
+// while the page's texts stay within MaxPageBytes. Once it refuses, the
+// page is full: the store stops reading.
+func (f *Fill) Take(m *troupe.Message, size int) bool {
+	*m = Clip(*m, size)
+	if f.n > 0 && f.bytes+len(m.Text) > MaxPageBytes {
+		return false
+	}
+	f.n++
+	f.bytes += len(m.Text)
+	return true
+}
 
 // Page selects a window of a project's conversation for Store.Conversation:
 // the messages with After < ID < Before (a bound of 0 is none), from or to

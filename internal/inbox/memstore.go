@@ -98,12 +98,14 @@ func (s *MemStore) Pending(_ context.Context, k troupe.RuntimeKey, limit int) ([
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []troupe.Message
+	size := 0
 	for _, m := range s.msgs {
-		if limit > 0 && len(out) == limit {
+		if limit > 0 && (len(out) == limit || size >= MaxPendingBytes) {
 			break
 		}
 		if m.Key() == k && m.State == troupe.MsgQueued {
 			out = append(out, m)
+			size += len(m.Text)
 		}
 	}
 	return out, nil
@@ -187,8 +189,12 @@ func (s *MemStore) Conversation(_ context.Context, p troupe.ProjectID, q Page) (
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []troupe.Message
+	var fill Fill
 	take := func(m troupe.Message) bool {
 		if m.Project == p && q.Holds(m) {
+			if !fill.Take(&m, len(m.Text)) {
+				return false
+			}
 			out = append(out, m)
 		}
 		return len(out) < q.Size()
@@ -213,6 +219,21 @@ func (s *MemStore) Conversation(_ context.Context, p troupe.ProjectID, q Page) (
 	}
 	slices.Reverse(out)
 	return out, nil
+}
+
+// Text implements Store.
+func (s *MemStore) Text(_ context.Context, p troupe.ProjectID, id int64, offset int) (troupe.Message, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id < 1 || id > int64(len(s.msgs)) || s.msgs[id-1].Project != p {
+		return troupe.Message{}, fmt.Errorf("read message %d: %w", id, troupe.ErrNotFound)
+	}
+	m := s.msgs[id-1]
+	text := ""
+	if offset >= 0 && offset <= len(m.Text) {
+		text = m.Text[offset:]
+	}
+	return Part(m, text, offset, len(m.Text))
 }
 
 // FinishRequest implements Store.

@@ -113,7 +113,7 @@ func Handler(o Options) http.Handler {
 			})
 	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
-		&sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: sdkLog})
+		&sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: sdkLog, MaxRequestBodyBytes: MaxRequestBytes})
 	verify := func(_ context.Context, tok string, _ *http.Request) (*auth.TokenInfo, error) {
 		g, ok := o.Tokens.lookup(tok)
 		if !ok {
@@ -123,6 +123,13 @@ func Handler(o Options) http.Handler {
 	}
 	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 }
+
+// MaxRequestBytes bounds the body of one MCP request (the SDK answers 413
+// past it, before any tool sees it): room for a tool argument of 1 MB
+// (the cap of a message, runtime.MaxMessageBytes, and of a note) even
+// were every byte written as a six-byte JSON escape, so that such a
+// message gets the tool's own error, which says what to do.
+const MaxRequestBytes = 8 << 20
 
 // call runs one tool call as the token's key. Every failure is a tool
 // error (IsError) with a sentence the agent can act on, never a crash.

@@ -358,3 +358,39 @@ func BenchmarkMCPAskRoundTrip(b *testing.B) {
 	b.ReportMetric(float64(ds[len(ds)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(ds[len(ds)*99/100].Microseconds())/1000, "p99-ms")
 }
+
+// A request body over MaxRequestBytes is refused before it is read whole,
+// whoever sends it; one just under goes to its tool, which applies its own
+// cap (a message of more than 1 MB is a tool error naming it).
+func TestMCPBodyIsBounded(t *testing.T) {
+	e := newEnv(t)
+	tok := e.tokens.Mint(troupe.RuntimeKey{Project: "pa", Agent: "lead"}, 0)
+	post := func(text string) *http.Response {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"send_message","arguments":{"to":"researcher","text":"` + text + `"}}}`
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	if resp := post(strings.Repeat("x", MaxRequestBytes)); resp.StatusCode < 400 {
+		t.Errorf("a body over %d bytes: status %d, want it refused", MaxRequestBytes, resp.StatusCode)
+	}
+	cs, err := e.connect(t, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	out, isErr := callText(t, cs, "send_message", map[string]any{"to": "researcher", "text": strings.Repeat("\x01", 1<<20+1)})
+	if !isErr || !strings.Contains(out, "1 MB") {
+		t.Errorf("send_message of 1 MB and a byte : %q (error %v), want a tool error naming the 1 MB cap", out, isErr)
+	}
+	if ms, _ := e.store.Conversation(t.Context(), "pa", inbox.Page{}); len(ms) != 0 {
+		t.Errorf("the conversation holds %d messages, want none", len(ms))
+	}
+}

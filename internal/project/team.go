@@ -185,6 +185,11 @@ func (p *teamParser) parse() (*Team, error) {
 	return &p.team, nil
 }
 
+// MaxAgents bounds a team: each agent may run a session (a process of its
+// engine), so a team file cannot ask for thousands (the daemon also bounds
+// its live sessions, runtime.Options.MaxSessions).
+const MaxAgents = 64
+
 // startAgent begins the agent whose [[agent]] header is key i, checking that
 // the keys every agent needs are present.
 func (p *teamParser) startAgent(i int) error {
@@ -192,6 +197,9 @@ func (p *teamParser) startAgent(i int) error {
 	n := len(p.team.Agents)
 	if n >= len(p.agents) { // unreachable: one header per table
 		return p.errorf(i, "agent", "unexpected [[agent]] table")
+	}
+	if n == MaxAgents {
+		return p.errorf(i, "agent", fmt.Sprintf("%d agents: a team has at most %d; split it into projects", len(p.agents), MaxAgents))
 	}
 	m := p.agents[n]
 	p.cur = &troupe.AgentSpec{

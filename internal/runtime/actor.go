@@ -62,6 +62,8 @@ type actor struct {
 	coldUntil  time.Time     // while a cold session's first turn waits for its first event, at most StartTimeout
 	restart    bool          // the definition changed: new session at the next boundary
 	engine     troupe.Engine // the session's engine, recorded with its conversation id
+	slot       bool          // it holds one of the runtime's session slots (slots.go)
+	slotWait   bool          // it waits for a session slot
 
 	spec troupe.AgentSpec // the definition the session started with
 }
@@ -232,6 +234,7 @@ func (a *actor) do(ctx context.Context, fn func(ctx context.Context) error) erro
 // flight is left in the store as in_turn, so the next daemon redelivers it.
 func (a *actor) run(ctx context.Context) {
 	defer close(a.exited)
+	defer a.rt.slots.forget(a)
 	defer a.closeSession()
 	for {
 		var evs <-chan engine.Event
@@ -266,12 +269,14 @@ func (a *actor) run(ctx context.Context) {
 				a.handle(ctx, ev)
 			}
 		}
+		a.yieldIfIdle()
 		a.next(ctx)
 		a.watchIdle()
 	}
 }
 
 func (a *actor) closeSession() {
+	defer a.giveSlot() // once the session's process is gone
 	s := a.detach()
 	if s == nil {
 		return
@@ -323,6 +328,7 @@ func (a *actor) sessionEnded(ctx context.Context) {
 		reason = "the agent's process died: " + err.Error()
 	}
 	_ = s.Close(ctx)
+	a.giveSlot()
 	if a.currentTurn() != nil {
 		a.endTurn(ctx, "", reason)
 	}
@@ -507,7 +513,7 @@ func (a *actor) finishTurn(ctx context.Context, text, errText string, failState 
 			continue
 		}
 		if errText == "" {
-			results = append(results, inbox.RequestResult{ID: m.Request, State: troupe.ReqAnswered, Answer: text})
+			results = append(results, inbox.RequestResult{ID: m.Request, State: troupe.ReqAnswered, Answer: a.rt.capAnswer(a.key.Project, m.Request, text)})
 		} else {
 			results = append(results, inbox.RequestResult{ID: m.Request, State: failState, Error: failMsg})
 		}
@@ -543,6 +549,7 @@ func (a *actor) next(ctx context.Context) {
 		return
 	}
 	if len(pending) == 0 {
+		a.stopWaiting()
 		return
 	}
 	if !ok { // removed from its team, or its project is gone: the actor ends too
@@ -561,8 +568,10 @@ func (a *actor) next(ctx context.Context) {
 		if a.folderGone(dir) {
 			return // the mail stays queued
 		}
-		a.setState(troupe.StateStarting, "")
 		s, err = a.start(ctx, spec, dir)
+		if errors.Is(err, errNoSlot) {
+			return // the mail stays queued; a freed slot pokes the loop
+		}
 		if err != nil {
 			reason := err.Error()
 			a.failBatch(ctx, batch, reason)
@@ -655,6 +664,23 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 	if !ok {
 		return nil, fmt.Errorf("engine %q is not available in this daemon", spec.Engine)
 	}
+	if !a.takeSlot() {
+		a.mu.Lock()
+		a.slotWait = true
+		a.mu.Unlock()
+		a.setState(troupe.StateWaiting, a.rt.slots.slotReason())
+		return nil, errNoSlot
+	}
+	a.mu.Lock()
+	a.slotWait = false
+	a.mu.Unlock()
+	a.setState(troupe.StateStarting, "")
+	started := false
+	defer func() {
+		if !started {
+			a.giveSlot()
+		}
+	}()
 	instr, err := a.instructions(ctx, spec, dir)
 	if err != nil {
 		return nil, err
@@ -674,7 +700,6 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 			unclaim = u
 		}
 	}
-	started := false
 	defer func() {
 		if !started {
 			unclaim()

@@ -84,6 +84,9 @@ func (r *Runtime) request(ctx context.Context, to troupe.RuntimeKey, from troupe
 	if strings.TrimSpace(text) == "" {
 		return troupe.Request{}, nil, fmt.Errorf("%s %s: %w", kind, to.Agent, &troupe.FieldError{Field: field, Msg: "empty: write what you need"})
 	}
+	if err := checkSize(field, text); err != nil {
+		return troupe.Request{}, nil, fmt.Errorf("%s %s: %w", kind, to.Agent, err)
+	}
 	req = troupe.Request{ID: troupe.RequestID(newID("r")), Project: to.Project, From: from, To: to.Agent,
 		Kind: kind, Question: text, State: troupe.ReqPending, Detached: kind == troupe.KindDelegate,
 		CreatedAt: time.Now().UTC()}
@@ -195,9 +198,14 @@ func (r *Runtime) watchdog(ctx context.Context, req troupe.Request, done <-chan 
 				idle.Reset(window - quiet)
 				continue
 			}
-			r.finish(ctx, req.ID, troupe.ReqNoReply, "", fmt.Sprintf(
-				"no reply from %s: no activity for its whole inactivity window of %v (its turn_timeout); last activity %s",
-				req.To, window, r.lastActivity(to, armed)))
+			msg := fmt.Sprintf("no reply from %s: no activity for its whole inactivity window of %v (its turn_timeout); last activity %s",
+				req.To, window, r.lastActivity(to, armed))
+			if st, why := r.AgentState(to); st == troupe.StateWaiting {
+				// Waiting for a session slot is no work: every session may
+				// be held by agents that wait on it.
+				msg += "; it is " + why
+			}
+			r.finish(ctx, req.ID, troupe.ReqNoReply, "", msg)
 			return
 		}
 	}

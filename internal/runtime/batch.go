@@ -34,6 +34,28 @@ const (
 	excerptBytes = 64 << 10
 )
 
+// MaxMessageBytes caps the text of one message where it enters troupe:
+// send_message, ask_agent, delegate and reply (the agents' tools) and the
+// API's send and ask (the person), all through checkSize. A bigger text is
+// refused, the error naming the cap and the way round it: write the text
+// to a file and send its path. Below the cap, a message bigger than what
+// one turn takes is delivered cut, its whole text kept in a file (cut,
+// spill). A task's completion message is bounded where it is written
+// (task.completionText: a 2 KB tail of the output, the command cut at 120
+// bytes).
+const MaxMessageBytes = 1 << 20
+
+// checkSize refuses a message text over MaxMessageBytes; field is the
+// argument that holds it.
+func checkSize(field, text string) error {
+	if len(text) <= MaxMessageBytes {
+		return nil
+	}
+	return &troupe.FieldError{Field: field, Msg: fmt.Sprintf(
+		"%s, more than a message may hold (%s): write the text to a file in the project and send its path instead",
+		sizeText(len(text)), sizeText(MaxMessageBytes))}
+}
+
 // Retention of the files of oversize messages, per project: a file goes
 // after spillKeep, and the oldest go first beyond spillMaxFiles files or
 // spillMaxBytes. Checked each time a file is written.
@@ -167,26 +189,79 @@ func sizeText(n int) string {
 // and no error without a MessageDir. Then it prunes the project's folder
 // (spillKeep, spillMaxFiles, spillMaxBytes), the new file excepted.
 func (r *Runtime) spill(m troupe.Message) (string, error) {
+	path, err := r.spillText(m.Project, strconv.FormatInt(m.ID, 10)+".txt", m.Text)
+	if err != nil {
+		return "", fmt.Errorf("write message %d: %w", m.ID, err)
+	}
+	return path, nil
+}
+
+// spillText is spill for text kept under name in project p's folder.
+func (r *Runtime) spillText(project troupe.ProjectID, name, text string) (string, error) {
 	if r.o.MessageDir == "" {
 		return "", nil
 	}
-	p := string(m.Project)
+	p := string(project)
 	if p == "" || p == "." || p == ".." || strings.ContainsAny(p, `/\`) {
-		return "", fmt.Errorf("write message %d: project id %q is no folder name", m.ID, p)
+		return "", fmt.Errorf("project id %q is no folder name", p)
+	}
+	if strings.ContainsAny(name, `/\`) || strings.HasPrefix(name, ".") {
+		return "", fmt.Errorf("%q is no file name", name)
 	}
 	dir := filepath.Join(r.o.MessageDir, p)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("write message %d: %w", m.ID, err)
+		return "", err
 	}
-	name := strconv.FormatInt(m.ID, 10) + ".txt"
 	path := filepath.Join(dir, name)
-	if err := statedir.WriteFileAtomic(path, []byte(m.Text), 0o600); err != nil {
-		return "", fmt.Errorf("write message %d: %w", m.ID, err)
+	if err := statedir.WriteFileAtomic(path, []byte(text), 0o600); err != nil {
+		return "", err
 	}
 	if err := pruneSpill(dir, name, time.Now()); err != nil {
 		r.log.Warn("prune the files of oversize messages", "dir", dir, "err", err)
 	}
 	return path, nil
+}
+
+// capAnswer returns text, the final text of a turn that answers request
+// id of project p, as the answer may hold it: whole up to
+// MaxMessageBytes (its outcome is a message too); past it, a notice that
+// states the cut and where the whole text is, then its first
+// excerptBytes. The whole text is kept as an oversize message's is, in
+// Options.MessageDir/<project>/<request>.txt.
+func (r *Runtime) capAnswer(p troupe.ProjectID, id troupe.RequestID, text string) string {
+	if len(text) <= MaxMessageBytes {
+		return text
+	}
+	path, err := r.spillText(p, string(id)+".txt", text)
+	if err != nil {
+		r.log.Warn("keep an oversize answer", "request", id, "err", err)
+	}
+	head := excerptBytes
+	for head > 0 && !utf8.RuneStart(text[head]) {
+		head--
+	}
+	s := fmt.Sprintf("[troupe: this answer is %s, more than a message may hold (%s): its first %s follow, cut there;",
+		sizeText(len(text)), sizeText(MaxMessageBytes), sizeText(head))
+	switch {
+	case path != "":
+		s += " the whole text is in the file " + path + "]"
+	case err != nil:
+		s += " the rest could not be kept (" + err.Error() + ")]"
+	default:
+		s += " the rest is not kept]"
+	}
+	return s + "\n" + text[:head]
+}
+
+// forgetSpill removes the files of a removed project's oversize messages
+// (its messages go from the store too, by the retention rule).
+func (r *Runtime) forgetSpill(p troupe.ProjectID) {
+	if r.o.MessageDir == "" || p == "" || p == "." || p == ".." || strings.ContainsAny(string(p), `/\`) {
+		return
+	}
+	if err := os.RemoveAll(filepath.Join(r.o.MessageDir, string(p))); err != nil {
+		r.log.Warn("remove the files of a removed project's oversize messages", "project", p, "err", err)
+	}
 }
 
 // pruneSpill removes from dir the files older than spillKeep, then the

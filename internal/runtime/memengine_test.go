@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 // (no I/O), so a synctest bubble can advance time through them.
 //
 //	answer TEXT                  end the turn with TEXT
+//	big N                        end the turn with N bytes of "é"
 //	work DUR every STEP line|chunk then TEXT   output every STEP for DUR
 //	                             (then hang: no end of turn at all)
 //	silent DUR then TEXT         no output for DUR
@@ -44,6 +46,8 @@ import (
 type memEngine struct {
 	mu        sync.Mutex // guards the fields below
 	starts    int
+	live      int // sessions started and not closed
+	peak      int // the most live at once
 	specs     []engine.StartSpec
 	inputs    []engine.Input
 	decisions []engine.Decision // what Approve returned to perm scripts
@@ -79,6 +83,8 @@ func (e *memEngine) Check(troupe.AgentSpec) error { return nil }
 func (e *memEngine) Start(ctx context.Context, spec engine.StartSpec) (engine.Session, error) {
 	e.mu.Lock()
 	e.starts++
+	e.live++
+	e.peak = max(e.peak, e.live)
 	e.specs = append(e.specs, spec)
 	e.mu.Unlock()
 	// Options["start_delay"]: the session takes that long to start (a slow
@@ -89,6 +95,9 @@ func (e *memEngine) Start(ctx context.Context, spec engine.StartSpec) (engine.Se
 		select {
 		case <-t.C:
 		case <-ctx.Done():
+			e.mu.Lock()
+			e.live--
+			e.mu.Unlock()
 			return nil, context.Cause(ctx)
 		}
 	}
@@ -126,6 +135,13 @@ func (t *memTerminal) set(on bool) {
 	t.mu.Lock()
 	t.attached = on
 	t.mu.Unlock()
+}
+
+// Peak is the most sessions that were live at once.
+func (e *memEngine) Peak() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.peak
 }
 
 func (e *memEngine) Specs() []engine.StartSpec {
@@ -204,7 +220,12 @@ func (s *memSession) Err() error {
 }
 
 func (s *memSession) Close(context.Context) error {
-	s.once.Do(func() { close(s.closed) })
+	s.once.Do(func() {
+		close(s.closed)
+		s.e.mu.Lock()
+		s.e.live--
+		s.e.mu.Unlock()
+	})
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -277,6 +298,9 @@ func (s *memSession) play(in engine.Input) {
 	end := func(out string) { s.emit(engine.Event{Kind: engine.EventTurnEnd, Turn: in.Turn, Text: out}) }
 	f := strings.Fields(text)
 	switch {
+	case len(f) == 2 && f[0] == "big":
+		n, _ := strconv.Atoi(f[1])
+		end(strings.Repeat("é", n/2))
 	case len(f) >= 2 && f[0] == "answer":
 		end(strings.TrimPrefix(text, "answer "))
 	case len(f) >= 2 && f[0] == "fail":

@@ -111,6 +111,10 @@ type Options struct {
 	// Stat looks at a project's folder before a session starts there; nil:
 	// os.Stat. Tests set it to make folders vanish.
 	Stat func(name string) (fs.FileInfo, error)
+	// MaxSessions bounds the agent sessions live at once (each an engine
+	// process); the others wait for a slot (slots.go). 0:
+	// DefaultMaxSessions.
+	MaxSessions int
 }
 
 // Runtime runs the agents of every project.
@@ -129,8 +133,9 @@ type Runtime struct {
 	wg      sync.WaitGroup // actors and watchdogs
 	stopped bool
 
-	perms permTable // permission requests waiting on the person; its own lock
-	waits waitGraph // who waits on whom, per project (C13); its own lock
+	perms permTable     // permission requests waiting on the person; its own lock
+	waits waitGraph     // who waits on whom, per project (C13); its own lock
+	slots *sessionSlots // its own lock
 }
 
 // New returns a runtime; call Run to start it.
@@ -159,8 +164,11 @@ func New(o Options) *Runtime {
 	if o.TurnBytes <= 0 {
 		o.TurnBytes = DefaultTurnBytes
 	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
 	r := &Runtime{o: o, log: o.Logger, hub: o.Hub, actors: map[troupe.RuntimeKey]*actor{},
-		waiters: map[troupe.RequestID]waiter{}, perms: newPermTable(), waits: newWaitGraph()}
+		waiters: map[troupe.RequestID]waiter{}, perms: newPermTable(), waits: newWaitGraph(), slots: newSessionSlots(o.MaxSessions)}
 	r.tools = tool.NewCatalog(r.ownTools(), o.Tools)
 	if o.Journal != nil {
 		r.jw = journal.NewWriter(journal.WriterOptions{Store: o.Journal, Logger: o.Logger})
@@ -318,6 +326,7 @@ func (r *Runtime) ProjectRemoved(p troupe.ProjectID) {
 	if err := r.o.Store.ExpireProject(context.Background(), p, "project removed"); err != nil {
 		r.log.Error("expire project", "project", p, "err", err)
 	}
+	r.forgetSpill(p)
 	// Asks of the project are failed in the store; wake their waiters.
 	r.waits.forget(p)
 	r.mu.Lock()
@@ -337,6 +346,9 @@ func (r *Runtime) Send(ctx context.Context, to troupe.RuntimeKey, from troupe.Ag
 	}
 	if strings.TrimSpace(text) == "" {
 		return troupe.Message{}, fmt.Errorf("send to %s: %w", to.Agent, &troupe.FieldError{Field: "text", Msg: "empty: write the message"})
+	}
+	if err := checkSize("text", text); err != nil {
+		return troupe.Message{}, fmt.Errorf("send to %s: %w", to.Agent, err)
 	}
 	m, err := r.o.Store.Append(ctx, troupe.Message{Project: to.Project, To: to.Agent, From: from, Kind: kind, Text: text})
 	if err != nil {
@@ -370,6 +382,12 @@ func (r *Runtime) publish(k troupe.RuntimeKey, p events.Payload) {
 // inbox.Store.Conversation).
 func (r *Runtime) Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page) ([]troupe.Message, error) {
 	return r.o.Store.Conversation(ctx, p, q)
+}
+
+// MessageText returns a message of project p with the part of its text
+// that starts at byte offset (see inbox.Store.Text).
+func (r *Runtime) MessageText(ctx context.Context, p troupe.ProjectID, id int64, offset int) (troupe.Message, error) {
+	return r.o.Store.Text(ctx, p, id, offset)
 }
 
 func newID(prefix string) string {

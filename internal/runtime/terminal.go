@@ -38,9 +38,11 @@ func (r *Runtime) Terminal(ctx context.Context, k troupe.RuntimeKey) (engine.Ter
 			if a.folderGone(dir) {
 				return fmt.Errorf("attach to %s: its project folder %s is gone: %w", a.key.Agent, dir, troupe.ErrConflict)
 			}
-			a.setState(troupe.StateStarting, "")
 			var err error
-			if s, err = a.start(ctx, spec, dir); err != nil {
+			if s, err = a.start(ctx, spec, dir); errors.Is(err, errNoSlot) {
+				a.stopWaiting()
+				return fmt.Errorf("attach to %s: %s: try again when another agent's session stops: %w", a.key.Agent, a.rt.slots.slotReason(), troupe.ErrConflict)
+			} else if err != nil {
 				a.setState(troupe.StateFailed, err.Error())
 				return err
 			}

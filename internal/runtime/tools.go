@@ -211,6 +211,9 @@ func (r *Runtime) listTool(_ context.Context, c tool.Caller, args json.RawMessag
 
 // Reply answers, with text, the ask that k's current turn is handling.
 func (r *Runtime) Reply(ctx context.Context, k troupe.RuntimeKey, text string) error {
+	if err := checkSize("text", text); err != nil {
+		return fmt.Errorf("reply: %w", err)
+	}
 	a := r.actor(k)
 	var t *turn
 	if a != nil {

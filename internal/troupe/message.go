@@ -61,6 +61,11 @@ type Message struct {
 	Redelivered bool         `json:"redelivered,omitempty"` // was in a turn when the daemon died (C6)
 	CreatedAt   time.Time    `json:"created_at"`
 	DoneAt      time.Time    `json:"done_at,omitzero"`
+	// Clipped says Text is only part of the message's text, whose whole
+	// length in bytes is Size: a conversation page clips long messages,
+	// and a message is read whole a part at a time (inbox.Store.Text).
+	Clipped bool `json:"clipped,omitempty"`
+	Size    int  `json:"size,omitempty"`
 }
 
 // Key is the RuntimeKey of the message's recipient.

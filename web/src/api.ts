@@ -8,7 +8,10 @@ export interface Agent { project: string; name: string; engine: string; model?: 
 export interface Message {
   id: number; project: string; to: string; from: string; kind: string; text: string; request?: string;
   state: string; reason?: string; turn?: string; redelivered?: boolean; created_at: string; done_at?: string;
+  /** clipped: text is the first 64 KB of size bytes (a page clips long texts); wholeText reads it all. */
+  clipped?: boolean; size?: number;
 }
+export interface MessageText { message: Message; offset: number; next?: number }
 export interface MessagePage { messages: Message[]; before?: number; after?: number }
 export interface Request { id: string; state: string; answer?: string; error?: string; to?: string }
 export interface Task {
@@ -75,5 +78,16 @@ export async function permissionInput(id: string): Promise<string> {
     out += pg.input;
     bytes += enc.encode(pg.input).length;
     if (!pg.input || bytes >= pg.size) return out;
+  }
+}
+
+/** wholeText reads message id's text whole, a part (at most 1 MB) at a time. */
+export async function wholeText(project: string, id: number): Promise<string> {
+  let text = "";
+  for (let off = 0; ;) {
+    const t = await call<MessageText>("GET", `${projectPath(project)}/messages/${id}?offset=${off}`);
+    text += t.message.text;
+    if (!t.next || t.next <= off) return text;
+    off = t.next;
   }
 }

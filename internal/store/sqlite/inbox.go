@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -188,11 +190,25 @@ const pendingQuery = `SELECT ` + messageCols + ` FROM messages
 // (project, to_agent, state, id), read in id order and cut by LIMIT, so
 // its cost grows with limit, not with the queue.
 func (db *DB) Pending(ctx context.Context, k troupe.RuntimeKey, limit int) ([]troupe.Message, error) {
+	budget := inbox.MaxPendingBytes
 	if limit <= 0 {
-		limit = -1 // SQLite: no limit
+		limit, budget = -1, math.MaxInt // SQLite: no limit
 	}
-	ms, err := queryMessages(ctx, db.r, pendingQuery, string(k.Project), string(k.Agent), limit)
+	rows, err := db.r.QueryContext(ctx, pendingQuery, string(k.Project), string(k.Agent), limit)
 	if err != nil {
+		return nil, fmt.Errorf("read inbox %s: %w", k, err)
+	}
+	defer rows.Close()
+	var ms []troupe.Message
+	for size := 0; size < budget && rows.Next(); {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, fmt.Errorf("read inbox %s: %w", k, err)
+		}
+		ms = append(ms, m)
+		size += len(m.Text)
+	}
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read inbox %s: %w", k, err)
 	}
 	return ms, nil
@@ -314,9 +330,13 @@ func (db *DB) Recover(ctx context.Context) ([]troupe.RuntimeKey, error) {
 // for at most a page and the two merged (a UNION, which also keeps a
 // message to oneself once), so a page costs the same at any history size.
 // TestConversationQueryPlans holds them to it.
+//
+// A text is read clipped by SQLite (pageCols), never whole into Go, and
+// the rows stop once the page is full (inbox.Fill): a page costs at most
+// inbox.MaxPageBytes of memory whatever the messages hold.
 func (db *DB) Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page) ([]troupe.Message, error) {
 	query, args := conversationQuery(p, q)
-	ms, err := queryMessages(ctx, db.r, query, args...)
+	ms, err := queryPage(ctx, db.r, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read conversation %s: %w", p, err)
 	}
@@ -324,6 +344,69 @@ func (db *DB) Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page
 		slices.Reverse(ms)
 	}
 	return ms, nil
+}
+
+// pageCols are messageCols with the text clipped in SQL at a few bytes
+// over inbox.ClipBytes (inbox.Clip cuts it at a character boundary), and
+// then the whole text's length in bytes.
+var pageCols = strings.Replace(messageCols, "text,",
+	fmt.Sprintf("coalesce(CAST(substr(CAST(text AS BLOB), 1, %d) AS TEXT), ''),", inbox.ClipBytes+utf8.UTFMax), 1) +
+	", octet_length(text)"
+
+// queryPage runs a query selecting pageCols, from the end its page is
+// read from, until the page is full.
+func queryPage(ctx context.Context, db *sql.DB, query string, args ...any) ([]troupe.Message, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var (
+		ms   []troupe.Message
+		fill inbox.Fill
+	)
+	for rows.Next() {
+		var (
+			m       troupe.Message
+			created int64
+			done    sql.NullInt64
+			size    int
+		)
+		if err := rows.Scan(&m.ID, &m.Project, &m.To, &m.From, &m.Kind, &m.Text, &m.Request,
+			&m.State, &m.Reason, &m.Turn, &m.Redelivered, &created, &done, &size); err != nil {
+			return nil, err
+		}
+		m.CreatedAt, m.DoneAt = fromNanos(created), fromNullNanos(done)
+		if !fill.Take(&m, size) {
+			break
+		}
+		ms = append(ms, m)
+	}
+	return ms, rows.Err()
+}
+
+// Text implements inbox.Store, reading only the part asked for (and a few
+// bytes more, to end it at a character boundary).
+func (db *DB) Text(ctx context.Context, p troupe.ProjectID, id int64, offset int) (troupe.Message, error) {
+	var (
+		m       troupe.Message
+		created int64
+		done    sql.NullInt64
+		size    int
+	)
+	cols := strings.Replace(messageCols, "text,", "coalesce(CAST(substr(CAST(text AS BLOB), ?3, ?4) AS TEXT), ''),", 1)
+	err := db.r.QueryRowContext(ctx, `SELECT `+cols+`, octet_length(text) FROM messages WHERE project = ?1 AND id = ?2`,
+		string(p), id, max(offset, 0)+1, inbox.MaxTextBytes+utf8.UTFMax).Scan(
+		&m.ID, &m.Project, &m.To, &m.From, &m.Kind, &m.Text, &m.Request,
+		&m.State, &m.Reason, &m.Turn, &m.Redelivered, &created, &done, &size)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = troupe.ErrNotFound
+	}
+	if err != nil {
+		return troupe.Message{}, fmt.Errorf("read message %d: %w", id, err)
+	}
+	m.CreatedAt, m.DoneAt = fromNanos(created), fromNullNanos(done)
+	return inbox.Part(m, m.Text, offset, size)
 }
 
 // conversationQuery is the statement Conversation runs for q, and its
@@ -339,12 +422,12 @@ func conversationQuery(p troupe.ProjectID, q inbox.Page) (string, []any) {
 	}
 	args := []any{string(p), q.After, before, q.Size(), string(q.Agent)}
 	if q.Agent == "" {
-		return `SELECT ` + messageCols + ` FROM messages INDEXED BY messages_project
+		return `SELECT ` + pageCols + ` FROM messages INDEXED BY messages_project
 			WHERE project = ?1 AND id > ?2 AND id < ?3
 			ORDER BY id ` + order + ` LIMIT ?4`, args[:4]
 	}
 	side := func(index, where string) string {
-		return `SELECT * FROM (SELECT ` + messageCols + ` FROM messages INDEXED BY ` + index + `
+		return `SELECT * FROM (SELECT ` + pageCols + ` FROM messages INDEXED BY ` + index + `
 			WHERE project = ?1 AND ` + where + ` AND id > ?2 AND id < ?3
 			ORDER BY id ` + order + ` LIMIT ?4)`
 	}
@@ -544,4 +627,56 @@ func (db *DB) ExpireProject(ctx context.Context, p troupe.ProjectID, reason stri
 		return fmt.Errorf("expire project %s: %w", p, err)
 	}
 	return nil
+}
+
+// Prune applies r at now (see inbox.Retention) in one transaction: every
+// message of a project not in live created before now, and of the live
+// ones what r lets go; the requests of the messages it deletes go with
+// them, and a task's link to its completion message is cleared. The
+// message of a pending request is kept. It returns how many messages it
+// deleted. The freed pages are reused by later writes; the file does not
+// shrink.
+func (db *DB) Prune(ctx context.Context, live []troupe.ProjectID, r inbox.Retention, now time.Time) (int64, error) {
+	ids := make([]string, len(live))
+	for i, p := range live {
+		ids[i] = string(p)
+	}
+	list, _ := json.Marshal(ids)
+	at, _ := toNanos(now)
+	old, _ := toNanos(now.Add(-r.Age))
+	var n int64
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		for _, st := range []struct {
+			sql  string
+			args []any
+		}{
+			{`CREATE TEMP TABLE IF NOT EXISTS doomed (id INTEGER PRIMARY KEY)`, nil},
+			{`DELETE FROM temp.doomed`, nil},
+			{`INSERT INTO temp.doomed SELECT id FROM messages
+				WHERE project NOT IN (SELECT value FROM json_each(?)) AND created_at < ?`, []any{string(list), at}},
+			{`INSERT OR IGNORE INTO temp.doomed SELECT id FROM (
+				SELECT id, state, created_at, row_number() OVER w AS n, sum(octet_length(text)) OVER w AS total
+				FROM messages WHERE project IN (SELECT value FROM json_each(?))
+				WINDOW w AS (PARTITION BY project ORDER BY id DESC))
+				WHERE state NOT IN ('queued', 'in_turn') AND (n > ? OR total > ? OR created_at < ?)`,
+				[]any{string(list), r.Messages, r.Bytes, old}},
+			{`DELETE FROM temp.doomed WHERE id IN (SELECT message_id FROM requests WHERE state = 'pending')`, nil},
+			{`DELETE FROM requests WHERE message_id IN (SELECT id FROM temp.doomed)`, nil},
+			{`UPDATE tasks SET message_id = NULL WHERE message_id IN (SELECT id FROM temp.doomed)`, nil},
+		} {
+			if _, err := tx.ExecContext(ctx, st.sql, st.args...); err != nil {
+				return err
+			}
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE id IN (SELECT id FROM temp.doomed)`)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune messages: %w", err)
+	}
+	return n, nil
 }

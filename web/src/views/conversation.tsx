@@ -5,7 +5,7 @@ import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { registerView } from "../router";
 import { app, dismissCard, loadOlder, recipient, setConvAgent, setRecipient, talk, trimConversation, useApp } from "../store";
 import { clock, visible } from "../format";
-import type { Message } from "../api";
+import { wholeText, type Message } from "../api";
 
 function MessageRow({ m }: { m: Message }) {
   const mine = m.from === "@person";
@@ -16,8 +16,29 @@ function MessageRow({ m }: { m: Message }) {
         {m.redelivered ? " (redelivered)" : ""}{m.reason ? `: ${visible(m.reason)}` : ""}
         <time dateTime={m.created_at} title={m.created_at}>{clock(m.created_at)}</time>
       </div>
-      <div class="text">{visible(m.text)}</div>
+      <MessageText m={m} />
     </li>
+  );
+}
+
+// MessageText is a message's text; a text the page clipped says so, with
+// a "show all" link that reads it whole.
+function MessageText({ m }: { m: Message }) {
+  const [whole, setWhole] = useState<string | null>(null);
+  const [err, setErr] = useState("");
+  if (!m.clipped || whole !== null) return <div class="text">{visible(whole ?? m.text)}</div>;
+  const show = (e: Event) => {
+    e.preventDefault();
+    wholeText(m.project, m.id).then(setWhole, (x: Error) => setErr(x.message));
+  };
+  return (
+    <div class="text">
+      {visible(m.text)}…
+      <p class="note clipped">
+        clipped: the whole message is {(m.size || 0).toLocaleString()} bytes · <a href="#" class="show-all" onClick={show}>show all</a>
+        {err && ` (${err})`}
+      </p>
+    </div>
   );
 }
 
