@@ -312,7 +312,7 @@ func BenchmarkMCPListAgents(b *testing.B) {
 }
 
 // BenchmarkMCPAskRoundTrip: the design's orchestration overhead of an ask
-// through MCP (design.md §8): the go-sdk client, holding the lead's token,
+// through MCP (docs/TARGETS.md): the go-sdk client, holding the lead's token,
 // calls ask_agent; the researcher (a warm fake agent that answers at once)
 // answers; SQLite with fsync on, as in the daemon.
 func BenchmarkMCPAskRoundTrip(b *testing.B) {
