@@ -27,7 +27,7 @@ import (
 //   - BenchmarkClaudeProcessPerTurn: what a tool that starts a CLI per turn
 //     pays: `claude -p … --output-format json` run to its end, same model.
 //
-// The ratio of the two medians is the warm-turn gain (design.md §8).
+// The ratio of the two medians is the warm-turn gain (docs/TARGETS.md).
 
 func BenchmarkClaudeWarmTurn(b *testing.B) {
 	r := newClaudeRig(b, "2m")

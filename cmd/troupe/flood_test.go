@@ -207,7 +207,7 @@ func TestC14_BinaryLongQueueIsDeliveredInBoundedTurns(t *testing.T) {
 		t.Errorf("%d turns, want at least %d", len(turns), want)
 	}
 	if peak > 150<<10 {
-		t.Errorf("daemon peak RSS %d MB while draining, want ≤ 150 MB (design.md §8)", peak>>10)
+		t.Errorf("daemon peak RSS %d MB while draining, want ≤ 150 MB (docs/TARGETS.md)", peak>>10)
 	}
 	if err := f.d.stop(syscall.SIGTERM); err != nil {
 		t.Errorf("stop: %v", err)

@@ -1,7 +1,7 @@
 // Command benchreport reads the output of `go test -bench` (bench.out, as
 // `make bench` writes it) and prints each figure — the median over the runs
 // of a benchmark, with the range — beside its target from BENCHMARKS.md and
-// design.md §8, PASS or OVER, then the big/small ratios of the benchmarks
+// docs/TARGETS.md, PASS or OVER, then the big/small ratios of the benchmarks
 // run at two sizes.
 //
 // A target is met (PASS) only when every run meets it, so three runs in a
@@ -31,7 +31,7 @@ type target struct {
 	note   string
 }
 
-// targets are BENCHMARKS.md's table (design.md §8).
+// targets are BENCHMARKS.md's table (docs/TARGETS.md).
 var targets = []target{
 	{bench: "cmd/troupe BenchmarkStartup", metric: "p50-ms", value: 200},
 	{bench: "cmd/troupe BenchmarkIdleAgentsThreadsAndMemory/agents=200", metric: "cpu-%", value: 1, note: "~0 %"},

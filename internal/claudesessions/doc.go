@@ -1,7 +1,7 @@
 // Package claudesessions knows the Claude Code sessions of this machine:
 // an index of the transcripts under <config>/projects/*/*.jsonl, their
 // liveness read from the CLI's registry <config>/sessions/<pid>.json, and
-// the resume policy (contracts C8, C9 of the design).
+// the resume policy (contracts C8, C9 in docs/CONTRACTS.md).
 //
 //   - Index (index.go) keeps one summary per transcript file: the session
 //     id, its original cwd (read inside the transcript, never decoded from

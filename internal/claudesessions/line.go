@@ -25,7 +25,8 @@ const (
 )
 
 // knownTypes maps the top-level line types seen in transcripts of the
-// pinned CLI (claude-code.md §8) and of older versions to their Kind.
+// pinned CLI (docs/engines/claude-code.md, "Transcripts") and of older
+// versions to their Kind.
 var knownTypes = map[string]Kind{
 	"user":                  KindUser,
 	"assistant":             KindAssistant,

@@ -16,8 +16,8 @@ import (
 )
 
 // RegistryFile is one <config>/sessions/<pid>.json as the CLI writes it
-// (claude-code.md §11). Status, WaitingFor and UpdatedAt are absent before
-// 2.1.3xx; PIDDomain too.
+// (docs/engines/claude-code.md, "Session registry"). Status, WaitingFor
+// and UpdatedAt are absent before 2.1.3xx; PIDDomain too.
 type RegistryFile struct {
 	PID        int    `json:"pid"`
 	SessionID  string `json:"sessionId"`

@@ -104,8 +104,8 @@ type engine struct {
 }
 
 // The engines, in the order the report lists them. Versions and login
-// facts are from shared/engines/claude-code.md §1, §3, §12 and
-// codex-opencode.md §0.
+// facts are in docs/engines/claude-code.md and docs/engines/codex-opencode.md
+// ("Install and versions", "Environment", "Config files").
 var engines = []engine{
 	{name: "claude", cli: "claude", tested: "2.1.328",
 		install: "install with: npm install -g @anthropic-ai/claude-code@2.1.328", login: claudeLogin},

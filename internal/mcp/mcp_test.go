@@ -311,8 +311,8 @@ func BenchmarkMCPListAgents(b *testing.B) {
 	b.ReportMetric(float64(ds[len(ds)*99/100].Microseconds())/1000, "p99-ms")
 }
 
-// BenchmarkMCPAskRoundTrip: the design's orchestration overhead of an ask
-// through MCP (design.md §8): the go-sdk client, holding the lead's token,
+// BenchmarkMCPAskRoundTrip: the target orchestration overhead of an ask
+// through MCP (docs/TARGETS.md): the go-sdk client, holding the lead's token,
 // calls ask_agent; the researcher (a warm fake agent that answers at once)
 // answers; SQLite with fsync on, as in the daemon.
 func BenchmarkMCPAskRoundTrip(b *testing.B) {

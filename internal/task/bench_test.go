@@ -9,8 +9,8 @@ import (
 )
 
 // BenchmarkTaskExitToNotify measures the latency from a job's exit (the
-// end time its supervisor records) to the owner's notification (design.md
-// §8: task exit → owner woken, p99 ≤ 50 ms; peers poll at 0.5–60 s). The
+// end time its supervisor records) to the owner's notification
+// (docs/TARGETS.md: task exit → owner woken, p99 ≤ 50 ms). The
 // path: supervisor writes status.json (fsync, rename, fsync) and exits →
 // pidfd readable → watcher reaps, reads the status and the output tail →
 // CompleteTask → Notify.

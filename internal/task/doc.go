@@ -1,6 +1,6 @@
 // Package task runs background shell jobs for an agent (or the person) and
-// tells the owner when they end: the "run_in_background" tool of design.md
-// §1 and the task half of contracts C1, C6 and C11.
+// tells the owner when they end: the "run_in_background" tool of the agents
+// and the task half of contracts C1, C6 and C11 (docs/CONTRACTS.md).
 //
 // # Job
 //

@@ -18,10 +18,10 @@ import (
 )
 
 // synthStream is a deterministic TUI-like stream of about size bytes at
-// 120×40: what agent TUIs send (§10 of the Claude Code notes): absolute
-// and relative cursor moves, line erases, 256-colour SGR, wide characters,
-// box drawing, OSC 0 titles and OSC 8 hyperlinks, spinner updates, and
-// output that scrolls.
+// 120×40: what agent TUIs send (docs/engines/claude-code.md, "Terminal
+// UI"): absolute and relative cursor moves, line erases, 256-colour SGR,
+// wide characters, box drawing, OSC 0 titles and OSC 8 hyperlinks, spinner
+// updates, and output that scrolls.
 func synthStream(size int) []byte {
 	r := rand.New(rand.NewPCG(1, 2))
 	words := []string{"agent", "troupe", "build", "green", "test", "ask", "reply", "task", "memory", "diff",

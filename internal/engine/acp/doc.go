@@ -2,8 +2,9 @@
 // (ACP: JSON-RPC 2.0, one message a line, on the agent's stdin and stdout):
 // engine = "acp" runs the agent's command and args; engine = "opencode"
 // runs `opencode acp` (command replaces opencode) with OpenCode's settings
-// passed (env.go). See /work/shared/engines/codex-opencode.md §3.7, §9 for
-// the measured behaviour of OpenCode this package relies on.
+// passed (env.go). See docs/engines/codex-opencode.md ("OpenCode: ACP",
+// "troupe's MCP endpoint from each CLI") for the measured behaviour of
+// OpenCode this package relies on.
 //
 // Flow: initialize (protocol version 1; no file system or terminal offered:
 // troupe serves neither), then session/load of StartSpec.Resume when the

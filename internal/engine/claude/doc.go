@@ -1,7 +1,7 @@
 // Package claude is the engine of agents with engine = "claude": one
 // long-lived Claude Code process per agent session, driven in headless
 // stream-json mode (`claude -p --input-format stream-json --output-format
-// stream-json --verbose`). See /work/shared/engines/claude-code.md for the
+// stream-json --verbose`). See docs/engines/claude-code.md for the
 // measured behaviour of the CLI this package relies on.
 //
 // A turn is one user line on the CLI's stdin (engine.Render of the turn's

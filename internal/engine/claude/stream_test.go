@@ -246,7 +246,8 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// The lines troupe writes have the shapes of the notes (§5) and fixture 18.
+// The lines troupe writes have the shapes of docs/engines/claude-code.md
+// ("Stream-json input") and fixture 18.
 func TestInputLines(t *testing.T) {
 	b, err := userInput("hello \"there\"\nsecond line")
 	if err != nil {

@@ -23,7 +23,8 @@ import (
 )
 
 // Terminal mode (mode = "terminal"): Claude Code's own TUI on a PTY. Facts
-// in /work/shared/engines/claude-code.md §8, §10, §11.
+// in docs/engines/claude-code.md ("Transcripts", "Terminal UI", "Session
+// registry").
 
 // tuiPoll is how often the TUI driver reads the session's registry file
 // and transcript between outputs.
@@ -117,7 +118,7 @@ func configDir(env []string) string {
 // MungePath is the folder name Claude Code gives a working directory under
 // projects/: every UTF-16 code unit that is not [A-Za-z0-9] becomes "-";
 // a result longer than 200 is cut to 200 and "-" plus the base-36 djb2
-// hash of the path is appended (§8).
+// hash of the path is appended (docs/engines/claude-code.md, "Transcripts").
 func MungePath(path string) string {
 	units := utf16.Encode([]rune(path))
 	b := make([]byte, len(units))
@@ -142,8 +143,9 @@ func MungePath(path string) string {
 }
 
 // tuiDriver reads Claude Code's TUI: dialogs from its screen, busy and
-// idle from its registry file's status (§11), the end of a turn and its
-// answer from its transcript (§8).
+// idle from its registry file's status, the end of a turn and its answer
+// from its transcript (docs/engines/claude-code.md, "Session registry",
+// "Transcripts").
 type tuiDriver struct {
 	cfg        string
 	sessionID  string
@@ -193,15 +195,16 @@ func (d *tuiDriver) TakeOutput() []string {
 }
 func (d *tuiDriver) InterruptKeys() []byte { return []byte{0x1b} }
 
-// Quit types /exit then Enter (§10.8); the escalation follows if it does
-// not exit.
+// Quit types /exit then Enter (docs/engines/claude-code.md, "Quitting");
+// the escalation follows if it does not exit.
 func (d *tuiDriver) Quit(ctx context.Context, w terminal.Writer) {
 	_ = w.Write(ctx, []byte{0x15}) // Ctrl-U: an empty input line first
 	_ = w.Write(ctx, []byte("/exit"))
 	_ = w.Write(ctx, []byte("\r"))
 }
 
-// Known dialogs (§10): the option troupe selects, whatever the default.
+// Known dialogs (docs/engines/claude-code.md, "Dialogs"): the option troupe
+// selects, whatever the default.
 var tuiDialogs = []struct {
 	marks  []string // all shown
 	choose string
@@ -292,7 +295,7 @@ type registryEntry struct {
 }
 
 // readRegistry finds the session's registry file (by its sessionId, with
-// the process alive: pid and procStart agree, §11) and reads its status.
+// the process alive: pid and procStart agree, C8) and reads its status.
 func (d *tuiDriver) readRegistry() {
 	if d.regFile != "" {
 		if e, ok := readEntry(d.regFile); ok && e.SessionID == d.sessionID && e.PID == d.regPID {

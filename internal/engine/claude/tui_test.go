@@ -49,7 +49,7 @@ func (r *rig) startTUI(t *testing.T, a troupe.AgentSpec, spec engine.StartSpec) 
 	t.Helper()
 	a.Mode = troupe.ModeTerminal
 	if a.PermissionMode == "" {
-		a.PermissionMode = "acceptEdits" // not the TUI's auto mode and its classifier (§10.6)
+		a.PermissionMode = "acceptEdits" // not the TUI's auto mode and its classifier (docs/engines/claude-code.md)
 	}
 	if a.Name == "" {
 		a.Name = "agent"

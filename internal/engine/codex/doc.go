@@ -1,8 +1,8 @@
 // Package codex is the engine of agents with engine = "codex": one
 // long-lived `codex app-server` process per agent session, driven over its
 // stdio JSON-RPC protocol (newline-delimited). See
-// /work/shared/engines/codex-opencode.md (§2) for the measured behaviour of
-// the CLI this package relies on.
+// docs/engines/codex-opencode.md ("Codex: configuration", "Codex:
+// app-server") for the measured behaviour of the CLI this package relies on.
 //
 // The session starts with `initialize`/`initialized`, then `thread/start`
 // (a new conversation) or `thread/resume` (StartSpec.Resume, the thread id

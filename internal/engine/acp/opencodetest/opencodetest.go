@@ -2,8 +2,8 @@
 // offline over ACP: it finds the binary (Bin) and builds an isolated HOME
 // with XDG dirs, a config that points OpenCode at a fake model's
 // OpenAI-compatible /v1 as its only provider, and the offline environment
-// (Env). The facts behind it are in /work/shared/engines/codex-opencode.md
-// (§3.1, §6, §7).
+// (Env). The facts behind it are in docs/engines/codex-opencode.md
+// ("OpenCode: configuration", "Network", "Driving the real CLIs in tests").
 //
 // It has no goroutines. Who may import: tests only.
 package opencodetest
@@ -58,8 +58,9 @@ func Config(modelURL string, permission map[string]any) map[string]any {
 
 // Env makes an isolated HOME (with XDG dirs under it) and the config file,
 // and returns the offline environment of a CLI under test: 0 DNS lookups
-// (§6): no models.dev fetch, no autoupdate, no LSP download, no default
-// plugins, no sharing, and npm's registry on the fake (a 404).
+// (docs/engines/codex-opencode.md, "Network"): no models.dev fetch, no
+// autoupdate, no LSP download, no default plugins, no sharing, and npm's
+// registry on the fake (a 404).
 func Env(t testing.TB, modelURL string, permission map[string]any) []string {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")

@@ -2,8 +2,8 @@
 // offline: it finds the binary (Bin), makes an isolated HOME pre-seeded as
 // the CLI wants it (Home), and builds the offline environment that points
 // the CLI at a fake model on 127.0.0.1 and keeps it from every other host
-// (Env, Setenv). The facts behind it are in
-// /work/shared/engines/claude-code.md (§3, §12, §15).
+// (Env, Setenv). The facts behind it are in docs/engines/claude-code.md
+// ("Environment", "Config files", "Driving the real CLI in tests").
 //
 // It has no goroutines. Who may import: tests only (of internal/engine/claude,
 // internal/claudesessions, and the binary tests of cmd/troupe).
@@ -29,9 +29,10 @@ func Bin(t testing.TB) string {
 	return enginetest.PinnedCLI(t, EnvBin, "node_modules/.bin/claude of an install of @anthropic-ai/claude-code@2.1.328")
 }
 
-// Home makes an isolated HOME for one test, pre-seeded (§12) so the CLI
-// never stops at onboarding, the API-key dialog or the trust dialog of
-// dirs (each resolved through symlinks, as the CLI keys them).
+// Home makes an isolated HOME for one test, pre-seeded
+// (docs/engines/claude-code.md, "Config files") so the CLI never stops at
+// onboarding, the API-key dialog or the trust dialog of dirs (each resolved
+// through symlinks, as the CLI keys them).
 func Home(t testing.TB, dirs ...string) string {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "home")
@@ -71,7 +72,8 @@ const APIKey = "test"
 
 // Env is the offline environment of a CLI under test, as KEY=VALUE
 // entries: HOME, PATH and TERM, the fake model's URL with a test key, and
-// the variables that stop every other traffic (§3): no telemetry, no
+// the variables that stop every other traffic (docs/engines/claude-code.md,
+// "Environment"): no telemetry, no
 // auto-update, no plugin marketplace, no retries, IS_SANDBOX (tests run as
 // root), and a private CLAUDE_CODE_TMPDIR (its socket folder), short enough
 // for a socket path and removed at the end of the test.

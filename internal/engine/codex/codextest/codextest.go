@@ -2,8 +2,8 @@
 // it finds the binary (Bin) and makes an isolated CODEX_HOME whose
 // config.toml points the model provider at a fake model on 127.0.0.1 and
 // turns off every other traffic, with the environment that goes with it
-// (Env). The facts behind it are in /work/shared/engines/codex-opencode.md
-// (§2.1, §6, §7).
+// (Env). The facts behind it are in docs/engines/codex-opencode.md
+// ("Codex: configuration", "Network", "Driving the real CLIs in tests").
 //
 // It has no goroutines. Who may import: tests only.
 package codextest
@@ -33,7 +33,8 @@ const APIKey = "test"
 // Config is the config.toml of a test's CODEX_HOME for a fake model at
 // modelURL (no /v1): the provider "fake" (Responses API, no retries, so a
 // failing model fails the turn at once), no approvals and no sandbox, no
-// analytics, plugins or update checks (§6: no other host is reached).
+// analytics, plugins or update checks (no other host is
+// reached: docs/engines/codex-opencode.md, "Network").
 func Config(modelURL string) string {
 	return `model = "fake-model"
 model_provider = "fake"
