@@ -21,19 +21,7 @@ import (
 // it waits on the person and a denial runs nothing (it ran at once before).
 func TestAttackGateRunInBackgroundWaitsOnThePerson(t *testing.T) {
 	r := newOpenAIRig(t, nil, "default", nil)
-	done := make(chan troupe.Request, 1)
-	go func() {
-		req, _ := r.cl.Ask(r.ctx, r.p, "x", `[[tool:run_in_background {"command":"echo pwned > bg-proof.txt"}]]`, 0)
-		done <- req
-	}()
-	var perm troupe.Permission
-	waitFor(t, r.ctx, r.cl, "the permission request", func() bool {
-		ps, _ := r.cl.Permissions(r.ctx, r.p)
-		if len(ps) == 1 {
-			perm = ps[0]
-		}
-		return perm.ID != ""
-	})
+	perm, done := r.askAndWaitPermission("x", `[[tool:run_in_background {"command":"echo pwned > bg-proof.txt"}]]`)
 	if perm.Tool != "run_in_background" || !strings.Contains(perm.Title, "echo pwned > bg-proof.txt") {
 		t.Fatalf("request = %+v, want run_in_background naming the command", perm)
 	}
@@ -69,19 +57,7 @@ func TestAttackGateWriteThroughALink(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(r.proj, ".git")); len(ents) != 0 {
 		t.Errorf(".git holds %v after the refused write", ents)
 	}
-	done := make(chan troupe.Request, 1)
-	go func() {
-		req, _ := r.cl.Ask(r.ctx, r.p, "x", `[[tool:write_file {"path":"notes.txt","content":"[[agent]]"}]]`, 0)
-		done <- req
-	}()
-	var perm troupe.Permission
-	waitFor(t, r.ctx, r.cl, "the permission request", func() bool {
-		ps, _ := r.cl.Permissions(r.ctx, r.p)
-		if len(ps) == 1 {
-			perm = ps[0]
-		}
-		return perm.ID != ""
-	})
+	perm, done := r.askAndWaitPermission("x", `[[tool:write_file {"path":"notes.txt","content":"[[agent]]"}]]`)
 	if !strings.Contains(perm.Title, ".troupe/team.toml") || !strings.Contains(perm.Title, "notes.txt") {
 		t.Errorf("title = %q, want the file it changes (.troupe/team.toml) and the link asked", perm.Title)
 	}
@@ -128,19 +104,7 @@ func TestAttackGateClaudeTroupeToolAsks(t *testing.T) {
 	r := newClaudeRigWith(t, func(bin string) string {
 		return fmt.Sprintf("[[agent]]\nname = \"claude\"\nengine = \"claude\"\ncommand = %q\nenv = { ENABLE_TOOL_SEARCH = \"false\" }\n", bin)
 	})
-	done := make(chan troupe.Request, 1)
-	go func() {
-		req, _ := r.cl.Ask(r.ctx, r.p, "claude", `[[tool:mcp__troupe__run_in_background {"command":"echo pwned > claude-proof.txt"}]]`, 0)
-		done <- req
-	}()
-	var perm troupe.Permission
-	waitFor(t, r.ctx, r.cl, "troupe's permission request", func() bool {
-		ps, _ := r.cl.Permissions(r.ctx, r.p)
-		if len(ps) == 1 {
-			perm = ps[0]
-		}
-		return perm.ID != ""
-	})
+	perm, done := r.askAndWaitPermission("claude", `[[tool:mcp__troupe__run_in_background {"command":"echo pwned > claude-proof.txt"}]]`)
 	if perm.Tool != "run_in_background" || !strings.Contains(perm.Title, "claude-proof.txt") {
 		t.Fatalf("request = %+v", perm)
 	}
@@ -152,4 +116,25 @@ func TestAttackGateClaudeTroupeToolAsks(t *testing.T) {
 	if ts, _ := r.cl.Tasks(r.ctx, r.p); len(ts) != 0 {
 		t.Errorf("tasks after the denial: %+v", ts)
 	}
+}
+
+// askAndWaitPermission asks agent text as the person, without waiting for
+// the answer, and returns the one permission request the turn makes and
+// the channel the ask's end comes on.
+func (r *claudeRig) askAndWaitPermission(agent troupe.AgentID, text string) (troupe.Permission, <-chan troupe.Request) {
+	r.t.Helper()
+	done := make(chan troupe.Request, 1)
+	go func() {
+		req, _ := r.cl.Ask(r.ctx, r.p, agent, text, 0)
+		done <- req
+	}()
+	var perm troupe.Permission
+	waitFor(r.t, r.ctx, r.cl, string(agent)+"'s permission request", func() bool {
+		ps, _ := r.cl.Permissions(r.ctx, r.p)
+		if len(ps) == 1 {
+			perm = ps[0]
+		}
+		return perm.ID != ""
+	})
+	return perm, done
 }
