@@ -26,9 +26,12 @@
 // leave it running on). A process a command
 // takes out of its group (setsid) is not stopped with it, nor waited for
 // past a 2 s grace: lasting work belongs in run_in_background, whose
-// supervisor stops every descendant. allowed_tools, when set,
-// is the workspace tools the agent has; permission_mode decides which of
-// them ask the person first (through StartSpec.Approver).
+// supervisor stops every descendant. allowed_tools names the tools used
+// without asking the person (internal/permission): the workspace tools it
+// names are also the only ones the agent has (none named: all six), and it
+// may name troupe's own tools that pass the gate (run_in_background,
+// memory_write); permission_mode decides what else asks the person first
+// (through StartSpec.Approver).
 //
 // The conversation is kept in a Store (SQLite in the daemon), message by
 // message as the turn goes, under an id the session mints and reports as

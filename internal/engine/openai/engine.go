@@ -235,7 +235,7 @@ func apiKey(name string, agentEnv map[string]string, environ []string) (string, 
 }
 
 // offer decides the tools the model gets: troupe's own (Tools.Specs), then
-// the workspace tools allowed_tools names (all six when it is empty).
+// the workspace tools allowed_tools names (all six when it names none).
 func (s *Session) offer(agent troupe.AgentSpec) {
 	s.offered = map[string]toolKind{}
 	var defs []map[string]any
@@ -256,8 +256,9 @@ func (s *Session) offer(agent troupe.AgentSpec) {
 			add(sp.Name, sp.Description, sp.Schema, kindTroupe)
 		}
 	}
+	some := slices.ContainsFunc(agent.AllowedTools, func(t string) bool { return slices.Contains(workspaceToolNames, t) })
 	for _, n := range workspaceToolNames {
-		if len(agent.AllowedTools) == 0 || slices.Contains(agent.AllowedTools, n) {
+		if !some || slices.Contains(agent.AllowedTools, n) {
 			sp := workspaceSpecs[n]
 			add(sp.Name, sp.Description, sp.Schema, kindWorkspace)
 		}

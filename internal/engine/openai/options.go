@@ -38,6 +38,11 @@ var optionNames = []string{optAPIKeyEnv, optBaseURL, optMaxContextTokens, optMax
 // acceptEdits allows writes and edits and asks before a command;
 // bypassPermissions allows all; plan and dontAsk change nothing that
 // allowed_tools does not name.
+// gatedTroupeTools are troupe's own tools that pass the permission gate
+// (a command, an edit): allowed_tools may name them to allow them without
+// asking.
+var gatedTroupeTools = []string{"run_in_background", "memory_write"}
+
 var permissionModes = []string{permission.Default, permission.AcceptEdits, permission.Bypass, permission.Plan, permission.DontAsk}
 
 // options are an agent's [agent.openai] table, parsed, with defaults.
@@ -67,8 +72,8 @@ func (e *Engine) Check(agent troupe.AgentSpec) error {
 		return &troupe.FieldError{Field: "permission_mode", Msg: fmt.Sprintf("%q is not a permission mode of an openai agent: use one of %s", agent.PermissionMode, strings.Join(permissionModes, ", "))}
 	}
 	for _, t := range agent.AllowedTools {
-		if !slices.Contains(workspaceToolNames, t) {
-			return &troupe.FieldError{Field: "allowed_tools", Msg: fmt.Sprintf("%q is not a workspace tool of an openai agent: use some of %s (troupe's own tools are always there)", t, strings.Join(workspaceToolNames, ", "))}
+		if !slices.Contains(workspaceToolNames, t) && !slices.Contains(gatedTroupeTools, t) {
+			return &troupe.FieldError{Field: "allowed_tools", Msg: fmt.Sprintf("%q is not a tool of an openai agent that can be allowed: use some of %s, %s (troupe's other tools are always there)", t, strings.Join(workspaceToolNames, ", "), strings.Join(gatedTroupeTools, ", "))}
 		}
 	}
 	_, err := parseOptions(agent.Options)

@@ -536,6 +536,18 @@ func TestPermissionModes(t *testing.T) {
 	if got := strings.Join(r.model.Requests()[0].Tools, ","); got != "list_agents,ask_agent,read_file" {
 		t.Errorf("tools offered %q", got)
 	}
+	// Naming only a troupe tool allows it and keeps all six workspace tools.
+	r = newRig(t, nil)
+	a = r.agent(nil)
+	a.AllowedTools = []string{"run_in_background"}
+	if err := r.eng.Check(a); err != nil {
+		t.Fatalf("allowed_tools = [run_in_background]: %v", err)
+	}
+	s = r.start(engine.StartSpec{Agent: a, Tools: &testTools{}})
+	turn(t, s, "t1", "[[text:hi]]")
+	if got := strings.Join(r.model.Requests()[0].Tools, ","); got != "list_agents,ask_agent,read_file,write_file,edit_file,list_dir,search_text,run_command" {
+		t.Errorf("tools offered %q", got)
+	}
 }
 
 // TestInterruptStopsCommandAndStream: an interrupt ends a running command
