@@ -94,6 +94,12 @@ func TestAttackGatePersonsTaskIsNotTheAgents(t *testing.T) {
 		t.Errorf("the person's task after the agent's kill: %+v", ts)
 	}
 	mustTroupe(t, r.state, r.proj, "task", "kill", id)
+	// Its supervisor writes into the state dir until it ends: wait for
+	// the end before the test's folders go.
+	waitFor(t, r.ctx, r.cl, "the person's task to end", func() bool {
+		ts, _ := r.cl.Tasks(r.ctx, r.p)
+		return len(ts) == 1 && ts[0].State != "running"
+	})
 }
 
 // TestAttackGateClaudeTroupeToolAsks: the pinned Claude Code in its
