@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -93,13 +95,22 @@ func TestAttackGatePersonsTaskIsNotTheAgents(t *testing.T) {
 	if ts, _ := r.cl.Tasks(r.ctx, r.p); len(ts) != 1 || ts[0].State != "running" {
 		t.Errorf("the person's task after the agent's kill: %+v", ts)
 	}
+	st, err := r.cl.Status(r.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mustTroupe(t, r.state, r.proj, "task", "kill", id)
 	// Its supervisor writes into the state dir until it ends: wait for
-	// the end before the test's folders go.
-	waitFor(t, r.ctx, r.cl, "the person's task to end", func() bool {
-		ts, _ := r.cl.Tasks(r.ctx, r.p)
-		return len(ts) == 1 && ts[0].State != "running"
+	// the task's end before the test's folders go.
+	_, err = r.cl.Events(r.ctx, st.LastEvent, nil, func(ev events.Event) error {
+		if ev.Type == "task.ended" {
+			return errStop
+		}
+		return nil
 	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("waiting for the person's task to end: %v", err)
+	}
 }
 
 // TestAttackGateClaudeTroupeToolAsks: the pinned Claude Code in its
