@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"io"
 	"log/slog"
 	"os"
@@ -53,6 +54,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(args) >= 1 && args[0] == "task-supervise" {
 		return task.SuperviseMain(args[1:]) // a task's supervisor, started by the daemon
+	}
+	if len(args) >= 1 && args[0] == sandbox.HelperCommand {
+		return sandbox.HelperMain(args[1:]) // the Landlock sandbox's helper: restricts itself, then execs
 	}
 	return run(ctx, args, stdout, stderr, isTerminal(stdout), isTerminal(stderr))
 }
