@@ -27,5 +27,5 @@
 // Who imports it: the daemon (which builds policies), the runtime and the
 // engine seam (which carry them), internal/engine/proc and internal/task
 // (which wrap argvs), internal/cli (the helper command) and doctor. It
-// imports nothing of troupe's.
+// imports troupe's vocabulary only.
 package sandbox

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 // Policy is what one agent's processes may reach. Paths are absolute and
@@ -46,18 +48,6 @@ func (p Policy) ForEngine() Policy {
 	return p
 }
 
-// Team is what a team file says of one agent's sandbox ([agent.sandbox]).
-// Paths may start with "~/" (HOME); relative ones are inside the
-// workspace.
-type Team struct {
-	Off      bool     `json:"off,omitempty"`
-	Readable []string `json:"readable,omitempty"`
-	Writable []string `json:"writable,omitempty"`
-	Hidden   []string `json:"hidden,omitempty"`
-	// Network nil: unchanged (on).
-	Network *bool `json:"network,omitempty"`
-}
-
 // Inputs are what Build needs of the machine and the agent.
 type Inputs struct {
 	// Workspace is the agent's folder: its project's folder or its worktree.
@@ -81,8 +71,8 @@ type Inputs struct {
 	Caches []string
 	// Temp is the agent's private temporary folder (made by the caller).
 	Temp string
-	// Team is the team file's settings.
-	Team Team
+	// Team is the team file's [agent.sandbox].
+	Team troupe.AgentSandbox
 }
 
 // Credentials are the usual credential stores under HOME: hidden.

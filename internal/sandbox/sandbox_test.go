@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 func TestMain(m *testing.M) {
@@ -91,7 +93,7 @@ func TestBuild(t *testing.T) {
 	f := newFixture(t)
 	in := f.inputs()
 	no := false
-	in.Team = Team{Hidden: []string{"src"}, Writable: []string{"~/.ssh"}, Network: &no}
+	in.Team = troupe.AgentSandbox{Hidden: []string{"src"}, Writable: []string{"~/.ssh"}, Network: &no}
 	p := Build(in)
 	if !p.On || p.Network {
 		t.Errorf("On=%v Network=%v, want on and no network", p.On, p.Network)
@@ -121,7 +123,7 @@ func TestBuild(t *testing.T) {
 			t.Errorf("%s in list: %v, want %v (policy %+v)", c.path, got, c.want, p)
 		}
 	}
-	if Build(Inputs{Workspace: f.ws, Team: Team{Off: true}}).On {
+	if Build(Inputs{Workspace: f.ws, Team: troupe.AgentSandbox{Off: true}}).On {
 		t.Error("sandbox off in the team: policy on")
 	}
 }
