@@ -134,3 +134,10 @@ func Wrap(p Policy, argv []string) ([]string, error) {
 		return nil, fmt.Errorf("sandbox: cannot be enforced on this machine: %s", r.Why)
 	}
 }
+
+// Check says whether p can be enforced on this machine: nil when it is off
+// or a mechanism can, else why not and how to fix it.
+func (p Policy) Check() error {
+	_, err := Wrap(p, []string{"true"})
+	return err
+}

@@ -267,3 +267,28 @@ func exists(p string) (isDir, ok bool) {
 	}
 	return fi.IsDir(), true
 }
+
+// Access is what p lets a process do with path (absolute, its links
+// resolved): the kind of the deepest path of p that holds it; a path no
+// entry holds is readable. For the tools troupe runs in its own process on
+// an agent's behalf (the openai engine's file tools), which no process
+// sandbox wraps.
+func (p Policy) Access(path string) (readable, writable bool) {
+	if !p.On {
+		return true, true
+	}
+	best, kindOf := -1, kind(-1)
+	for _, m := range p.mounts() {
+		if within(path, m.path) && depth(m.path) >= best {
+			best, kindOf = depth(m.path), m.kind
+		}
+	}
+	switch kindOf {
+	case kindHidden:
+		return false, false
+	case kindWritable:
+		return true, true
+	default:
+		return true, false
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -102,6 +103,7 @@ type launch struct {
 	env     []string
 	mcpFile string // "" without an MCP endpoint
 	instr   string
+	sandbox *sandbox.Policy // the CLI's sandbox; nil: none
 }
 
 // argv is the CLI's command line for a new session (resume false: id is
@@ -181,10 +183,14 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		dir:     spec.Dir,
 		env:     childEnv(environ, spec.Agent.Env, limit, personSet),
 		instr:   spec.Instructions,
+		sandbox: engine.EngineSandbox(spec),
 	}
 	var tmp string
 	if spec.MCP.URL != "" {
-		if tmp, l.mcpFile, err = writeMCPConfig(spec.MCP, limit); err != nil {
+		// In a sandbox, the file holding the session's token goes in the
+		// agent's private temporary folder: /tmp is readable by every
+		// agent's sandbox.
+		if tmp, l.mcpFile, err = writeMCPConfig(spec.MCP, limit, spec.Sandbox.Temp); err != nil {
 			return nil, fmt.Errorf("start claude agent %s: %w", name, err)
 		}
 	}
@@ -232,7 +238,7 @@ type mcpServer struct {
 // writeMCPConfig writes the MCP config into a new private folder (0700, the
 // file 0600: the token never shows on a command line), which the session
 // removes when it ends.
-func writeMCPConfig(m engine.MCPAccess, limit time.Duration) (dir, file string, err error) {
+func writeMCPConfig(m engine.MCPAccess, limit time.Duration, parent string) (dir, file string, err error) {
 	b, err := json.Marshal(mcpConfig{MCPServers: map[string]mcpServer{MCPServerName: {
 		Type:    "http",
 		URL:     m.URL,
@@ -242,7 +248,7 @@ func writeMCPConfig(m engine.MCPAccess, limit time.Duration) (dir, file string, 
 	if err != nil {
 		return "", "", fmt.Errorf("encode mcp config: %w", err)
 	}
-	dir, err = os.MkdirTemp("", "troupe-claude-")
+	dir, err = os.MkdirTemp(parent, "troupe-claude-")
 	if err != nil {
 		return "", "", fmt.Errorf("make mcp config folder: %w", err)
 	}

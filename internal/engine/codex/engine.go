@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -105,6 +106,8 @@ type launch struct {
 	env   []string
 	model string
 	instr string
+	// sandbox is the CLI's sandbox; nil: none.
+	sandbox *sandbox.Policy
 }
 
 // argv is the app-server's command line: the agent's args, troupe's MCP
@@ -168,6 +171,8 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		env:   childEnv(e.environ(), spec.Agent.Env, token),
 		model: spec.Agent.Model,
 		instr: spec.Instructions,
+		// The app-server and every command it runs stay in troupe's sandbox.
+		sandbox: engine.EngineSandbox(spec),
 	}
 	hctx, cancel := context.WithTimeout(ctx, e.handshake)
 	defer cancel()
