@@ -30,7 +30,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -287,38 +286,13 @@ func (p *Process) Signal(sig syscall.Signal) error {
 		return nil
 	}
 	if p.sandboxed && sig != syscall.SIGKILL {
-		return signalMembers(p.pid, sig)
+		if err := pidfd.SignalGroupButLeader(p.pid, sig); err != nil {
+			return fmt.Errorf("signal process group %d: %w", p.pid, err)
+		}
+		return nil
 	}
 	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("signal process group %d: %w", p.pid, err)
-	}
-	return nil
-}
-
-// signalMembers sends sig to every process of the group pgid but its
-// leader (a sandbox's bubblewrap), each through a pidfd opened and then
-// checked to be in the group, so a pid reused meanwhile is not hit.
-func signalMembers(pgid int, sig syscall.Signal) error {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return fmt.Errorf("signal process group %d: %w", pgid, err)
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == pgid {
-			continue
-		}
-		if g, err := unix.Getpgid(pid); err != nil || g != pgid {
-			continue
-		}
-		h, err := pidfd.Open(pid)
-		if err != nil {
-			continue // gone
-		}
-		if g, err := unix.Getpgid(pid); err == nil && g == pgid {
-			h.Signal(sig)
-		}
-		h.Close()
 	}
 	return nil
 }
