@@ -15,12 +15,12 @@ var sandboxKeys = []string{"enabled", "readable", "writable", "hidden", "network
 func (p *teamParser) sandbox(i int, field string, v any) error {
 	a := p.cur
 	if b, ok := v.(bool); ok {
-		a.Sandbox.Off = !b
+		a.Sandbox.Enabled = &b
 		return nil
 	}
 	t, ok := v.(map[string]any)
 	if !ok {
-		return p.errorf(i, field, fmt.Sprintf("must be false (no sandbox) or an [agent.sandbox] table, not %s", typeName(v)))
+		return p.errorf(i, field, fmt.Sprintf("must be true, false (no sandbox) or an [agent.sandbox] table, not %s", typeName(v)))
 	}
 	keys := make([]string, 0, len(t))
 	for k := range t {
@@ -36,7 +36,7 @@ func (p *teamParser) sandbox(i int, field string, v any) error {
 				return p.errorf(i, f, fmt.Sprintf("must be true or false, not %s: write it like %s = false", typeName(t[k]), k))
 			}
 			if k == "enabled" {
-				a.Sandbox.Off = !b
+				a.Sandbox.Enabled = &b
 			} else {
 				a.Sandbox.Network = &b
 			}

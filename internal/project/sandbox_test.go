@@ -10,17 +10,17 @@ import (
 )
 
 func TestParseTeamSandbox(t *testing.T) {
-	no := false
+	no, yes := false, true
 	for _, tt := range []struct {
 		name, src string
 		want      troupe.AgentSandbox
 	}{
 		{"default", "", troupe.AgentSandbox{}},
-		{"off", "sandbox = false", troupe.AgentSandbox{Off: true}},
-		{"on", "sandbox = true", troupe.AgentSandbox{}},
+		{"off", "sandbox = false", troupe.AgentSandbox{Enabled: &no}},
+		{"on", "sandbox = true", troupe.AgentSandbox{Enabled: &yes}},
 		{"table", "[agent.sandbox]\nenabled = true\nreadable = [\"~/.config/tool\"]\nwritable = [\"/opt/cache\", \"build\"]\nhidden = [\"secrets\"]\nnetwork = false\n",
-			troupe.AgentSandbox{Readable: []string{"~/.config/tool"}, Writable: []string{"/opt/cache", "build"}, Hidden: []string{"secrets"}, Network: &no}},
-		{"table off", "[agent.sandbox]\nenabled = false\n", troupe.AgentSandbox{Off: true}},
+			troupe.AgentSandbox{Enabled: &yes, Readable: []string{"~/.config/tool"}, Writable: []string{"/opt/cache", "build"}, Hidden: []string{"secrets"}, Network: &no}},
+		{"table off", "[agent.sandbox]\nenabled = false\n", troupe.AgentSandbox{Enabled: &no}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			team, err := ParseTeam("team.toml", []byte("[[agent]]\nname = \"dev\"\nengine = \"fake\"\n"+tt.src))
@@ -36,7 +36,7 @@ func TestParseTeamSandbox(t *testing.T) {
 
 func TestParseTeamSandboxBad(t *testing.T) {
 	for _, tt := range []struct{ src, field, msg string }{
-		{`sandbox = "off"`, "sandbox", "must be false"},
+		{`sandbox = "off"`, "sandbox", "must be true, false"},
 		{"[agent.sandbox]\nenabled = \"no\"\n", "sandbox.enabled", "true or false"},
 		{"[agent.sandbox]\nnetwork = 0\n", "sandbox.network", "true or false"},
 		{"[agent.sandbox]\nhidden = \"x\"\n", "sandbox.hidden", ""},

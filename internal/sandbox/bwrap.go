@@ -34,6 +34,9 @@ func BwrapArgv(bwrap string, p Policy, argv []string) []string {
 		"--unshare-uts",
 		"--die-with-parent",
 	}
+	if p.AsInit {
+		a = append(a, "--as-pid-1")
+	}
 	if !p.Network {
 		a = append(a, "--unshare-net")
 	}

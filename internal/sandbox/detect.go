@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -93,8 +94,10 @@ func detect() Report {
 func probeBwrap(bwrap string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-		"--unshare-pid", "--die-with-parent", "--", "true").CombinedOutput()
+	cmd := exec.CommandContext(ctx, bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+		"--unshare-pid", "--as-pid-1", "--die-with-parent", "--", "true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // nothing of it in the caller's group
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s: %w: %s", bwrap, err, strings.TrimSpace(string(out)))
 	}

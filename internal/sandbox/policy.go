@@ -35,6 +35,14 @@ type Policy struct {
 	Temp string `json:"temp,omitempty"`
 	// Mechanism forces a mechanism; empty: Detect's.
 	Mechanism Mechanism `json:"mechanism,omitempty"`
+	// AsInit makes the program pid 1 of its pid namespace under
+	// bubblewrap (--as-pid-1) instead of a child of bubblewrap's own
+	// reaper. That reaper outlives bubblewrap by a moment and is then a
+	// zombie left to the machine's init (or the nearest subreaper): for a
+	// parent that is no subreaper (the daemon), AsInit leaves nothing
+	// behind. As pid 1 the program gets only the signals it handles
+	// (SIGKILL aside). Task supervisors, subreapers, do without it.
+	AsInit bool `json:"-"`
 	// Helper is the argv that runs HelperMain (the Landlock mechanism):
 	// troupe's binary, or a test binary whose TestMain calls MaybeRunHelper.
 	// Empty: this executable.
@@ -73,6 +81,9 @@ type Inputs struct {
 	Temp string
 	// Team is the team file's [agent.sandbox].
 	Team troupe.AgentSandbox
+	// Default says whether the sandbox is on when the team does not say
+	// (sandbox = true/false).
+	Default bool
 }
 
 // Credentials are the usual credential stores under HOME: hidden.
@@ -103,7 +114,11 @@ var ToolConfig = []string{".troupe", ".git/config", ".git/hooks", ".claude", ".c
 // read-only over writable), except the team's own lists, which override
 // the defaults for the paths they name.
 func Build(in Inputs) Policy {
-	p := Policy{On: !in.Team.Off, Network: in.Team.Network == nil || *in.Team.Network, Temp: clean(in.Temp)}
+	on := in.Default
+	if in.Team.Enabled != nil {
+		on = *in.Team.Enabled
+	}
+	p := Policy{On: on, Network: in.Team.Network == nil || *in.Team.Network, Temp: clean(in.Temp)}
 	home := func(rel ...string) []string {
 		if in.Home == "" {
 			return nil

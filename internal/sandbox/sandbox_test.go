@@ -86,7 +86,7 @@ func newFixture(t *testing.T) fixture {
 }
 
 func (f fixture) inputs() Inputs {
-	return Inputs{Workspace: f.ws, Project: f.ws, StateDir: f.state, Others: []string{f.other}, Home: f.home, Temp: f.tmp}
+	return Inputs{Default: true, Workspace: f.ws, Project: f.ws, StateDir: f.state, Others: []string{f.other}, Home: f.home, Temp: f.tmp}
 }
 
 func TestBuild(t *testing.T) {
@@ -123,8 +123,12 @@ func TestBuild(t *testing.T) {
 			t.Errorf("%s in list: %v, want %v (policy %+v)", c.path, got, c.want, p)
 		}
 	}
-	if Build(Inputs{Workspace: f.ws, Team: troupe.AgentSandbox{Off: true}}).On {
+	if Build(Inputs{Default: true, Workspace: f.ws, Team: troupe.AgentSandbox{Enabled: &no}}).On {
 		t.Error("sandbox off in the team: policy on")
+	}
+	yes := true
+	if Build(Inputs{Workspace: f.ws}).On || !Build(Inputs{Workspace: f.ws, Team: troupe.AgentSandbox{Enabled: &yes}}).On {
+		t.Error("the default or the team's sandbox = true not followed")
 	}
 }
 

@@ -46,8 +46,9 @@ type AgentSpec struct {
 // may start with "~/" (HOME); relative ones are inside the agent's
 // workspace.
 type AgentSandbox struct {
-	// Off runs the agent's processes unsandboxed (sandbox = false).
-	Off bool `json:"off,omitempty"`
+	// Enabled is sandbox = true/false (or enabled in the table); nil:
+	// the default for the agent's engine.
+	Enabled *bool `json:"enabled,omitempty"`
 	// Readable, Writable and Hidden add paths of each kind; a path named
 	// here overrides the default sandbox's kind for it.
 	Readable []string `json:"readable,omitempty"`

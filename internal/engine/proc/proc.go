@@ -81,7 +81,11 @@ type Spec struct {
 	// push input into, and one process group), and Signal sends its
 	// signals, SIGKILL aside, to the group but its leader: bubblewrap
 	// forwards none, and its death would SIGKILL the program before its
-	// own handler ran. A policy that cannot be enforced fails Start.
+	// own handler ran. Under bubblewrap the program is pid 1 of its pid
+	// namespace (sandbox.Policy.AsInit): a signal it has no handler for
+	// does not reach it, so Stop's SIGTERM ends only a program that
+	// handles it and its SIGKILL the rest. A policy that cannot be
+	// enforced fails Start.
 	Sandbox *sandbox.Policy
 	// TTY, if set, is the slave side of a pseudo-terminal (internal/term
 	// opens it): it becomes the child's stdin, stdout, stderr and
@@ -129,7 +133,9 @@ func Start(spec Spec) (*Process, error) {
 		return nil, errors.New("start process: no command")
 	}
 	if spec.Sandbox != nil && spec.Sandbox.On {
-		argv, err := sandbox.Wrap(*spec.Sandbox, spec.Argv)
+		p := *spec.Sandbox
+		p.AsInit = true // the daemon is no subreaper: leave no zombie behind
+		argv, err := sandbox.Wrap(p, spec.Argv)
 		if err != nil {
 			return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
 		}

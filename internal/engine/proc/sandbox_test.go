@@ -3,9 +3,11 @@ package proc
 import (
 	"bufio"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,6 +65,10 @@ func TestSandboxedChildIsConfinedAndKilledWhole(t *testing.T) {
 	stop(t, p, context.Background())
 	if n := strings.Count(p.StderrTail(), "SECRET"); n != 0 {
 		t.Errorf("hidden text on stderr")
+	}
+	// Nothing of its group is left, not even a zombie of bubblewrap's.
+	if err := syscall.Kill(-p.PID(), 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("kill -0 on the sandboxed child's group: %v, want ESRCH", err)
 	}
 }
 
