@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -310,6 +311,15 @@ func (c *child) step(s step, v vars) error {
 		return c.say(c.instructions)
 	case "token":
 		return c.say(c.mcpToken)
+	case "sh":
+		out, err := exec.Command("/bin/sh", "-c", v.expand(s.args[0])).CombinedOutput()
+		code := 0
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			return fmt.Errorf("!sh: %w", err)
+		}
+		return c.say(fmt.Sprintf("%sexit %d", out, code))
 	}
 	return nil
 }
