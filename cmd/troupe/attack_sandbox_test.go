@@ -283,6 +283,29 @@ func (r *sandboxRig) ask(agent troupe.AgentID, text string) string {
 	return req.Answer
 }
 
-func TestAttackSandboxBubblewrap(t *testing.T) { testSandboxEscapes(t, sandbox.Bubblewrap) }
+func TestAttackSandboxBubblewrap(t *testing.T) {
+	testSandboxEscapes(t, sandbox.Bubblewrap)
+}
+
+// TestAttackSandboxShownOff: an agent whose sandbox is off shows it in
+// troupe agents and doctor, which names the mechanism in force.
+func TestAttackSandboxShownOff(t *testing.T) {
+	r := newSandboxRig(t, sandbox.Bubblewrap)
+	out := mustTroupe(t, r.state, r.proj, "agents")
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		switch off := strings.Contains(l, "OFF (unsandboxed)"); {
+		case f[0] == "open" && !off, (f[0] == "f" || f[0] == "o") && off:
+			t.Errorf("troupe agents: %q", l)
+		}
+	}
+	doc := mustTroupe(t, r.state, r.proj, "doctor")
+	if !strings.Contains(doc, "bubblewrap: files") || !strings.Contains(doc, "UNSANDBOXED: open") {
+		t.Errorf("doctor does not name the mechanism and the unsandboxed agent:\n%s", doc)
+	}
+}
 
 func TestAttackSandboxLandlock(t *testing.T) { testSandboxEscapes(t, sandbox.Landlock) }

@@ -382,7 +382,7 @@ func agentsCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.errw, "warning: team file not loaded, showing the last good team: %s\n", p.TeamError)
 			}
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AGENT\tENGINE\tMODE\tSTATE\tTURN TIMEOUT\tSESSION")
+			fmt.Fprintln(tw, "AGENT\tENGINE\tMODE\tSTATE\tTURN TIMEOUT\tSESSION\tSANDBOX")
 			for _, a := range as {
 				st := string(a.State)
 				if a.Reason != "" {
@@ -392,7 +392,11 @@ func agentsCmd(g *globals) *cobra.Command {
 				if sess == "" {
 					sess = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Engine, a.Mode, st, fmtDuration(a.TurnTimeout), sess)
+				sbx := "on"
+				if !a.Sandboxed {
+					sbx = "OFF (unsandboxed)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Engine, a.Mode, st, fmtDuration(a.TurnTimeout), sess, sbx)
 			}
 			return tw.Flush()
 		},

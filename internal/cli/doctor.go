@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/doctor"
 	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/projfile"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -36,6 +37,7 @@ func doctorCmd(g *globals) *cobra.Command {
 				return repairStore(cmd, g)
 			}
 			cs := doctor.Run(cmd.Context(), doctor.Options{OpenAI: openaiEndpoints()})
+			cs = append(cs, doctor.Sandbox(sandboxInfo()))
 			var err error
 			if g.json {
 				err = g.printJSON(cs)
@@ -62,6 +64,26 @@ func doctorCmd(g *globals) *cobra.Command {
 // probe their model servers; none when there is no such team or it does
 // not parse (the daemon reports a bad team).
 func openaiEndpoints() []doctor.Endpoint {
+	team := folderTeam()
+	if team == nil {
+		return nil
+	}
+	var eps []doctor.Endpoint
+	for _, a := range team.Agents {
+		if a.Engine != troupe.EngineOpenAI {
+			continue
+		}
+		url, _ := a.Options["base_url"].(string)
+		key, _ := a.Options["api_key_env"].(string)
+		eps = append(eps, doctor.Endpoint{Agent: string(a.Name), BaseURL: url, KeyEnv: key, KeyInAgentEnv: key != "" && a.Env[key] != ""})
+	}
+	return eps
+}
+
+// folderTeam is the team of the project the CLI runs in (the nearest
+// folder up with .troupe/team.toml); nil when there is none or it does not
+// parse (the daemon reports a bad team).
+func folderTeam() *project.Team {
 	dir, err := os.Getwd()
 	if err != nil {
 		return nil
@@ -77,16 +99,7 @@ func openaiEndpoints() []doctor.Endpoint {
 			if err != nil {
 				return nil
 			}
-			var eps []doctor.Endpoint
-			for _, a := range team.Agents {
-				if a.Engine != troupe.EngineOpenAI {
-					continue
-				}
-				url, _ := a.Options["base_url"].(string)
-				key, _ := a.Options["api_key_env"].(string)
-				eps = append(eps, doctor.Endpoint{Agent: string(a.Name), BaseURL: url, KeyEnv: key, KeyInAgentEnv: key != "" && a.Env[key] != ""})
-			}
-			return eps
+			return team
 		}
 		up := filepath.Dir(dir)
 		if up == dir {
@@ -94,6 +107,22 @@ func openaiEndpoints() []doctor.Endpoint {
 		}
 		dir = up
 	}
+}
+
+// sandboxInfo is the sandbox's mechanism on this machine and the agents of
+// the folder's team (the nearest folder up with .troupe/team.toml) that
+// run without it.
+func sandboxInfo() doctor.SandboxInfo {
+	r := sandbox.Detect()
+	info := doctor.SandboxInfo{Mechanism: string(r.Mechanism), Covers: r.Covers, Why: r.Why}
+	if team := folderTeam(); team != nil {
+		for _, a := range team.Agents {
+			if !sandbox.Enabled(a) {
+				info.Unsandboxed = append(info.Unsandboxed, string(a.Name))
+			}
+		}
+	}
+	return info
 }
 
 // repairStore runs daemon.Repair on the state dir and prints its report.

@@ -5,20 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
-
-// SandboxedByDefault are the engines whose agents are sandboxed unless
-// their team says sandbox = false: those whose tests pass in the sandbox
-// (the escape suite, cmd/troupe/attack_sandbox_test.go, and their engine
-// tests). The others run unsandboxed unless their team says sandbox = true.
-var SandboxedByDefault = map[troupe.Engine]bool{
-	troupe.EngineFake:   true,
-	troupe.EngineOpenAI: true,
-}
 
 // sandboxes returns the runtime's Options.Sandbox: the policy of agent k
 // of the project in dir, working in work, built from this machine (HOME,
@@ -29,8 +21,8 @@ var SandboxedByDefault = map[troupe.Engine]bool{
 func sandboxes(stateDir string, reg *project.Registry) func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (sandbox.Policy, error) {
 	return func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (sandbox.Policy, error) {
 		in := sandbox.Inputs{Workspace: work, Project: dir, StateDir: stateDir, Team: spec.Sandbox,
-			Default: SandboxedByDefault[spec.Engine]}
-		if in.Team.Enabled != nil && !*in.Team.Enabled || in.Team.Enabled == nil && !in.Default {
+			Default: sandbox.ByDefault[spec.Engine]}
+		if !sandbox.Enabled(spec) {
 			return sandbox.Policy{}, nil
 		}
 		in.Home, _ = os.UserHomeDir()
@@ -39,10 +31,24 @@ func sandboxes(stateDir string, reg *project.Registry) func(ctx context.Context,
 				in.Others = append(in.Others, p.Path)
 			}
 		}
+		env := func(v string) string {
+			if x, ok := spec.Env[v]; ok {
+				return x
+			}
+			return os.Getenv(v)
+		}
 		for _, v := range []string{"GOCACHE", "GOMODCACHE"} {
-			if x := os.Getenv(v); filepath.IsAbs(x) {
+			if x := env(v); filepath.IsAbs(x) {
 				in.Caches = append(in.Caches, x)
 			}
+		}
+		// The engine's own state, where its environment puts it, made if
+		// missing: the CLI cannot make it in a read-only HOME.
+		for _, d := range engineState(spec.Engine, in.Home, env) {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return sandbox.Policy{}, fmt.Errorf("make %s's state folder: %w", spec.Engine, err)
+			}
+			in.Caches = append(in.Caches, d)
 		}
 		in.Temp = filepath.Join(stateDir, "sandbox", string(k.Project), string(k.Agent), "tmp")
 		in.Messages = filepath.Join(stateDir, "messages", string(k.Project))
@@ -53,4 +59,33 @@ func sandboxes(stateDir string, reg *project.Registry) func(ctx context.Context,
 		}
 		return sandbox.Build(in), nil
 	}
+}
+
+// engineState are the folders an engine's CLI keeps its state in, as its
+// environment (env: the agent's env table, then the daemon's) names them.
+func engineState(e troupe.Engine, home string, env func(string) string) []string {
+	or := func(v, def string) string {
+		if x := env(v); filepath.IsAbs(x) {
+			return x
+		}
+		if home == "" {
+			return ""
+		}
+		return filepath.Join(home, def)
+	}
+	var dirs []string
+	switch e {
+	case troupe.EngineClaude:
+		dirs = []string{or("CLAUDE_CONFIG_DIR", ".claude")}
+	case troupe.EngineCodex:
+		dirs = []string{or("CODEX_HOME", ".codex")}
+	case troupe.EngineOpenCode:
+		for _, x := range [][2]string{{"XDG_DATA_HOME", ".local/share"}, {"XDG_CONFIG_HOME", ".config"},
+			{"XDG_STATE_HOME", ".local/state"}, {"XDG_CACHE_HOME", ".cache"}} {
+			if d := or(x[0], x[1]); d != "" {
+				dirs = append(dirs, filepath.Join(d, "opencode"))
+			}
+		}
+	}
+	return slices.DeleteFunc(dirs, func(d string) bool { return d == "" })
 }

@@ -74,8 +74,9 @@ type Inputs struct {
 	Others []string
 	// Home is the person's home folder ("": none of its paths).
 	Home string
-	// Caches are build caches outside Home to keep writable (GOCACHE,
-	// GOMODCACHE as the daemon's environment names them).
+	// Caches are other folders to keep writable: build caches the
+	// environment names (GOCACHE, GOMODCACHE) and the engine's state where
+	// its environment puts it (CODEX_HOME, XDG_DATA_HOME/opencode ...).
 	Caches []string
 	// Temp is the agent's private temporary folder (made by the caller).
 	Temp string
@@ -84,6 +85,27 @@ type Inputs struct {
 	// Default says whether the sandbox is on when the team does not say
 	// (sandbox = true/false).
 	Default bool
+}
+
+// ByDefault are the engines whose agents are sandboxed unless their team
+// says sandbox = false: those whose tests pass in the sandbox (the escape
+// suite, cmd/troupe/attack_sandbox_test.go, and their real-CLI tests).
+// The others run unsandboxed unless their team says sandbox = true.
+var ByDefault = map[troupe.Engine]bool{
+	troupe.EngineFake:     true,
+	troupe.EngineOpenAI:   true,
+	troupe.EngineClaude:   true,
+	troupe.EngineCodex:    true,
+	troupe.EngineOpenCode: true,
+}
+
+// Enabled says whether agent spec is sandboxed: its team's sandbox =
+// true/false, else its engine's default (ByDefault).
+func Enabled(spec troupe.AgentSpec) bool {
+	if spec.Sandbox.Enabled != nil {
+		return *spec.Sandbox.Enabled
+	}
+	return ByDefault[spec.Engine]
 }
 
 // Credentials are the usual credential stores under HOME: hidden.

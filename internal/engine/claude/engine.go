@@ -185,6 +185,11 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		instr:   spec.Instructions,
 		sandbox: engine.EngineSandbox(spec),
 	}
+	if spec.Sandbox.On && spec.Sandbox.Temp != "" {
+		// /tmp is read-only in the sandbox: Claude Code's temporary files
+		// (its messaging sockets, task outputs) go in the agent's own.
+		l.env = proc.Env(nil, nil, append(l.env, envTmpDir+"="+spec.Sandbox.Temp, "TMPDIR="+spec.Sandbox.Temp)...)
+	}
 	var tmp string
 	if spec.MCP.URL != "" {
 		// In a sandbox, the file holding the session's token goes in the
@@ -259,6 +264,9 @@ func writeMCPConfig(m engine.MCPAccess, limit time.Duration, parent string) (dir
 	}
 	return dir, file, nil
 }
+
+// envTmpDir is where Claude Code keeps its temporary files (else TMPDIR).
+const envTmpDir = "CLAUDE_CODE_TMPDIR"
 
 // newSessionID mints a UUID v4, as --session-id wants.
 func newSessionID() string {
