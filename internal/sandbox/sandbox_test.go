@@ -51,7 +51,7 @@ type fixture struct {
 	root, state, ws, other, home, tmp string
 }
 
-func newFixture(t *testing.T) fixture {
+func newFixture(t testing.TB) fixture {
 	t.Helper()
 	root, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
