@@ -64,7 +64,7 @@ type sandboxRig struct {
 
 func newSandboxRig(t *testing.T, mechanism sandbox.Mechanism) *sandboxRig {
 	t.Helper()
-	if r := sandbox.Detect(); r.Mechanism == sandbox.None || mechanism == sandbox.Bubblewrap && r.Bwrap == "" {
+	if r := sandbox.Detect(); mechanism != sandbox.None && (r.Mechanism == sandbox.None || mechanism == sandbox.Bubblewrap && r.Bwrap == "") {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("the sandbox needs bubblewrap (apt-get install bubblewrap): %s", r.Why)
 		}
@@ -309,3 +309,21 @@ func TestAttackSandboxShownOff(t *testing.T) {
 }
 
 func TestAttackSandboxLandlock(t *testing.T) { testSandboxEscapes(t, sandbox.Landlock) }
+
+// TestAttackSandboxNoMechanism: where no mechanism works, a sandboxed
+// agent does not start and its error says why and how to fix it; an agent
+// whose team turned its sandbox off still runs.
+func TestAttackSandboxNoMechanism(t *testing.T) {
+	r := newSandboxRig(t, sandbox.None)
+	req, err := r.cl.Ask(r.ctx, r.p, "f", "hello", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.State == troupe.ReqAnswered || !strings.Contains(req.Error, "sandbox: cannot be enforced") ||
+		!strings.Contains(req.Error, "sandbox = false") {
+		t.Fatalf("sandboxed agent without a mechanism: %s %q, want it not started, saying why and the fix", req.State, req.Error)
+	}
+	if got := r.ask("open", "!say still here"); got != "still here" {
+		t.Errorf("unsandboxed agent: %q", got)
+	}
+}

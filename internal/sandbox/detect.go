@@ -25,7 +25,8 @@ const (
 )
 
 // MechanismEnv forces a mechanism ("bubblewrap" or "landlock") instead
-// of the one Detect finds; tests use it to run the Landlock mechanism on a
+// of the one Detect finds, or none ("none": sandboxed agents do not
+// start); tests use it to run the Landlock mechanism, or none, on a
 // machine that has bubblewrap.
 const MechanismEnv = "TROUPE_SANDBOX"
 
@@ -74,6 +75,9 @@ func detect() Report {
 	}
 	force := Mechanism(os.Getenv(MechanismEnv))
 	switch {
+	case force == None:
+		r.Mechanism = None
+		r.Why = MechanismEnv + "=none: no mechanism is used: unset it, or set sandbox = false for the agents in .troupe/team.toml to run them unsandboxed"
 	case force == Landlock && abiErr == nil:
 		r.Mechanism, r.Covers, r.Why = Landlock, coversLandlock, MechanismEnv+"=landlock"
 	case bwrapErr == nil && force != Landlock:
@@ -134,7 +138,11 @@ func Wrap(p Policy, argv []string) ([]string, error) {
 		}
 		return helperArgv(p, argv)
 	default:
-		return nil, fmt.Errorf("sandbox: cannot be enforced on this machine: %s", r.Why)
+		why := r.Why
+		if why == "" {
+			why = fmt.Sprintf("mechanism %q: install bubblewrap (apt-get install bubblewrap), or set sandbox = false for the agent in .troupe/team.toml", mech)
+		}
+		return nil, fmt.Errorf("sandbox: cannot be enforced on this machine: %s", why)
 	}
 }
 
