@@ -12,7 +12,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/troupe-dev/troupe/internal/sandbox"
 	"io"
 	"log/slog"
 	"os"
@@ -30,6 +29,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/daemon"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/statedir"
 	"github.com/troupe-dev/troupe/internal/task"
 )

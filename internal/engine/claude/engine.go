@@ -142,6 +142,13 @@ func (l *launch) sessionArgs(argv []string, id string, resume bool) []string {
 	if l.mcpFile != "" {
 		argv = append(argv, "--mcp-config", l.mcpFile)
 	}
+	if l.sandbox != nil {
+		// Claude Code's own sandbox (bubblewrap) cannot run inside troupe's
+		// (tested: "Can't mount proc on /newroot/proc: Operation not
+		// permitted", every Bash command failing): troupe's holds the CLI
+		// and all it runs, so Claude Code's is off for the session.
+		argv = append(argv, "--settings", noOwnSandbox)
+	}
 	argv = append(argv, "--allowedTools", "mcp__"+MCPServerName)
 	return append(argv, l.agent.AllowedTools...)
 }
@@ -184,6 +191,9 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		env:     childEnv(environ, spec.Agent.Env, limit, personSet),
 		instr:   spec.Instructions,
 		sandbox: engine.EngineSandbox(spec),
+	}
+	if l.sandbox != nil {
+		log.Info("Claude Code's own sandbox is off in this session: troupe's sandbox contains the agent and its commands")
 	}
 	if spec.Sandbox.On && spec.Sandbox.Temp != "" {
 		// /tmp is read-only in the sandbox: Claude Code's temporary files
@@ -264,6 +274,10 @@ func writeMCPConfig(m engine.MCPAccess, limit time.Duration, parent string) (dir
 	}
 	return dir, file, nil
 }
+
+// noOwnSandbox is the --settings layer that turns Claude Code's own
+// sandbox off in a session troupe sandboxes.
+const noOwnSandbox = `{"sandbox":{"enabled":false}}`
 
 // envTmpDir is where Claude Code keeps its temporary files (else TMPDIR).
 const envTmpDir = "CLAUDE_CODE_TMPDIR"
