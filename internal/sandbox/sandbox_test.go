@@ -337,3 +337,22 @@ func TestNetworkOff(t *testing.T) {
 		t.Fatalf("network off: interfaces %q, %v; want loopback alone", out, err)
 	}
 }
+
+func TestEnabled(t *testing.T) {
+	yes, no := true, false
+	for _, c := range []struct {
+		spec troupe.AgentSpec
+		want bool
+	}{
+		{troupe.AgentSpec{Engine: troupe.EngineFake}, true},
+		{troupe.AgentSpec{Engine: troupe.EngineClaude}, true},
+		{troupe.AgentSpec{Engine: troupe.EngineClaude, Mode: troupe.ModeTerminal}, false},
+		{troupe.AgentSpec{Engine: troupe.EngineClaude, Mode: troupe.ModeTerminal, Sandbox: troupe.AgentSandbox{Enabled: &yes}}, true},
+		{troupe.AgentSpec{Engine: troupe.EngineACP}, false},
+		{troupe.AgentSpec{Engine: troupe.EngineOpenAI, Sandbox: troupe.AgentSandbox{Enabled: &no}}, false},
+	} {
+		if got := Enabled(c.spec); got != c.want {
+			t.Errorf("Enabled(%s %s %+v) = %v, want %v", c.spec.Engine, c.spec.Mode, c.spec.Sandbox, got, c.want)
+		}
+	}
+}
