@@ -32,7 +32,7 @@ const sandboxTeam = `
 [[agent]]
 name = "f"
 engine = "fake"
-allowed_tools = ["run_in_background"]
+allowed_tools = ["run_in_background", "Bash"]
 
 [[agent]]
 name = "o"
@@ -48,6 +48,7 @@ api_key_env = "TROUPE_TEST_OPENAI_KEY"
 [[agent]]
 name = "open"
 engine = "fake"
+allowed_tools = ["Bash"]
 sandbox = false
 `
 

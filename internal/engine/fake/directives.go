@@ -50,10 +50,11 @@ import (
 //	!instructions         say the instructions the session was started with
 //	!token                say the session's MCP token (tests of C2; a real
 //	                      agent could print its token just the same)
-//	!sh COMMAND           run /bin/sh -c COMMAND as the fake's own child, in
-//	                      its folder (what a CLI's shell tool does, with no
-//	                      permission asked: tests of the sandbox, C16), and
-//	                      say its output and "exit N"
+//	!sh COMMAND           ask permission for tool "Bash" {"command": COMMAND}
+//	                      (as a CLI's shell tool does), then run /bin/sh -c
+//	                      COMMAND as the fake's own child, in its folder, and
+//	                      say its output and "exit N" (tests of the sandbox,
+//	                      C16); denied: say "!sh not run: deny.."
 var directives = map[string]directive{
 	"say":          {usage: "!say TEXT", args: 1},
 	"sleep":        {usage: "!sleep DUR", args: 1, required: 1},
