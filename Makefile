@@ -113,6 +113,7 @@ bench: build tools $(XTERM)
 	$(BENCH) -count 1 -benchtime 10x -bench '^BenchmarkMemoryFirstSearch$$' ./internal/store/sqlite | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 200x -bench '^BenchmarkMemoryBriefing$$' ./internal/store/sqlite | tee -a bench.out
 	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToNotify$$' ./internal/task | tee -a bench.out
+	$(BENCH) -benchtime 50x -bench '^BenchmarkStart$$' ./internal/sandbox | tee -a bench.out
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkEchoTurn$$' ./internal/engine/fake | tee -a bench.out
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkLoopStep$$' ./internal/engine/openai | tee -a bench.out
 	$(BENCH) -benchtime 200000x -bench '^BenchmarkPublish$$' ./internal/events | tee -a bench.out

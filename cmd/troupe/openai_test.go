@@ -333,11 +333,13 @@ func TestOpenAICommandEndsAtItsLimitWhenTheDaemonDies(t *testing.T) {
 	if _, err := r.cl.Send(r.ctx, r.p, "x", `[[tool:run_command {"command":"echo $$ > cmd.pid; exec sleep 120","timeout_seconds":2}]]`); err != nil {
 		t.Fatal(err)
 	}
+	// The command's pid as this test sees it: $$ in cmd.pid is its pid in
+	// its sandbox's own pid namespace, so it is found by what it runs.
 	pidFile := filepath.Join(r.proj, "cmd.pid")
 	var pid int
 	for deadline := time.Now().Add(time.Minute); pid == 0; time.Sleep(20 * time.Millisecond) {
-		if b, err := os.ReadFile(pidFile); err == nil {
-			fmt.Sscan(strings.TrimSpace(string(b)), &pid)
+		if _, err := os.Stat(pidFile); err == nil {
+			pid = processIn(r.proj, "sleep\x00120")
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the command never started")
@@ -355,4 +357,24 @@ func TestOpenAICommandEndsAtItsLimitWhenTheDaemonDies(t *testing.T) {
 		t.Fatalf("the command %d still runs 20 s after the daemon died; its limit was 2 s", pid)
 	}
 	r.start() // for the rig's clean stop
+}
+
+// processIn is the pid of a process working in dir whose command line
+// starts with cmdline (NUL-separated), 0 if none.
+func processIn(dir, cmdline string) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err != nil || cwd != dir {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.HasPrefix(string(b), cmdline) {
+			return pid
+		}
+	}
+	return 0
 }

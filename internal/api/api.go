@@ -74,6 +74,10 @@ type Agent struct {
 	// SessionID is the engine's id of the agent's conversation, which its
 	// next session resumes; empty: the next session starts a new one.
 	SessionID string `json:"session_id"`
+	// Sandboxed says whether the agent's processes run in its sandbox
+	// (internal/sandbox); false: sandbox = false in its team, or an engine
+	// not sandboxed by default.
+	Sandboxed bool `json:"sandboxed"`
 }
 
 // Duration is a time.Duration that travels as text ("10m0s").

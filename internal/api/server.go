@@ -18,6 +18,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/project"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -265,7 +266,8 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 				mode = troupe.ModeTerminal // the generic engine has no other mode
 			}
 			out = append(out, Agent{Project: id, Name: a.Name, Engine: a.Engine, Model: a.Model, Mode: mode,
-				TurnTimeout: Duration(a.TurnTimeout), IdleTimeout: Duration(a.IdleTimeout), State: st, Reason: reason, SessionID: sess})
+				TurnTimeout: Duration(a.TurnTimeout), IdleTimeout: Duration(a.IdleTimeout), State: st, Reason: reason, SessionID: sess,
+				Sandboxed: sandbox.Enabled(a)})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -45,6 +45,7 @@ var targets = []target{
 	{bench: "internal/mcp BenchmarkMCPAskRoundTrip", metric: "p99-ms", value: 10},
 	{bench: "internal/mcp BenchmarkMCPListAgents", metric: "p50-ms", value: 1.5},
 	{bench: "internal/runtime BenchmarkWakeLatency", metric: "p99-ms", value: 50},
+	{bench: "internal/sandbox BenchmarkStart/mechanism=bubblewrap", metric: "p50-ms", value: 20},
 	{bench: "internal/store/sqlite BenchmarkInboxAppend", metric: "msgs/s", value: 2000, min: true},
 	{bench: "cmd/troupe BenchmarkWebFirstLoad", metric: "p50-ms", value: 300},
 	{bench: "cmd/troupe BenchmarkWebEventBurst", metric: "p99-ms", value: 100},

@@ -183,11 +183,59 @@ func (r *Registry) readFile(path string) (RegistryFile, error) {
 	return RegistryFile{}, last
 }
 
+// namespaceGone reports whether the pid namespace of domain
+// ("linux:<machine-id>:pid:[<inode>]") is of this machine and holds no
+// process any more: a session troupe ran in a sandbox (its own pid
+// namespace) whose processes are all gone. Another machine's, or one this
+// cannot tell, is not gone.
+func (r *Registry) namespaceGone(domain string) bool {
+	rest, ok := strings.CutPrefix(domain, "linux:")
+	if !ok {
+		return false
+	}
+	mid, ns, ok := strings.Cut(rest, ":")
+	if !ok || !strings.HasPrefix(ns, "pid:[") {
+		return false
+	}
+	own, err := os.ReadFile("/etc/machine-id")
+	if err != nil || strings.TrimSpace(string(own)) != mid {
+		return false
+	}
+	proc := r.Proc
+	if proc == "" {
+		proc = "/proc"
+	}
+	entries, err := os.ReadDir(proc)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		if l, err := os.Readlink(filepath.Join(proc, e.Name(), "ns", "pid")); err != nil || l != ns {
+			continue
+		}
+		// A zombie (killed with its sandbox, not reaped yet) keeps the
+		// namespace but runs nothing.
+		if st, err := os.ReadFile(filepath.Join(proc, e.Name(), "stat")); err == nil {
+			if i := bytes.LastIndexByte(st, ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
+				continue
+			}
+		}
+		return false
+	}
+	return true
+}
+
 // check applies C8 to one file: live iff the pid exists and its start
 // time equals procStart; unreadable or in doubt reads as live.
 func (r *Registry) check(f RegistryFile, selfNS string) (Liveness, bool) {
 	lv := Liveness{Live: true, Status: f.Status, WaitingFor: f.WaitingFor, PIDs: []int{f.PID}}
 	if f.PIDDomain != "" && selfNS != "" && !strings.HasSuffix(f.PIDDomain, ":"+selfNS) {
+		if r.namespaceGone(f.PIDDomain) {
+			return Liveness{}, false // its sandbox's namespace ended with it
+		}
 		lv.Doubt = "its process is in another pid namespace (" + f.PIDDomain + "): troupe cannot check it"
 		return lv, true
 	}

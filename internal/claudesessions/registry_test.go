@@ -183,3 +183,19 @@ func TestRegistryUnreadableProcReadsLive(t *testing.T) {
 		t.Errorf("unreadable /proc/4242/stat: %+v live=%v, want live in doubt", lv, ok)
 	}
 }
+
+// A session of this machine whose pid namespace holds no process any more
+// (an agent's sandbox that ended with it) reads as not live.
+func TestRegistryGonePIDNamespaceReadsNotLive(t *testing.T) {
+	mid, err := os.ReadFile("/etc/machine-id")
+	if err != nil {
+		t.Skip("no /etc/machine-id")
+	}
+	dir := t.TempDir()
+	b := fmt.Sprintf(`{"pid":1,"sessionId":"x","procStart":"1","pidDomain":"linux:%s:pid:[4294967295]"}`, strings.TrimSpace(string(mid)))
+	os.WriteFile(filepath.Join(dir, "1.json"), []byte(b), 0o600)
+	r := &Registry{Dir: dir, ReadStat: fakeProc{}.read}
+	if lv, ok := r.Read().Sessions["x"]; ok {
+		t.Errorf("a namespace no process is in: read live %+v", lv)
+	}
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/daemon"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/statedir"
 	"github.com/troupe-dev/troupe/internal/task"
 )
@@ -53,6 +54,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(args) >= 1 && args[0] == "task-supervise" {
 		return task.SuperviseMain(args[1:]) // a task's supervisor, started by the daemon
+	}
+	if len(args) >= 1 && args[0] == sandbox.HelperCommand {
+		return sandbox.HelperMain(args[1:]) // the Landlock sandbox's helper: restricts itself, then execs
 	}
 	return run(ctx, args, stdout, stderr, isTerminal(stdout), isTerminal(stderr))
 }
@@ -393,7 +397,7 @@ func agentsCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.errw, "warning: team file not loaded, showing the last good team: %s\n", p.TeamError)
 			}
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AGENT\tENGINE\tMODE\tSTATE\tTURN TIMEOUT\tSESSION")
+			fmt.Fprintln(tw, "AGENT\tENGINE\tMODE\tSTATE\tTURN TIMEOUT\tSESSION\tSANDBOX")
 			for _, a := range as {
 				st := string(a.State)
 				if a.Reason != "" {
@@ -403,7 +407,11 @@ func agentsCmd(g *globals) *cobra.Command {
 				if sess == "" {
 					sess = "-"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Engine, a.Mode, st, fmtDuration(a.TurnTimeout), sess)
+				sbx := "on"
+				if !a.Sandboxed {
+					sbx = "OFF (unsandboxed)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Engine, a.Mode, st, fmtDuration(a.TurnTimeout), sess, sbx)
 			}
 			return tw.Flush()
 		},

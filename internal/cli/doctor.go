@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/doctor"
 	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/projfile"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -39,6 +40,7 @@ func doctorCmd(g *globals) *cobra.Command {
 				return repairStore(cmd, g)
 			}
 			cs := doctor.Run(cmd.Context(), doctor.Options{OpenAI: openaiEndpoints(cmd.Context(), g)})
+			cs = append(cs, doctor.Sandbox(sandboxInfo()))
 			var err error
 			if g.json {
 				err = g.printJSON(cs)
@@ -69,46 +71,57 @@ func doctorCmd(g *globals) *cobra.Command {
 // writing: a key is sent only to an endpoint the person approved with it,
 // which the daemon tells (approvedEndpoints).
 func openaiEndpoints(ctx context.Context, g *globals) []doctor.Endpoint {
+	team, dir := folderTeam()
+	if team == nil {
+		return nil
+	}
+	var eps []doctor.Endpoint
+	var approved map[string]bool
+	why := ""
+	for _, a := range team.Agents {
+		if a.Engine != troupe.EngineOpenAI {
+			continue
+		}
+		url, _ := a.Options["base_url"].(string)
+		key, _ := a.Options["api_key_env"].(string)
+		ep := doctor.Endpoint{Agent: string(a.Name), BaseURL: url, KeyEnv: key, KeyInAgentEnv: key != "" && a.Env[key] != ""}
+		if key != "" && approved == nil && why == "" {
+			approved, why = approvedEndpoints(ctx, g, dir)
+		}
+		if ep.KeyApproved = approved[endpointKey(url, key)]; !ep.KeyApproved && why == "" {
+			ep.Withheld = "the approved team of this project has no agent with this base_url and api_key_env (troupe team diff)"
+		} else if !ep.KeyApproved {
+			ep.Withheld = why
+		}
+		eps = append(eps, ep)
+	}
+	return eps
+}
+
+// folderTeam is the team of the project the CLI runs in (the nearest
+// folder up with .troupe/team.toml) and that folder; nil when there is
+// none or it does not parse (the daemon reports a bad team).
+func folderTeam() (*project.Team, string) {
 	dir, err := os.Getwd()
 	if err != nil {
-		return nil
+		return nil, ""
 	}
 	for {
 		const file = ".troupe/team.toml"
 		if fi, err := os.Lstat(filepath.Join(dir, file)); err == nil && fi.Mode().IsRegular() {
 			data, _, err := projfile.Team.ReadIn(dir, file)
 			if err != nil {
-				return nil
+				return nil, ""
 			}
 			team, err := project.ParseTeam(file, data)
 			if err != nil {
-				return nil
+				return nil, ""
 			}
-			var eps []doctor.Endpoint
-			var approved map[string]bool
-			why := ""
-			for _, a := range team.Agents {
-				if a.Engine != troupe.EngineOpenAI {
-					continue
-				}
-				url, _ := a.Options["base_url"].(string)
-				key, _ := a.Options["api_key_env"].(string)
-				ep := doctor.Endpoint{Agent: string(a.Name), BaseURL: url, KeyEnv: key, KeyInAgentEnv: key != "" && a.Env[key] != ""}
-				if key != "" && approved == nil && why == "" {
-					approved, why = approvedEndpoints(ctx, g, dir)
-				}
-				if ep.KeyApproved = approved[endpointKey(url, key)]; !ep.KeyApproved && why == "" {
-					ep.Withheld = "the approved team of this project has no agent with this base_url and api_key_env (troupe team diff)"
-				} else if !ep.KeyApproved {
-					ep.Withheld = why
-				}
-				eps = append(eps, ep)
-			}
-			return eps
+			return team, dir
 		}
 		up := filepath.Dir(dir)
 		if up == dir {
-			return nil
+			return nil, ""
 		}
 		dir = up
 	}
@@ -153,6 +166,22 @@ func approvedEndpoints(ctx context.Context, g *globals, dir string) (map[string]
 // it (the URL without its trailing slashes).
 func endpointKey(url, keyEnv string) string {
 	return strings.TrimRight(url, "/") + "\x00" + keyEnv
+}
+
+// sandboxInfo is the sandbox's mechanism on this machine and the agents of
+// the folder's team (the nearest folder up with .troupe/team.toml) that
+// run without it.
+func sandboxInfo() doctor.SandboxInfo {
+	r := sandbox.Detect()
+	info := doctor.SandboxInfo{Mechanism: string(r.Mechanism), Covers: r.Covers, Why: r.Why}
+	if team, _ := folderTeam(); team != nil {
+		for _, a := range team.Agents {
+			if !sandbox.Enabled(a) {
+				info.Unsandboxed = append(info.Unsandboxed, string(a.Name))
+			}
+		}
+	}
+	return info
 }
 
 // repairStore runs daemon.Repair on the state dir and prints its report.

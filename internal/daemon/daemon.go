@@ -267,7 +267,8 @@ func Run(ctx context.Context, cfg Config) error {
 			return out
 		}})
 	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
-		Grants: tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
+		Sandbox: sandboxes(cfg.StateDir, reg),
+		Grants:  tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db,
 		MessageDir: filepath.Join(cfg.StateDir, "messages"), MaxSessions: cfg.MaxSessions})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner

@@ -457,3 +457,40 @@ func Strict(cs []Check) error {
 	}
 	return fmt.Errorf("%s: %w: run the fixes troupe doctor prints", strings.Join(bad, ", "), ErrNotReady)
 }
+
+// SandboxInfo is what the CLI knows of the agents' sandbox on this
+// machine (internal/sandbox's Detect), for Sandbox's report.
+type SandboxInfo struct {
+	Mechanism string // "bubblewrap", "landlock" or "none"
+	Covers    string // what it contains, and what not
+	Why       string // why bubblewrap is not used, and the fix
+	// Unsandboxed are the agents of the folder's team that run without
+	// it (sandbox = false, or an engine not sandboxed by default).
+	Unsandboxed []string
+}
+
+// Sandbox is the report's line on the agents' sandbox: the mechanism in
+// force and what it covers; not ready when there is none (sandboxed
+// agents then do not start); the agents that run unsandboxed, and the
+// resources troupe does not cap.
+func Sandbox(s SandboxInfo) Check {
+	c := Check{Engine: "sandbox", CLI: "bwrap", OK: s.Mechanism != "none" && s.Mechanism != ""}
+	c.Login = s.Mechanism + ": " + s.Covers
+	if s.Mechanism == "bubblewrap" {
+		c.Path, _ = lookPath("bwrap", os.Getenv("PATH"))
+	}
+	if !c.OK {
+		c.Login = "none: sandboxed agents do not start"
+	}
+	if s.Why != "" {
+		c.Problems = append(c.Problems, s.Why)
+		c.Fixes = append(c.Fixes, "install bubblewrap (apt-get install bubblewrap) and allow user namespaces; or set sandbox = false for the agents in .troupe/team.toml")
+	}
+	if len(s.Unsandboxed) > 0 {
+		c.Problems = append(c.Problems, "unsandboxed agents: "+strings.Join(s.Unsandboxed, ", "))
+		c.Login += "; UNSANDBOXED: " + strings.Join(s.Unsandboxed, ", ")
+	}
+	// Resources: no memory or process cap per agent yet (cgroup v2).
+	c.Login += "; no memory or process-count cap per agent"
+	return c
+}

@@ -229,3 +229,15 @@ func TestOpenAIKeyOnlyToApprovedEndpoint(t *testing.T) {
 		t.Fatalf("check = %+v; want the withheld key said in one line", c)
 	}
 }
+
+func TestSandboxReport(t *testing.T) {
+	c := Sandbox(SandboxInfo{Mechanism: "bubblewrap", Covers: "files, processes", Unsandboxed: []string{"open"}})
+	if !c.OK || !strings.Contains(c.Login, "bubblewrap: files, processes") || !strings.Contains(c.Login, "UNSANDBOXED: open") ||
+		!strings.Contains(c.Login, "no memory or process-count cap") {
+		t.Errorf("report %+v", c)
+	}
+	c = Sandbox(SandboxInfo{Mechanism: "none", Why: "bubblewrap unusable"})
+	if c.OK || len(c.Fixes) == 0 || !strings.Contains(c.Fixes[0], "apt-get install bubblewrap") || Strict([]Check{c}) == nil {
+		t.Errorf("no mechanism: %+v, want not ready with the fix", c)
+	}
+}

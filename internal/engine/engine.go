@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/permission"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -63,8 +64,23 @@ type StartSpec struct {
 	// MCP is how the agent reaches troupe's MCP endpoint: a URL and a
 	// bearer token minted for this session only (C2), revoked when it ends.
 	// Empty when the daemon serves no MCP endpoint (tests).
-	MCP    MCPAccess
-	Logger *slog.Logger
+	MCP MCPAccess
+	// Sandbox is the agent's sandbox (contract C16): every process the
+	// engine starts for the agent runs in it (proc.Spec.Sandbox; its own
+	// CLI with Sandbox.ForEngine(), which keeps the network). Off (the
+	// zero value): unsandboxed.
+	Sandbox sandbox.Policy
+	Logger  *slog.Logger
+}
+
+// EngineSandbox is the sandbox of an engine's own CLI for spec: nil when
+// the agent is unsandboxed.
+func EngineSandbox(spec StartSpec) *sandbox.Policy {
+	if !spec.Sandbox.On {
+		return nil
+	}
+	p := spec.Sandbox.ForEngine()
+	return &p
 }
 
 // MCPAccess is the endpoint and the session's token.

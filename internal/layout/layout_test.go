@@ -101,6 +101,9 @@ var never = map[string][]string{
 	"internal/store/sqlite": {mod + "internal/runtime"},
 	// Process handles are below every owner of child processes.
 	"internal/pidfd": {mod + "internal"},
+	// The sandbox is below every owner of an agent's processes: it knows
+	// paths and the vocabulary, no runtime, project registry or engine.
+	"internal/sandbox": {mod + "internal/runtime", mod + "internal/project", mod + "internal/engine", mod + "internal/task", mod + "internal/daemon"},
 	// The Claude sessions of the machine are read by the daemon and served
 	// by the API: they know no runtime, store, project registry or API.
 	"internal/claudesessions": {mod + "internal/runtime", mod + "internal/store/sqlite", mod + "internal/project", mod + "internal/api"},

@@ -135,3 +135,33 @@ func (p *Process) Signal(sig unix.Signal) error {
 	}
 	return err
 }
+
+// SignalGroupButLeader sends sig to every process of the process group
+// pgid but its leader (pid pgid): a sandbox's bubblewrap, which forwards no
+// signal and whose death would SIGKILL the program before its own handler
+// ran. Each is signalled through a handle opened, then checked to be in
+// the group still, so a pid reused meanwhile is not hit.
+func SignalGroupButLeader(pgid int, sig unix.Signal) error {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pgid {
+			continue
+		}
+		if g, err := unix.Getpgid(pid); err != nil || g != pgid {
+			continue
+		}
+		h, err := Open(pid)
+		if err != nil {
+			continue // gone
+		}
+		if g, err := unix.Getpgid(pid); err == nil && g == pgid {
+			h.Signal(sig)
+		}
+		h.Close()
+	}
+	return nil
+}

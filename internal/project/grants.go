@@ -138,6 +138,7 @@ func compareAgent(old, next troupe.AgentSpec, all bool) (widen []GrantChange) {
 	if len(missing(next.AllowedTools, old.AllowedTools)) > 0 {
 		add("allowed_tools", quoteList(old.AllowedTools), quoteList(next.AllowedTools))
 	}
+	compareSandbox(old.Sandbox, next.Sandbox, all, add)
 	if old.PermissionMode != next.PermissionMode || all {
 		o, okOld := permission.Rank(old.PermissionMode)
 		n, okNext := permission.Rank(next.PermissionMode)
@@ -151,6 +152,39 @@ func compareAgent(old, next troupe.AgentSpec, all bool) (widen []GrantChange) {
 		}
 	}
 	return widen
+}
+
+// compareSandbox adds the sandbox changes that widen what the agent may
+// reach: the sandbox turned off or back to its engine's default (which may
+// be off), a path made readable or writable, a hidden path shown, the
+// network given back to commands that had none. Turning it on, hiding more
+// and cutting the network narrow.
+func compareSandbox(old, next troupe.AgentSandbox, all bool, add func(field, o, n string)) {
+	on := func(b *bool) bool { return b != nil && *b }
+	if !ptrEqual(old.Enabled, next.Enabled) && !on(next.Enabled) || all && next.Enabled != nil && !*next.Enabled {
+		add("sandbox.enabled", boolText(old.Enabled, "default"), boolText(next.Enabled, "default"))
+	}
+	if len(missing(next.Readable, old.Readable)) > 0 || all && len(next.Readable) > 0 {
+		add("sandbox.readable", quoteList(old.Readable), quoteList(next.Readable))
+	}
+	if len(missing(next.Writable, old.Writable)) > 0 || all && len(next.Writable) > 0 {
+		add("sandbox.writable", quoteList(old.Writable), quoteList(next.Writable))
+	}
+	if len(missing(old.Hidden, next.Hidden)) > 0 {
+		add("sandbox.hidden", quoteList(old.Hidden), quoteList(next.Hidden))
+	}
+	if old.Network != nil && !*old.Network && !(next.Network != nil && !*next.Network) {
+		add("sandbox.network", boolText(old.Network, "default"), boolText(next.Network, "default"))
+	}
+}
+
+func ptrEqual(a, b *bool) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
+
+func boolText(b *bool, none string) string {
+	if b == nil {
+		return none
+	}
+	return fmt.Sprint(*b)
 }
 
 // missing returns the entries of a that are not in b.
@@ -266,6 +300,9 @@ func EncodeTeam(t *Team) ([]byte, error) {
 			if a.Options != nil {
 				m[string(a.Engine)] = a.Options
 			}
+			if sb := encodeSandbox(a.Sandbox); sb != nil {
+				m["sandbox"] = sb
+			}
 			tables = append(tables, m)
 		}
 	}
@@ -277,6 +314,27 @@ func EncodeTeam(t *Team) ([]byte, error) {
 		return nil, fmt.Errorf("encode team: %w", err)
 	}
 	return b.Bytes(), nil
+}
+
+// encodeSandbox is an agent's [agent.sandbox] table as ParseTeam reads
+// it; nil for the default sandbox.
+func encodeSandbox(sb troupe.AgentSandbox) map[string]any {
+	m := map[string]any{}
+	if sb.Enabled != nil {
+		m["enabled"] = *sb.Enabled
+	}
+	if sb.Network != nil {
+		m["network"] = *sb.Network
+	}
+	for k, v := range map[string][]string{"readable": sb.Readable, "writable": sb.Writable, "hidden": sb.Hidden} {
+		if v != nil {
+			m[k] = v
+		}
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 func durationText(d time.Duration) string {

@@ -67,6 +67,11 @@ func TestC17WideningTable(t *testing.T) {
 		{"prompt", edit(`prompt = "You lead."`, `prompt = "You lead, and nothing else."`), false, ""},
 		{"model", edit(`model = "m1"`, `model = "m2"`), false, ""},
 		{"turn_timeout", edit(`model = "m1"`, "model = \"m1\"\nturn_timeout = \"1h\""), false, ""},
+		{"sandbox off", edit(`model = "m1"`, "model = \"m1\"\nsandbox = false"), true, "sandbox.enabled"},
+		{"sandbox on", edit(`model = "m1"`, "model = \"m1\"\nsandbox = true"), false, ""},
+		{"sandbox writable", edit(`model = "m1"`, "model = \"m1\"\nsandbox = { writable = [\"~/.ssh\"] }"), true, "sandbox.writable"},
+		{"sandbox readable", edit(`model = "m1"`, "model = \"m1\"\nsandbox = { readable = [\"~/.aws\"] }"), true, "sandbox.readable"},
+		{"sandbox hides more", edit(`model = "m1"`, "model = \"m1\"\nsandbox = { hidden = [\"secrets\"], network = false }"), false, ""},
 	}
 	approved, err := ParseTeam("approved", []byte(approvedLead))
 	if err != nil {
@@ -264,6 +269,7 @@ prompt = "line one\nline \"two\" \\ three"
 args = []
 allowed_tools = []
 env = {}
+sandbox = { enabled = true, network = false, writable = ["~/.cache/x"], hidden = ["secrets"] }
 [agent.fake]
 respond = "ok"
 nested = { x = 1, y = [1.5, 2.0] }
@@ -336,5 +342,26 @@ func TestC17UpgradeTakesTheLastTeamAsApproved(t *testing.T) {
 	}
 	if a, ok, _ := store.Approval(context.Background(), "pold"); !ok || !strings.Contains(string(a.Team), `"acceptEdits"`) {
 		t.Fatalf("the approval is not saved: %q %v", a.Team, ok)
+	}
+}
+
+// TestSameSpecFollowsPointers: two parses of one agent with a sandbox
+// table are the same definition (the *bool fields are different pointers
+// to equal values): a reload must not see a change and restart it.
+func TestSameSpecFollowsPointers(t *testing.T) {
+	src := "[[agent]]\nname = \"a\"\nengine = \"fake\"\nsandbox = { enabled = true, network = false }\n"
+	x, err := ParseTeam("x", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, _ := ParseTeam("y", []byte(src))
+	if !sameSpec(x.Agents[0], y.Agents[0]) {
+		t.Error("one agent parsed twice is not the same definition")
+	}
+	off := false
+	y.Agents[0].Sandbox.Network = &off
+	y.Agents[0].Sandbox.Enabled = &off
+	if sameSpec(x.Agents[0], y.Agents[0]) {
+		t.Error("a sandbox turned off is the same definition")
 	}
 }

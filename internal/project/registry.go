@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -671,7 +672,7 @@ func diffTeams(a, b *Team) (added, removed, changed []troupe.AgentID) {
 // sameSpec compares two definitions, ignoring where they sit in the file.
 func sameSpec(a, b troupe.AgentSpec) bool {
 	a.Line, b.Line = 0, 0
-	return fmt.Sprintf("%#v", a) == fmt.Sprintf("%#v", b)
+	return reflect.DeepEqual(a, b) // not by printing: the sandbox's *bool fields print as addresses
 }
 
 // Add registers the folder at path. path is made absolute and its symlinks

@@ -27,7 +27,7 @@ var (
 var agentKeys = []string{
 	"name", "engine", "model", "mode", "turn_timeout", "idle_timeout",
 	"prompt", "prompt_file", "allowed_tools", "permission_mode", "env",
-	"command", "args", "workspace", "base",
+	"command", "args", "workspace", "base", "sandbox",
 }
 
 const nameRule = "use 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit"
@@ -382,6 +382,8 @@ func (p *teamParser) agentKey(i int, rel toml.Key) error {
 		a.Base = s
 	case "env":
 		return p.setEnv(i, v)
+	case "sandbox":
+		return p.sandbox(i, field, v)
 	default:
 		e := troupe.Engine(name)
 		if !slices.Contains(troupe.Engines, e) {

@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/projfile"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -732,8 +733,27 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 		return nil, err
 	}
 	ap.dir = work
+	var sbx sandbox.Policy
+	if p, err := a.rt.sandbox(ctx, a.key, spec, dir, work); err != nil {
+		a.rt.closeApprover(ap, "the agent's sandbox could not be made")
+		if access.Token != "" {
+			a.rt.o.Grants.Revoke(access.Token)
+		}
+		return nil, err
+	} else if p != nil {
+		sbx = *p
+		if err := sbx.Check(); err != nil {
+			a.rt.closeApprover(ap, "the agent's sandbox cannot be enforced")
+			if access.Token != "" {
+				a.rt.o.Grants.Revoke(access.Token)
+			}
+			return nil, fmt.Errorf("start %s session: %w", spec.Engine, err)
+		}
+	} else if a.rt.o.Sandbox != nil {
+		a.log.Warn("agent runs unsandboxed (sandbox = false in its team file)")
+	}
 	s, err := eng.Start(ctx, engine.StartSpec{Key: a.key, Agent: spec, Dir: work, Instructions: instr,
-		Resume: resume, Tools: a.rt.Tools(a.key), Approver: ap, MCP: access, Logger: a.log})
+		Resume: resume, Tools: a.rt.Tools(a.key), Approver: ap, MCP: access, Sandbox: sbx, Logger: a.log})
 	if err != nil {
 		a.rt.closeApprover(ap, "the agent's session did not start")
 		if access.Token != "" {

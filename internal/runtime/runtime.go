@@ -41,6 +41,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/journal"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -83,6 +84,12 @@ type Options struct {
 	// folder, or a worktree made for it. nil: always dir.
 	Workspace func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string) (string, error)
 	MCPURL    string
+	// Sandbox returns the sandbox of agent k working in work (its
+	// project's folder dir or its worktree): every process started for it
+	// (its engine's, its background tasks) runs in it (C16). nil: no
+	// sandbox. The daemon builds it (internal/sandbox.Build), since it
+	// knows the other projects and worktrees.
+	Sandbox func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (sandbox.Policy, error)
 	// Briefing, if set, returns text every session of project p starts
 	// with after its prompt (a bounded index of its memory notes).
 	Briefing func(ctx context.Context, p troupe.Project) string

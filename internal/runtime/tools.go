@@ -9,6 +9,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/permission"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -51,13 +52,17 @@ func (h toolHost) Call(ctx context.Context, name string, args json.RawMessage) (
 	if err != nil {
 		return "", err
 	}
+	sbx, err := h.r.sandbox(ctx, h.key, spec, dir, work)
+	if err != nil {
+		return "", err
+	}
 	if work == dir {
 		work = ""
 	}
 	if err := h.gate(ctx, name, args); err != nil {
 		return "", err
 	}
-	return h.r.tools.Call(ctx, tool.Caller{Key: h.key, Dir: dir, Workdir: work, Limit: h.limit}, name, args)
+	return h.r.tools.Call(ctx, tool.Caller{Key: h.key, Dir: dir, Workdir: work, Limit: h.limit, Sandbox: sbx}, name, args)
 }
 
 // gate is the permission gate of troupe's own tools (C15): a tool that
@@ -231,6 +236,21 @@ func (r *Runtime) Reply(ctx context.Context, k troupe.RuntimeKey, text string) e
 }
 
 // workspace is the folder agent k works in (Options.Workspace).
+// sandbox is agent k's sandbox (Options.Sandbox): nil when off.
+func (r *Runtime) sandbox(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (*sandbox.Policy, error) {
+	if r.o.Sandbox == nil {
+		return nil, nil
+	}
+	p, err := r.o.Sandbox(ctx, k, spec, dir, work)
+	if err != nil {
+		return nil, fmt.Errorf("make sandbox of %s: %w", k.Agent, err)
+	}
+	if !p.On {
+		return nil, nil
+	}
+	return &p, nil
+}
+
 func (r *Runtime) workspace(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string) (string, error) {
 	if r.o.Workspace == nil {
 		return dir, nil

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/pidfd"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -579,6 +580,10 @@ type Job struct {
 	// MaxOutput caps the output kept (its first half and its last half);
 	// 0: the Manager's default (Options.MaxOutput).
 	MaxOutput int64
+	// Sandbox, if set and on, is the owner's sandbox: the job runs in it
+	// (its supervisor does not: it writes the task's files in the state
+	// dir). An agent's tasks get it; the person's do not unless asked.
+	Sandbox *sandbox.Policy
 }
 
 // Start starts j for owner in the project folder projectDir and returns
@@ -624,11 +629,17 @@ func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir
 	// Room for the new folder within the project's bounds.
 	m.pruneProject(ctx, owner.Project, "")
 
+	var argv []string
+	if j.Sandbox != nil && j.Sandbox.On {
+		if argv, err = sandbox.Wrap(*j.Sandbox, []string{jobShell, "-c", command}); err != nil {
+			return Task{}, fmt.Errorf("start task: %w", err)
+		}
+	}
 	id, taskDir, err := m.newTaskDir()
 	if err != nil {
 		return Task{}, noSpace(fmt.Errorf("start task: %w", err))
 	}
-	t, err := m.startIn(ctx, owner, id, taskDir, spec{ID: id, Command: command, Cwd: dir, Env: m.jobEnv,
+	t, err := m.startIn(ctx, owner, id, taskDir, spec{ID: id, Command: command, Argv: argv, Cwd: dir, Env: m.jobEnv,
 		Timeout: timeout, KillGrace: m.grace, MaxOutput: maxOutput})
 	if err != nil {
 		// Nothing half-made stays: no row was recorded, no job ran.

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/troupe-dev/troupe/internal/pidfd"
 )
 
 // The files of a task directory, <Options.Dir>/<task id>/. This is the
@@ -63,8 +65,13 @@ const SupervisorEnv = "TROUPE_TASK_SUPERVISOR"
 
 // spec is what a supervisor runs (spec.json).
 type spec struct {
-	ID        ID            `json:"id"`
-	Command   string        `json:"command"`
+	ID      ID     `json:"id"`
+	Command string `json:"command"`
+	// Argv, when set, is what runs instead of sh -c Command: the same
+	// command wrapped in the owner's sandbox. Its first process (the
+	// sandbox's bubblewrap) is the group's leader and gets no SIGTERM: the
+	// job's own processes do (signalJob).
+	Argv      []string      `json:"argv,omitempty"`
 	Cwd       string        `json:"cwd"`
 	Env       []string      `json:"env"`        // the job's whole environment
 	Timeout   time.Duration `json:"timeout"`    // 0: none
@@ -249,6 +256,9 @@ func supervise(dir string, sp spec, sigs <-chan os.Signal) status {
 	}
 	defer pr.Close()
 	cmd := exec.Command(jobShell, "-c", sp.Command)
+	if len(sp.Argv) > 0 {
+		cmd = exec.Command(sp.Argv[0], sp.Argv[1:]...)
+	}
 	cmd.Dir = sp.Cwd
 	cmd.Env = sp.Env
 	if cmd.Env == nil {
@@ -288,7 +298,13 @@ func supervise(dir string, sp spec, sigs <-chan os.Signal) status {
 			return
 		}
 		state, reason = s, why
-		signalGroup(pgid, syscall.SIGTERM)
+		if len(sp.Argv) > 0 {
+			if err := pidfd.SignalGroupButLeader(pgid, syscall.SIGTERM); err != nil {
+				fmt.Fprintf(os.Stderr, "%s: signal job group %d: %v\n", supervisorName, pgid, err)
+			}
+		} else {
+			signalGroup(pgid, syscall.SIGTERM)
+		}
 		t := time.NewTimer(sp.KillGrace)
 		grace = t.C
 	}

@@ -50,7 +50,7 @@ func (m *Manager) runTool(ctx context.Context, c tool.Caller, args json.RawMessa
 		dir = c.Workdir // the agent's worktree: its tasks run there
 	}
 	t, err := m.Start(ctx, c.Key, dir, Job{Command: in.Command, Cwd: in.Cwd,
-		Timeout: time.Duration(in.TimeoutSeconds * float64(time.Second)), MaxOutput: in.MaxOutputBytes})
+		Timeout: time.Duration(in.TimeoutSeconds * float64(time.Second)), MaxOutput: in.MaxOutputBytes, Sandbox: c.Sandbox})
 	if err != nil {
 		return "", err
 	}

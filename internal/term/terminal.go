@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 )
 
 // Default size of a terminal when Options leave it zero: what the
@@ -53,6 +54,8 @@ type Options struct {
 	// OnOutput, if set, is called by the reader with the size of every
 	// chunk the program writes (activity, C3). It must not block.
 	OnOutput func(n int)
+	// Sandbox, if set, runs the program in it (proc.Spec.Sandbox).
+	Sandbox *sandbox.Policy
 }
 
 // Terminal is a program running on a PTY whose output feeds an Emulator.
@@ -111,7 +114,7 @@ func Start(o Options) (*Terminal, error) {
 	if !hasVar(env, "TERM") {
 		env = append(append([]string(nil), env...), "TERM=xterm-256color")
 	}
-	p, err := proc.Start(proc.Spec{Argv: o.Argv, Dir: o.Dir, Env: env, Logger: log, StopTimeout: o.StopTimeout, TTY: tty})
+	p, err := proc.Start(proc.Spec{Argv: o.Argv, Dir: o.Dir, Env: env, Logger: log, StopTimeout: o.StopTimeout, TTY: tty, Sandbox: o.Sandbox})
 	if err != nil {
 		master.Close()
 		return nil, fmt.Errorf("start %s on a terminal: %w", o.Argv[0], err)

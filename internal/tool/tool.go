@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/permission"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -41,6 +42,10 @@ type Caller struct {
 	// Workdir is the agent's working folder: its worktree, or "" when it
 	// works in the project folder (Dir).
 	Workdir string
+	// Sandbox is the caller's sandbox: the processes a tool starts for it
+	// (a background task) run in it. nil: none (the person, or an agent
+	// whose sandbox is off).
+	Sandbox *sandbox.Policy
 	// Limit is how long the caller's client lets one tool call run (0:
 	// no limit); a tool that can wait longer answers before it (C4).
 	Limit time.Duration

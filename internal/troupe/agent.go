@@ -31,11 +31,32 @@ type AgentSpec struct {
 	// Base is the ref a worktree's branch starts from ("": the project's
 	// HEAD when the worktree is made).
 	Base string `json:"base,omitempty"`
+	// Sandbox is the team file's [agent.sandbox] (or sandbox = false):
+	// changes to the agent's sandbox (internal/sandbox). The zero value is
+	// the default sandbox.
+	Sandbox AgentSandbox `json:"sandbox,omitzero"`
 	// Options holds the engine-specific table ([agent.<engine>]), checked by
 	// the engine when it starts the agent.
 	Options map[string]any `json:"options,omitempty"`
 	// Line is the line of the [[agent]] header in the file, for errors.
 	Line int `json:"-"`
+}
+
+// AgentSandbox is what a team file changes of an agent's sandbox. Paths
+// may start with "~/" (HOME); relative ones are inside the agent's
+// workspace.
+type AgentSandbox struct {
+	// Enabled is sandbox = true/false (or enabled in the table); nil:
+	// the default for the agent's engine.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Readable, Writable and Hidden add paths of each kind; a path named
+	// here overrides the default sandbox's kind for it.
+	Readable []string `json:"readable,omitempty"`
+	Writable []string `json:"writable,omitempty"`
+	Hidden   []string `json:"hidden,omitempty"`
+	// Network false cuts the agent's commands (tasks, run_command) from the
+	// network; nil leaves it unchanged.
+	Network *bool `json:"network,omitempty"`
 }
 
 // TeamChange describes what a reload of a team file changed. Agents whose

@@ -173,6 +173,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		approver:    spec.Approver,
 		log:         log,
 		stopTimeout: e.stopTimeout,
+		sandbox:     engine.EngineSandbox(spec),
 	})
 	if err != nil {
 		return fail(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 )
 
 var _ engine.Session = (*Session)(nil)
@@ -39,6 +40,7 @@ type sessionSpec struct {
 	approver    engine.Approver
 	log         *slog.Logger
 	stopTimeout time.Duration
+	sandbox     *sandbox.Policy // the agent process's; nil: none
 }
 
 // Session is one ACP agent process and one of its sessions. It is safe for
@@ -85,6 +87,7 @@ func start(ctx context.Context, spec sessionSpec) (*Session, error) {
 		Logger:      spec.log,
 		StopTimeout: spec.stopTimeout,
 		OnStderr:    func([]byte) { s.Bump() },
+		Sandbox:     spec.sandbox,
 	})
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -102,6 +103,7 @@ type launch struct {
 	env     []string
 	mcpFile string // "" without an MCP endpoint
 	instr   string
+	sandbox *sandbox.Policy // the CLI's sandbox; nil: none
 }
 
 // argv is the CLI's command line for a new session (resume false: id is
@@ -139,6 +141,13 @@ func (l *launch) sessionArgs(argv []string, id string, resume bool) []string {
 	}
 	if l.mcpFile != "" {
 		argv = append(argv, "--mcp-config", l.mcpFile)
+	}
+	if l.sandbox != nil {
+		// Claude Code's own sandbox (bubblewrap) cannot run inside troupe's
+		// (tested: "Can't mount proc on /newroot/proc: Operation not
+		// permitted", every Bash command failing): troupe's holds the CLI
+		// and all it runs, so Claude Code's is off for the session.
+		argv = append(argv, "--settings", noOwnSandbox)
 	}
 	argv = append(argv, "--allowedTools", "mcp__"+MCPServerName)
 	return append(argv, l.agent.AllowedTools...)
@@ -181,10 +190,22 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		dir:     spec.Dir,
 		env:     childEnv(environ, spec.Agent.Env, limit, personSet),
 		instr:   spec.Instructions,
+		sandbox: engine.EngineSandbox(spec),
+	}
+	if l.sandbox != nil {
+		log.Info("Claude Code's own sandbox is off in this session: troupe's sandbox contains the agent and its commands")
+	}
+	if spec.Sandbox.On && spec.Sandbox.Temp != "" {
+		// /tmp is read-only in the sandbox: Claude Code's temporary files
+		// (its messaging sockets, task outputs) go in the agent's own.
+		l.env = proc.Env(nil, nil, append(l.env, envTmpDir+"="+spec.Sandbox.Temp, "TMPDIR="+spec.Sandbox.Temp)...)
 	}
 	var tmp string
 	if spec.MCP.URL != "" {
-		if tmp, l.mcpFile, err = writeMCPConfig(spec.MCP, limit); err != nil {
+		// In a sandbox, the file holding the session's token goes in the
+		// agent's private temporary folder: /tmp is readable by every
+		// agent's sandbox.
+		if tmp, l.mcpFile, err = writeMCPConfig(spec.MCP, limit, spec.Sandbox.Temp); err != nil {
 			return nil, fmt.Errorf("start claude agent %s: %w", name, err)
 		}
 	}
@@ -232,7 +253,7 @@ type mcpServer struct {
 // writeMCPConfig writes the MCP config into a new private folder (0700, the
 // file 0600: the token never shows on a command line), which the session
 // removes when it ends.
-func writeMCPConfig(m engine.MCPAccess, limit time.Duration) (dir, file string, err error) {
+func writeMCPConfig(m engine.MCPAccess, limit time.Duration, parent string) (dir, file string, err error) {
 	b, err := json.Marshal(mcpConfig{MCPServers: map[string]mcpServer{MCPServerName: {
 		Type:    "http",
 		URL:     m.URL,
@@ -242,7 +263,7 @@ func writeMCPConfig(m engine.MCPAccess, limit time.Duration) (dir, file string, 
 	if err != nil {
 		return "", "", fmt.Errorf("encode mcp config: %w", err)
 	}
-	dir, err = os.MkdirTemp("", "troupe-claude-")
+	dir, err = os.MkdirTemp(parent, "troupe-claude-")
 	if err != nil {
 		return "", "", fmt.Errorf("make mcp config folder: %w", err)
 	}
@@ -253,6 +274,13 @@ func writeMCPConfig(m engine.MCPAccess, limit time.Duration) (dir, file string, 
 	}
 	return dir, file, nil
 }
+
+// noOwnSandbox is the --settings layer that turns Claude Code's own
+// sandbox off in a session troupe sandboxes.
+const noOwnSandbox = `{"sandbox":{"enabled":false}}`
+
+// envTmpDir is where Claude Code keeps its temporary files (else TMPDIR).
+const envTmpDir = "CLAUDE_CODE_TMPDIR"
 
 // newSessionID mints a UUID v4, as --session-id wants.
 func newSessionID() string {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -160,8 +161,13 @@ func TestArgv(t *testing.T) {
 	if got := l.argv("abc", true); !slices.Equal(got, want) {
 		t.Errorf("resume argv\n%q\nwant\n%q", got, want)
 	}
+	// In troupe's sandbox, Claude Code's own is off (it cannot run nested).
+	l.sandbox = &sandbox.Policy{On: true}
+	if got := l.argv("abc", false); !slices.Contains(got, "--settings") || got[slices.Index(got, "--settings")+1] != noOwnSandbox {
+		t.Errorf("sandboxed argv %q: want --settings %s", got, noOwnSandbox)
+	}
 	minimal := (&launch{command: "claude"}).argv("id", false)
-	for _, flag := range []string{"--model", "--permission-mode", "--append-system-prompt", "--mcp-config", "--strict-mcp-config"} {
+	for _, flag := range []string{"--model", "--permission-mode", "--append-system-prompt", "--mcp-config", "--strict-mcp-config", "--settings"} {
 		if slices.Contains(minimal, flag) {
 			t.Errorf("minimal argv has %s: %q", flag, minimal)
 		}

@@ -94,6 +94,7 @@ func (s *Session) startChild(id string, resume bool) (*proc.Process, error) {
 		Logger:      s.log,
 		StopTimeout: s.stopTimeout,
 		OnStderr:    func([]byte) { s.Bump() },
+		Sandbox:     s.launch.sandbox,
 	})
 }
 

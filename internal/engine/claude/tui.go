@@ -86,6 +86,7 @@ func (e *Engine) startTUI(spec engine.StartSpec, l *launch, tmp string, log *slo
 		Env:         env,
 		Logger:      log,
 		StopTimeout: e.stopTimeout,
+		Sandbox:     l.sandbox,
 	}, terminal.SessionSpec{
 		Name:   string(spec.Key.Agent),
 		Driver: d,

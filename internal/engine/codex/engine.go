@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -105,6 +106,8 @@ type launch struct {
 	env   []string
 	model string
 	instr string
+	// sandbox is the CLI's sandbox; nil: none.
+	sandbox *sandbox.Policy
 }
 
 // argv is the app-server's command line: the agent's args, troupe's MCP
@@ -162,12 +165,24 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if spec.MCP.URL != "" {
 		token = spec.MCP.Token
 	}
+	args := argv(command, spec.Agent, o, spec.MCP, e.ToolCallLimit(spec.Agent))
+	if spec.Sandbox.On {
+		// Codex's own sandbox (its bundled bubblewrap) cannot run inside
+		// troupe's: it locks a file under /tmp, read-only there (and under
+		// Landlock nothing can mount). troupe's sandbox holds the agent and
+		// all it runs, so Codex's is turned off for the session, last so
+		// that it wins over the agent's config.
+		args = append(args, "-c", `sandbox_mode="danger-full-access"`)
+		log.Info("codex's own sandbox is off in this session: troupe's sandbox contains the agent and its commands")
+	}
 	l := &launch{
-		argv:  argv(command, spec.Agent, o, spec.MCP, e.ToolCallLimit(spec.Agent)),
+		argv:  args,
 		dir:   spec.Dir,
 		env:   childEnv(e.environ(), spec.Agent.Env, token),
 		model: spec.Agent.Model,
 		instr: spec.Instructions,
+		// The app-server and every command it runs stay in troupe's sandbox.
+		sandbox: engine.EngineSandbox(spec),
 	}
 	hctx, cancel := context.WithTimeout(ctx, e.handshake)
 	defer cancel()

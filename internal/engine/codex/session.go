@@ -77,6 +77,7 @@ func start(ctx context.Context, spec sessionSpec) (*Session, error) {
 		Logger:      spec.log,
 		StopTimeout: spec.stopTimeout,
 		OnStderr:    func([]byte) { s.Bump() },
+		Sandbox:     spec.launch.sandbox,
 	})
 	if err != nil {
 		return nil, err

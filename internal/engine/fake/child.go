@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -310,6 +311,25 @@ func (c *child) step(s step, v vars) error {
 		return c.say(c.instructions)
 	case "token":
 		return c.say(c.mcpToken)
+	case "sh":
+		// Asked like a CLI's shell tool: the agent's permission_mode and
+		// allowed_tools ("Bash") decide, or the person.
+		command := v.expand(s.args[0])
+		input, _ := json.Marshal(map[string]string{"command": command})
+		if err := c.askPermission("Bash", input); err != nil {
+			return err
+		}
+		if c.decision != "allow" {
+			return c.say("!sh not run: " + c.decision)
+		}
+		out, err := exec.Command("/bin/sh", "-c", command).CombinedOutput()
+		code := 0
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			return fmt.Errorf("!sh: %w", err)
+		}
+		return c.say(fmt.Sprintf("%sexit %d", out, code))
 	}
 	return nil
 }

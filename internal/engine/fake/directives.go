@@ -50,6 +50,11 @@ import (
 //	!instructions         say the instructions the session was started with
 //	!token                say the session's MCP token (tests of C2; a real
 //	                      agent could print its token just the same)
+//	!sh COMMAND           ask permission for tool "Bash" {"command": COMMAND}
+//	                      (as a CLI's shell tool does), then run /bin/sh -c
+//	                      COMMAND as the fake's own child, in its folder, and
+//	                      say its output and "exit N" (tests of the sandbox,
+//	                      C16); denied: say "!sh not run: deny.."
 var directives = map[string]directive{
 	"say":          {usage: "!say TEXT", args: 1},
 	"sleep":        {usage: "!sleep DUR", args: 1, required: 1},
@@ -72,6 +77,7 @@ var directives = map[string]directive{
 	"cwd":          {usage: "!cwd"},
 	"instructions": {usage: "!instructions"},
 	"token":        {usage: "!token"},
+	"sh":           {usage: "!sh COMMAND", args: 1, required: 1},
 }
 
 // directive describes one directive's arguments: args fields separated by

@@ -3,6 +3,8 @@ package fake
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -101,5 +103,34 @@ func TestPermissionDirectiveChecksItsInput(t *testing.T) {
 	_, end := turn(t, s, "t1", "!permission Bash [1]")
 	if !strings.Contains(end.Error, "!permission Bash: args must be a JSON object") {
 		t.Errorf("turn end %+v", end)
+	}
+}
+
+// TestShAsksFirst: !sh is asked about like a CLI's shell tool: denied, it
+// runs nothing; allowed, it runs and says the output and exit status.
+func TestShAsksFirst(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	spec := fakeSpec(&fakeTools{}, nil)
+	spec.Dir = dir
+	spec.Approver = approverFunc(func(p engine.Permission) (engine.Decision, error) {
+		if p.Tool == "Bash" && strings.Contains(string(p.Input), "allowed") {
+			return engine.Decision{Allow: true}, nil
+		}
+		return engine.Decision{Reason: "no"}, nil
+	})
+	s := startAgent(t, Options{}, spec)
+	send(t, s, "t1", "!sh touch denied.txt\n!sh echo allowed; exit 3")
+	var said []string
+	for _, ev := range collectAll(t, s, "t1") {
+		if ev.Kind == engine.EventOutput {
+			said = append(said, ev.Text)
+		}
+	}
+	if got := strings.Join(said, "|"); got != "!sh not run: deny: no|allowed\nexit 3" {
+		t.Errorf("said %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "denied.txt")); err == nil {
+		t.Error("a denied !sh ran")
 	}
 }

@@ -88,7 +88,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if spec.MCP.URL != "" {
 		mcp, token = []string{EnvMCPURL + "=" + spec.MCP.URL}, spec.MCP.Token
 	}
-	s, err := start(proc.Spec{Argv: e.command, Dir: spec.Dir, Env: childEnv(spec.Agent.Env, mcp...), Logger: log, StopTimeout: e.stopTimeout}, spec.Tools, spec.Approver)
+	s, err := start(proc.Spec{Argv: e.command, Dir: spec.Dir, Env: childEnv(spec.Agent.Env, mcp...), Logger: log, StopTimeout: e.stopTimeout, Sandbox: engine.EngineSandbox(spec)}, spec.Tools, spec.Approver)
 	if err != nil {
 		return nil, fmt.Errorf("start fake agent %s: %w", name, err)
 	}

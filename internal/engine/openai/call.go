@@ -95,7 +95,7 @@ func (s *Session) dispatch(ctx context.Context, turn troupe.TurnID, id, name str
 	case toolSearchText:
 		return s.ws.searchText(ctx, args)
 	case toolRunCommand:
-		return runCommand(ctx, args, s.ws.dir, s.env, s.backstop, s.Bump)
+		return runCommand(ctx, args, s.ws.dir, s.env, s.backstop, s.sandbox, s.Bump)
 	}
 	return "", fmt.Errorf("unknown tool %q", name)
 }

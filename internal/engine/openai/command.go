@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
 
@@ -75,7 +76,10 @@ const outputGrace = 2 * time.Second
 // under it with a limit 2 s past its own, so that it cannot outlive its
 // limit by much even when the daemon that times it is killed (SIGKILL)
 // mid-command.
-func runCommand(ctx context.Context, args json.RawMessage, dir string, env []string, backstop string, bump func()) (string, error) {
+//
+// sbx, when set, is the agent's sandbox: the command runs in it, network
+// as the policy says.
+func runCommand(ctx context.Context, args json.RawMessage, dir string, env []string, backstop string, sbx *sandbox.Policy, bump func()) (string, error) {
 	var a commandArgs
 	if err := tool.DecodeArgs(args, &a, "command"); err != nil {
 		return "", err
@@ -93,6 +97,7 @@ func runCommand(ctx context.Context, args json.RawMessage, dir string, env []str
 		Env:         env,
 		StopTimeout: commandStopTimeout,
 		StderrTail:  1, // the output is kept here
+		Sandbox:     sbx,
 		OnStderr:    func(b []byte) { out.Write(b); bump() },
 	})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -183,10 +184,14 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if err != nil {
 		return fail(fmt.Errorf("load conversation %s: %w", conv, err))
 	}
+	if err := spec.Sandbox.Check(); err != nil {
+		return fail(err)
+	}
 	ws, err := openWorkspace(spec.Dir)
 	if err != nil {
 		return fail(err)
 	}
+	ws.policy = spec.Sandbox
 	s := &Session{
 		SessionCore: engine.NewSessionCore(eventBuffer),
 		log:         log.With("session", conv),
@@ -199,6 +204,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		ws:          ws,
 		env:         commandEnv(environ, spec.Agent.Env, o.apiKeyEnv),
 		backstop:    e.backstop,
+		sandbox:     commandSandbox(spec.Sandbox),
 		hist:        hist,
 		nextTurn:    next,
 		dead:        make(chan struct{}),
@@ -215,6 +221,14 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	s.Emit(engine.Event{Kind: engine.EventSession, SessionID: conv}) // the buffer is empty
 	s.log.Info("openai session started", "model", spec.Agent.Model, "resumed_messages", len(hist))
 	return s, nil
+}
+
+// commandSandbox is the sandbox of the agent's commands: nil when off.
+func commandSandbox(p sandbox.Policy) *sandbox.Policy {
+	if !p.On {
+		return nil
+	}
+	return &p
 }
 
 // apiKey finds the key: the variable api_key_env names, in the agent's env

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -53,7 +54,8 @@ type Session struct {
 	conv     string
 	ws       *workspace
 	env      []string
-	backstop string // coreutils timeout, "" when none (command.go)
+	backstop string          // coreutils timeout, "" when none (command.go)
+	sandbox  *sandbox.Policy // the agent's, for its commands; nil: unsandboxed
 	client   *client
 
 	// Fixed at Start.

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/tool"
 )
 
@@ -81,6 +82,23 @@ var workspaceSpecs = map[string]tool.Spec{
 type workspace struct {
 	root *os.Root
 	dir  string // its real path
+	// policy is the agent's sandbox: the file tools, which run in
+	// troupe's own process, honour its read-only and hidden paths too.
+	policy sandbox.Policy
+}
+
+// allowed checks rel (resolved, relative to the folder) against the
+// sandbox: hidden paths are neither read nor written, read-only ones not
+// written.
+func (w *workspace) allowed(rel, shown string, write bool) error {
+	r, wr := w.policy.Access(filepath.Join(w.dir, filepath.FromSlash(rel)))
+	switch {
+	case !r:
+		return fmt.Errorf("%s is hidden by your sandbox: it is out of your reach", shown)
+	case write && !wr:
+		return fmt.Errorf("%s is read-only in your sandbox (troupe's and the tools' configuration): it is not changed", shown)
+	}
+	return nil
 }
 
 // openWorkspace opens dir as an os.Root.
@@ -155,6 +173,13 @@ func (w *workspace) openRegular(p string, limit int64) (*os.File, os.FileInfo, e
 	f, err := w.root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, nil, pathErr(p, err)
+	}
+	// The file it is, links followed, against the sandbox's hidden paths.
+	if real, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd())); err == nil {
+		if r, _ := w.policy.Access(real); !r {
+			f.Close()
+			return nil, nil, fmt.Errorf("%s is hidden by your sandbox: it is out of your reach", p)
+		}
 	}
 	fi, err := f.Stat()
 	if err != nil {
@@ -264,6 +289,9 @@ func (w *workspace) writeFile(args json.RawMessage) (string, error) {
 // blocking on anything else.
 func (w *workspace) write(rel, shown string, b []byte, perm os.FileMode) error {
 	if err := notGit(rel, shown); err != nil {
+		return err
+	}
+	if err := w.allowed(rel, shown, true); err != nil {
 		return err
 	}
 	if dir := path.Dir(rel); dir != "." { // a folder that is a link into .git

@@ -38,6 +38,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/pidfd"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 )
 
 // DefaultStopTimeout bounds each wait of Stop's escalation when
@@ -74,6 +75,18 @@ type Spec struct {
 	// child writes to stderr (the slice is reused after it returns). It
 	// must not block: engines bump their activity token with it.
 	OnStderr func(chunk []byte)
+	// Sandbox, if set and on, runs Argv in that sandbox (internal/sandbox):
+	// the argv is wrapped (bubblewrap, or the Landlock helper), the child
+	// gets a session of its own (so no controlling terminal it could
+	// push input into, and one process group), and Signal sends its
+	// signals, SIGKILL aside, to the group but its leader: bubblewrap
+	// forwards none, and its death would SIGKILL the program before its
+	// own handler ran. Under bubblewrap the program is pid 1 of its pid
+	// namespace (sandbox.Policy.AsInit): a signal it has no handler for
+	// does not reach it, so Stop's SIGTERM ends only a program that
+	// handles it and its SIGKILL the rest. A policy that cannot be
+	// enforced fails Start.
+	Sandbox *sandbox.Policy
 	// TTY, if set, is the slave side of a pseudo-terminal (internal/term
 	// opens it): it becomes the child's stdin, stdout, stderr and
 	// controlling terminal, in a session of its own (so its process group
@@ -92,6 +105,7 @@ type Process struct {
 	onStderr    func([]byte)
 	stdin       *stdin
 	stdout      *os.File
+	sandboxed   bool // Argv runs under bubblewrap or the Landlock helper
 
 	done       chan struct{} // closed by the reaper when the child is reaped and stderr read
 	stderrDone chan struct{} // closed by the stderr reader at end of stderr
@@ -118,6 +132,15 @@ func Start(spec Spec) (*Process, error) {
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("start process: no command")
 	}
+	if spec.Sandbox != nil && spec.Sandbox.On {
+		p := *spec.Sandbox
+		p.AsInit = true // the daemon is no subreaper: leave no zombie behind
+		argv, err := sandbox.Wrap(p, spec.Argv)
+		if err != nil {
+			return nil, fmt.Errorf("start %s: %w", spec.Argv[0], err)
+		}
+		spec.Argv = argv
+	}
 	if spec.TTY != nil {
 		return startTTY(spec)
 	}
@@ -143,6 +166,9 @@ func Start(spec Spec) (*Process, error) {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if spec.Sandbox != nil && spec.Sandbox.On {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // its own group too
+	}
 	if err := cmd.Start(); err != nil {
 		closeAll(files)
 		return nil, err // exec's error names the program
@@ -207,6 +233,7 @@ func newProcess(spec Spec, cmd *exec.Cmd) *Process {
 		done:        make(chan struct{}),
 		stderrDone:  make(chan struct{}),
 		tailMax:     spec.StderrTail,
+		sandboxed:   spec.Sandbox != nil && spec.Sandbox.On,
 	}
 	if p.stopTimeout <= 0 {
 		p.stopTimeout = DefaultStopTimeout
@@ -262,6 +289,12 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.reaped {
+		return nil
+	}
+	if p.sandboxed && sig != syscall.SIGKILL {
+		if err := pidfd.SignalGroupButLeader(p.pid, sig); err != nil {
+			return fmt.Errorf("signal process group %d: %w", p.pid, err)
+		}
 		return nil
 	}
 	if err := syscall.Kill(-p.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {

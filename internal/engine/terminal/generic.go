@@ -195,6 +195,7 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 		Env:         env,
 		Logger:      log,
 		StopTimeout: e.o.StopTimeout,
+		Sandbox:     engine.EngineSandbox(spec),
 	}, SessionSpec{Name: name, Driver: newGeneric(p), Logger: log, QuietFor: e.o.QuietFor})
 	if err != nil {
 		return nil, fmt.Errorf("start terminal agent %s: %w", name, err)

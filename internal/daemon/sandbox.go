@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/troupe-dev/troupe/internal/project"
+	"github.com/troupe-dev/troupe/internal/sandbox"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// sandboxes returns the runtime's Options.Sandbox: the policy of agent k
+// of the project in dir, working in work, built from this machine (HOME,
+// the state dir, every other registered project, the caches its
+// environment names) and the agent's team settings. It makes the agent's
+// private temporary folder (<state>/sandbox/<project>/<agent>/tmp) and
+// its project's folder of oversize messages.
+func sandboxes(stateDir string, reg *project.Registry) func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (sandbox.Policy, error) {
+	return func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (sandbox.Policy, error) {
+		in := sandbox.Inputs{Workspace: work, Project: dir, StateDir: stateDir, Team: spec.Sandbox,
+			Default: sandbox.ByDefault[spec.Engine]}
+		if !sandbox.Enabled(spec) {
+			return sandbox.Policy{}, nil
+		}
+		in.Home, _ = os.UserHomeDir()
+		for _, p := range reg.List() {
+			if p.Path != dir {
+				in.Others = append(in.Others, p.Path)
+			}
+		}
+		env := func(v string) string {
+			if x, ok := spec.Env[v]; ok {
+				return x
+			}
+			return os.Getenv(v)
+		}
+		for _, v := range []string{"GOCACHE", "GOMODCACHE"} {
+			if x := env(v); filepath.IsAbs(x) {
+				in.Caches = append(in.Caches, x)
+			}
+		}
+		// The engine's own state, where its environment puts it, made if
+		// missing: the CLI cannot make it in a read-only HOME.
+		for _, d := range engineState(spec.Engine, in.Home, env) {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return sandbox.Policy{}, fmt.Errorf("make %s's state folder: %w", spec.Engine, err)
+			}
+			in.Caches = append(in.Caches, d)
+		}
+		in.Temp = filepath.Join(stateDir, "sandbox", string(k.Project), string(k.Agent), "tmp")
+		in.Messages = filepath.Join(stateDir, "messages", string(k.Project))
+		for _, d := range []string{in.Temp, in.Messages} {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return sandbox.Policy{}, fmt.Errorf("make sandbox folder: %w", err)
+			}
+		}
+		return sandbox.Build(in), nil
+	}
+}
+
+// engineState are the folders an engine's CLI keeps its state in, as its
+// environment (env: the agent's env table, then the daemon's) names them.
+func engineState(e troupe.Engine, home string, env func(string) string) []string {
+	or := func(v, def string) string {
+		if x := env(v); filepath.IsAbs(x) {
+			return x
+		}
+		if home == "" {
+			return ""
+		}
+		return filepath.Join(home, def)
+	}
+	var dirs []string
+	switch e {
+	case troupe.EngineClaude:
+		dirs = []string{or("CLAUDE_CONFIG_DIR", ".claude")}
+	case troupe.EngineCodex:
+		dirs = []string{or("CODEX_HOME", ".codex")}
+	case troupe.EngineOpenCode:
+		for _, x := range [][2]string{{"XDG_DATA_HOME", ".local/share"}, {"XDG_CONFIG_HOME", ".config"},
+			{"XDG_STATE_HOME", ".local/state"}, {"XDG_CACHE_HOME", ".cache"}} {
+			if d := or(x[0], x[1]); d != "" {
+				dirs = append(dirs, filepath.Join(d, "opencode"))
+			}
+		}
+	}
+	return slices.DeleteFunc(dirs, func(d string) bool { return d == "" })
+}
