@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -48,12 +47,7 @@ func (x *MemoryIndex) Update(ctx context.Context, project troupe.ProjectID, put 
 		}
 	}
 	err := x.db.write(ctx, func(tx *sql.Tx) error {
-		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM projects WHERE id = ?`, string(project)).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("project %s is not registered: %w", project, troupe.ErrNotFound)
-		}
-		if err != nil {
+		if err := registered(ctx, tx, project); err != nil {
 			return err
 		}
 		if len(drop) > 0 {

@@ -168,15 +168,10 @@ func (db *DB) SaveTeam(ctx context.Context, id troupe.ProjectID, source []byte) 
 	}
 	saved, _ := toNanos(time.Now())
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM projects WHERE id = ?`, string(id)).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("project %s is not registered: %w", id, troupe.ErrNotFound)
-		}
-		if err != nil {
+		if err := registered(ctx, tx, id); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO project_teams (project_id, source, saved_at) VALUES (?, ?, ?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO project_teams (project_id, source, saved_at) VALUES (?, ?, ?)
 			ON CONFLICT (project_id) DO UPDATE SET source = excluded.source, saved_at = excluded.saved_at`,
 			string(id), source, saved)
 		return err
@@ -215,15 +210,10 @@ func (db *DB) SaveApproval(ctx context.Context, id troupe.ProjectID, a project.A
 	}
 	saved, _ := toNanos(time.Now())
 	err := db.write(ctx, func(tx *sql.Tx) error {
-		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM projects WHERE id = ?`, string(id)).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("project %s is not registered: %w", id, troupe.ErrNotFound)
-		}
-		if err != nil {
+		if err := registered(ctx, tx, id); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO project_approvals (project_id, team, rejected, saved_at) VALUES (?, ?, ?, ?)
+		_, err := tx.ExecContext(ctx, `INSERT INTO project_approvals (project_id, team, rejected, saved_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (project_id) DO UPDATE SET team = excluded.team, rejected = excluded.rejected, saved_at = excluded.saved_at`,
 			string(id), team, a.Rejected, saved)
 		return err
@@ -250,4 +240,15 @@ func (db *DB) Approval(ctx context.Context, id troupe.ProjectID) (project.Approv
 		a.Team = []byte{}
 	}
 	return a, true, nil
+}
+
+// registered fails with troupe.ErrNotFound when project id is not
+// registered, inside the write transaction tx.
+func registered(ctx context.Context, tx *sql.Tx, id troupe.ProjectID) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM projects WHERE id = ?`, string(id)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("project %s is not registered: %w", id, troupe.ErrNotFound)
+	}
+	return err
 }
