@@ -31,7 +31,10 @@ import (
 
 // attackTeam is an openai agent "x" on the fake model (base_url %[1]q)
 // in acceptEdits, allowed to read and write files (%[2]s: its
-// allowed_tools), with the daemon's key.
+// allowed_tools), with the daemon's key. It runs unsandboxed: these tests
+// hold the team approval alone (C17), as if the team file were written by
+// something the sandbox does not stop (the person's shell, a merge); the
+// sandbox's own refusal of the write is attack_sandbox_test's.
 const attackTeam = `
 [[agent]]
 name = "x"
@@ -40,6 +43,7 @@ model = "fake-coder"
 permission_mode = "acceptEdits"
 allowed_tools = %[2]s
 turn_timeout = "2m"
+sandbox = false
 
 [agent.openai]
 base_url = %[1]q
