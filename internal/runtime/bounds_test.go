@@ -192,7 +192,10 @@ func TestAnAnswerOverTheCapIsCutAndKept(t *testing.T) {
 // all be held by agents that wait on it).
 func TestAnAskToAnAgentWaitingForASlotEndsSayingSo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarnessOn(t, twoAgents(10*time.Minute), Options{MaxSessions: 1})
+		// The lead holds the one slot, silent, past the researcher's window
+		// (its own turn_timeout is longer: were both 10 min, the lead's cut
+		// and the ask's end would fall on the same instant, in either order).
+		h := newHarnessOn(t, staticTeams{p1: {spec("lead", 2*time.Hour), spec("researcher", 10*time.Minute)}}, Options{MaxSessions: 1})
 		ctx := t.Context()
 		if _, err := h.rt.Send(ctx, key(p1, "lead"), troupe.Person, troupe.KindMessage, "silent 1h then done"); err != nil {
 			t.Fatal(err)
