@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/events"
+	"golang.org/x/sys/unix"
 )
 
 var binary string
@@ -173,8 +174,8 @@ func (d *daemon) stop(sig syscall.Signal) error {
 		// wrap at pid_max on a busy machine), which may lead a group of
 		// the same number. Nothing can be told of the daemon's group.
 		d.t.Logf("pid %d was reused after the daemon stopped: its group is not checked", pid)
-	} else if kerr := syscall.Kill(-pid, 0); !errors.Is(kerr, syscall.ESRCH) {
-		d.t.Errorf("processes of the daemon's group are left after it stopped (kill -0: %v): %s", kerr, groupMembers(pid))
+	} else if left := groupLeft(pid); len(left) > 0 {
+		d.t.Errorf("processes of the daemon's group are left after it stopped: %s", strings.Join(left, "; "))
 	}
 	return d.err
 }
@@ -504,11 +505,45 @@ func children(t testing.TB, pid int) []int {
 	return out
 }
 
-// groupMembers describes the processes of process group pgid, read from
-// /proc (pid, parent, command line).
-func groupMembers(pgid int) string {
+// groupLeft describes the processes of process group pgid that still
+// run. A member that has exited but waits to be reaped (a zombie, or one
+// in the middle of exiting, whose command line is already gone) is not
+// left: when the daemon dies, a child it had not yet reaped passes to
+// init, which reaps it when it gets to it. Each member still running is
+// given 5 s, waited on its pidfd, to finish exiting.
+func groupLeft(pgid int) []string {
+	deadline := time.Now().Add(5 * time.Second)
+	for _, m := range groupMembers(pgid) {
+		if m.state == "Z" {
+			continue
+		}
+		if fd, err := unix.PidfdOpen(m.pid, 0); err == nil {
+			ms := max(int(time.Until(deadline).Milliseconds()), 0)
+			unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, ms)
+			unix.Close(fd)
+		}
+	}
+	var left []string
+	for _, m := range groupMembers(pgid) {
+		if m.state != "Z" {
+			left = append(left, fmt.Sprintf("pid %d (parent %d, state %s): %q", m.pid, m.ppid, m.state, m.cmdline))
+		}
+	}
+	return left
+}
+
+// member is a process of a group, as /proc shows it.
+type member struct {
+	pid, ppid int
+	state     string // R, S, D, Z...
+	cmdline   string // arguments separated by spaces; empty once it exits
+}
+
+// groupMembers lists the processes of process group pgid, read from
+// /proc.
+func groupMembers(pgid int) []member {
 	entries, _ := os.ReadDir("/proc")
-	var out []string
+	var out []member
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -526,8 +561,9 @@ func groupMembers(pgid int) string {
 		if len(f) < 3 || f[2] != strconv.Itoa(pgid) {
 			continue
 		}
+		ppid, _ := strconv.Atoi(f[1])
 		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		out = append(out, fmt.Sprintf("pid %d (parent %s): %q", pid, f[1], strings.ReplaceAll(string(cmd), "\x00", " ")))
+		out = append(out, member{pid: pid, ppid: ppid, state: f[0], cmdline: strings.ReplaceAll(string(cmd), "\x00", " ")})
 	}
-	return strings.Join(out, "; ")
+	return out
 }
