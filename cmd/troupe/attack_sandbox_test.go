@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -326,5 +327,87 @@ func TestAttackSandboxNoMechanism(t *testing.T) {
 	}
 	if got := r.ask("open", "!say still here"); got != "still here" {
 		t.Errorf("unsandboxed agent: %q", got)
+	}
+}
+
+// TestAttackSandboxWorktreeGit: a worktree agent's git commits on its own
+// branch, and reaches nothing else of the person's repository: not their
+// branches, HEAD, index, tags or config, not their files. With either
+// mechanism.
+func TestAttackSandboxWorktreeGit(t *testing.T) {
+	for _, m := range []sandbox.Mechanism{sandbox.Bubblewrap, sandbox.Landlock} {
+		t.Run(string(m), func(t *testing.T) { testWorktreeGit(t, m) })
+	}
+}
+
+func testWorktreeGit(t *testing.T, mechanism sandbox.Mechanism) {
+	if r := sandbox.Detect(); r.Mechanism == sandbox.None || mechanism == sandbox.Bubblewrap && r.Bwrap == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the sandbox needs bubblewrap (apt-get install bubblewrap): %s", r.Why)
+		}
+		t.Skipf("no %s here: %s", mechanism, r.Why)
+	}
+	state := t.TempDir()
+	proj := gitProject(t, "[[agent]]\nname = \"w\"\nengine = \"fake\"\nworkspace = \"worktree\"\nallowed_tools = [\"Bash\"]\n")
+	main := gitIn(t, proj, "rev-parse", "main")
+	index, _ := os.ReadFile(filepath.Join(proj, ".git", "index"))
+	env := append(os.Environ(), "HOME="+t.TempDir(), sandbox.MechanismEnv+"="+string(mechanism))
+	d := startDaemonEnv(t, state, env, "--project", proj)
+	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := "git -c user.name=w -c user.email=w@example.com "
+	dotgit := filepath.Join(proj, ".git")
+	as := []attack{
+		{"move the person's branch", g + "-C " + proj + " update-ref refs/heads/main HEAD"},
+		{"make a branch", g + "branch mine"},
+		{"make a tag", g + "tag v9"},
+		{"write the person's HEAD", "echo ref: refs/heads/x > " + filepath.Join(dotgit, "HEAD")},
+		{"write the person's index", "echo x >> " + filepath.Join(dotgit, "index")},
+		{"write git config", g + "-C " + proj + " config core.hooksPath /x"},
+		{"write info/exclude", "echo x >> " + filepath.Join(dotgit, "info", "exclude")},
+		{"write the person's file", "echo x >> " + filepath.Join(proj, "README")},
+	}
+	// Its own work commits on its branch (README exists: Landlock lets no
+	// new file be made at the worktree's top level).
+	commit := "echo more >> README && " + g + "commit -qam work && echo COMMITTED; ls | grep -q README && echo LISTED; "
+	req, err := cl.Ask(ctx, p.ID, "w", "!sh "+commit+script(as), 0)
+	if err != nil || req.State != troupe.ReqAnswered {
+		t.Fatalf("ask w: %+v %v", req, err)
+	}
+	out := req.Answer
+	if !strings.Contains(out, "COMMITTED") || !strings.Contains(out, "LISTED") {
+		t.Fatalf("the worktree agent could not commit on its branch, or list its worktree: %q", out)
+	}
+	if !strings.Contains(out, "attacks done") {
+		t.Fatalf("the attacks did not run: %q", out)
+	}
+	for i, a := range as {
+		if strings.Contains(out, fmt.Sprintf("ESCAPED:%d\n", i)) || strings.HasSuffix(out, fmt.Sprintf("ESCAPED:%d", i)) {
+			t.Errorf("%s: got out of the sandbox", a.name)
+		}
+	}
+	if got := gitIn(t, proj, "rev-parse", "main"); got != main {
+		t.Errorf("main moved: %s, was %s", got, main)
+	}
+	if got := gitIn(t, proj, "log", "-1", "--format=%s", "troupe/w"); got != "work" {
+		t.Errorf("troupe/w's last commit is %q, want the agent's", got)
+	}
+	if refs := gitIn(t, proj, "for-each-ref", "--format=%(refname)"); refs != "refs/heads/main\nrefs/heads/troupe/w" {
+		t.Errorf("refs: %q", refs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(proj, ".git", "index")); !bytes.Equal(b, index) {
+		t.Error("the person's index changed")
+	}
+	if s := gitIn(t, proj, "status", "--porcelain"); s != "" {
+		t.Errorf("the person's tree changed: %q", s)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
+	"github.com/troupe-dev/troupe/internal/worktree"
 )
 
 // sandboxes returns the runtime's Options.Sandbox: the policy of agent k
@@ -24,6 +25,13 @@ func sandboxes(stateDir string, reg *project.Registry) func(ctx context.Context,
 			Default: sandbox.ByDefault[spec.Engine]}
 		if !sandbox.Enabled(spec) {
 			return sandbox.Policy{}, nil
+		}
+		if work != dir {
+			git, err := worktree.GitWritable(ctx, dir, work)
+			if err != nil {
+				return sandbox.Policy{}, err
+			}
+			in.GitWritable = git
 		}
 		in.Home, _ = os.UserHomeDir()
 		for _, p := range reg.List() {

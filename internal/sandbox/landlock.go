@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
+	llsyscall "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
 
 // HelperCommand is the hidden command of troupe's binary that runs
@@ -142,7 +143,17 @@ func LandlockRules(p Policy) []landlock.Rule {
 	// Writable: each writable path less what is read-only or hidden in it.
 	holes := slices.Concat(p.ReadOnly, p.Hidden)
 	for _, w := range p.Writable {
-		rw(Complement(w, below(w, holes)))
+		parts := Complement(w, below(w, holes))
+		rw(parts)
+		if len(parts) != 1 || parts[0] != w {
+			// A split folder's own entries can be listed (inside the
+			// hidden state dir, nothing else grants it: a worktree).
+			// Listing reaches below: the names in a hidden folder in it
+			// show, not their contents.
+			if isDir, ok := exists(w); ok && isDir {
+				rules = append(rules, landlock.PathAccess(llsyscall.AccessFSReadDir, w))
+			}
+		}
 	}
 	for _, d := range devices {
 		if isDir, ok := exists(d); ok && isDir {
@@ -181,6 +192,9 @@ func Complement(root string, holes []string) []string {
 	}
 	if !inside {
 		return []string{root}
+	}
+	if isDir, ok := exists(root); ok && !isDir {
+		return []string{root} // a file holds nothing: a hole "in" it names nothing there
 	}
 	entries, err := os.ReadDir(root)
 	if err != nil {

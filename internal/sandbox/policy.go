@@ -61,9 +61,15 @@ type Inputs struct {
 	// Workspace is the agent's folder: its project's folder or its worktree.
 	Workspace string
 	// Project is its project's folder; when it differs from Workspace (a
-	// worktree agent), the project's .git is writable for commits (config
-	// and hooks read-only) and the rest of the folder read-only.
+	// worktree agent), the project's folder is read-only but for
+	// GitWritable.
 	Project string
+	// GitWritable are the paths of the project's repository that a
+	// worktree agent's git writes to commit on its branch (worktree.
+	// GitWritable): its objects, its worktree's own folder, the folders of
+	// troupe's branches. The rest of .git (the person's HEAD, index and
+	// branches, config, hooks) stays read-only.
+	GitWritable []string
 	// StateDir is troupe's state dir: hidden.
 	StateDir string
 	// Messages is the folder of the agent's project's oversize messages
@@ -179,12 +185,10 @@ func Build(in Inputs) Policy {
 	hidden := append([]string{in.StateDir}, in.Others...)
 	hidden = append(hidden, home(Credentials...)...)
 	if proj := clean(in.Project); proj != "" && proj != ws {
-		// A worktree agent: the project's folder read-only, its .git
-		// writable (objects, refs, the worktree's own index) but for the
-		// configuration and hooks git runs.
+		// A worktree agent: the project's folder read-only but for what
+		// its git needs to commit on its branch.
 		readOnly = append(readOnly, proj)
-		writable = append(writable, filepath.Join(proj, ".git"))
-		readOnly = append(readOnly, filepath.Join(proj, ".git", "config"), filepath.Join(proj, ".git", "hooks"))
+		writable = append(writable, in.GitWritable...)
 	}
 	team := func(paths []string) []string {
 		out := make([]string, 0, len(paths))

@@ -140,13 +140,25 @@ func TestBuildWorktree(t *testing.T) {
 	}
 	in := f.inputs()
 	in.Workspace = wt
+	objects := filepath.Join(f.ws, ".git", "objects")
+	in.GitWritable = []string{objects}
 	p := Build(in)
 	if !slices.Contains(p.Writable, wt) || !slices.Contains(p.Hidden, f.state) {
 		t.Fatalf("worktree not writable inside the hidden state dir: %+v", p)
 	}
-	if !slices.Contains(p.ReadOnly, f.ws) || !slices.Contains(p.Writable, filepath.Join(f.ws, ".git")) ||
-		!slices.Contains(p.ReadOnly, filepath.Join(f.ws, ".git/hooks")) {
-		t.Fatalf("project folder of a worktree agent: want it read-only, its .git writable, hooks read-only: %+v", p)
+	if !slices.Contains(p.ReadOnly, f.ws) || !slices.Contains(p.Writable, objects) || slices.Contains(p.Writable, filepath.Join(f.ws, ".git")) {
+		t.Fatalf("project folder of a worktree agent: want it read-only but for what its git writes (GitWritable): %+v", p)
+	}
+	for path, want := range map[string]bool{
+		filepath.Join(objects, "ab", "cdef"):        true,
+		filepath.Join(f.ws, ".git", "HEAD"):         false,
+		filepath.Join(f.ws, ".git", "config"):       false,
+		filepath.Join(f.ws, ".git", "hooks", "pre"): false,
+		filepath.Join(f.ws, "main.go"):              false,
+	} {
+		if r, w := p.Access(path); !r || w != want {
+			t.Errorf("%s: readable %v, writable %v; want writable %v", path, r, w, want)
+		}
 	}
 }
 
