@@ -22,6 +22,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -105,6 +106,23 @@ type Tools interface {
 // concurrent use. An error means no decision: the engine denies.
 type Approver interface {
 	Approve(ctx context.Context, req Permission) (Decision, error)
+}
+
+// ErrNoApprover is the reason of a denial when a session has no Approver.
+var ErrNoApprover = errors.New("no one can approve permission requests for this agent: add the tool to allowed_tools in .troupe/team.toml")
+
+// Ask is a's decision on req. No Approver, or no decision (an error: the
+// turn ended, the session closed), is a denial saying why: every engine
+// denies what it cannot ask about.
+func Ask(ctx context.Context, a Approver, req Permission) Decision {
+	if a == nil {
+		return Decision{Reason: ErrNoApprover.Error()}
+	}
+	d, err := a.Approve(ctx, req)
+	if err != nil {
+		return Decision{Reason: "not approved: " + err.Error()}
+	}
+	return d
 }
 
 // Permission is an engine's request to use a tool.

@@ -22,9 +22,6 @@ var _ engine.Session = (*Session)(nil)
 // eventBuffer is the capacity of a session's Events channel.
 const eventBuffer = 64
 
-// errNoApprover is the reason of a denial when the session has no Approver.
-var errNoApprover = errors.New("no one to approve: troupe denies")
-
 // errGone is the error of a call whose answer the agent will never give.
 var errGone = errors.New("the agent exited")
 
@@ -466,15 +463,7 @@ func (s *Session) request(m *mapper, msg message) {
 // answers the agent with the option that matches it. No Approver, or no
 // decision, is a denial; a cancelled turn answers "cancelled".
 func (s *Session) approve(ctx context.Context, id json.RawMessage, opts []permissionOption, perm engine.Permission) {
-	var d engine.Decision
-	if s.approver == nil {
-		d = engine.Decision{Reason: errNoApprover.Error()}
-	} else {
-		var err error
-		if d, err = s.approver.Approve(ctx, perm); err != nil {
-			d = engine.Decision{Reason: "not approved: " + err.Error()}
-		}
-	}
+	d := engine.Ask(ctx, s.approver, perm)
 	s.Emit(engine.Event{Kind: engine.EventPermission, Turn: perm.Turn, Permission: &perm, Decision: &d})
 	b, err := encodeResult(id, permissionOutcome(opts, d, ctx.Err() != nil))
 	if err == nil {

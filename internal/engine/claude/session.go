@@ -410,15 +410,7 @@ func (s *Session) controlRequest(p *proc.Process, l line) {
 // answers the CLI. No Approver, or no decision (an error, the turn ended),
 // is a denial.
 func (s *Session) approve(ctx context.Context, p *proc.Process, perm engine.Permission) {
-	var d engine.Decision
-	if s.approver == nil {
-		d = engine.Decision{Reason: errNoApprover.Error()}
-	} else {
-		var err error
-		if d, err = s.approver.Approve(ctx, perm); err != nil {
-			d = engine.Decision{Reason: "not approved: " + err.Error()}
-		}
-	}
+	d := engine.Ask(ctx, s.approver, perm)
 	s.Emit(engine.Event{Kind: engine.EventPermission, Turn: perm.Turn, Permission: &perm, Decision: &d})
 	b, err := permissionResponse(perm.ID, perm.Input, d)
 	s.write(p, b, err)

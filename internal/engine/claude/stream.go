@@ -385,4 +385,3 @@ func errorResponse(requestID, msg string) ([]byte, error) {
 	return encodeLine(controlResponseLine{Type: "control_response", Response: controlResponse{Subtype: "error", RequestID: requestID, Error: msg}})
 }
 
-var errNoApprover = errors.New("no one can approve permission requests for this agent: add the tool to allowed_tools in .troupe/team.toml")

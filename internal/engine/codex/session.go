@@ -503,22 +503,11 @@ func (s *Session) serverRequest(m message) {
 	s.approvals.Go(func() { s.approve(ctx, id, perm) })
 }
 
-// errNoApprover is the reason of a denial when the session has no Approver.
-var errNoApprover = errors.New("no approver: troupe denies what it cannot ask about")
-
 // approve asks the Approver, reports the request and its decision, and
 // answers the server: accept or decline. No Approver, or no decision (an
 // error, the turn ended), is a denial.
 func (s *Session) approve(ctx context.Context, id json.RawMessage, perm engine.Permission) {
-	var d engine.Decision
-	if s.approver == nil {
-		d = engine.Decision{Reason: errNoApprover.Error()}
-	} else {
-		var err error
-		if d, err = s.approver.Approve(ctx, perm); err != nil {
-			d = engine.Decision{Reason: "not approved: " + err.Error()}
-		}
-	}
+	d := engine.Ask(ctx, s.approver, perm)
 	s.Emit(engine.Event{Kind: engine.EventPermission, Turn: perm.Turn, Permission: &perm, Decision: &d})
 	decision := "decline"
 	if d.Allow {

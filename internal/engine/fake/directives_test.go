@@ -89,10 +89,10 @@ func TestToolResultErrorAndNoApprover(t *testing.T) {
 	if res == nil || !res.Tool.IsError || res.Tool.Output != "kaput" {
 		t.Errorf("tool result = %+v, want the error", res)
 	}
-	if perm == nil || perm.Decision.Allow || !strings.Contains(perm.Decision.Reason, "no approver") {
+	if perm == nil || perm.Decision.Allow || !strings.Contains(perm.Decision.Reason, engine.ErrNoApprover.Error()) {
 		t.Errorf("permission = %+v, want denied for want of an approver", perm)
 	}
-	if end := evs[len(evs)-1]; !strings.HasPrefix(end.Text, "deny: no approver") {
+	if end := evs[len(evs)-1]; !strings.HasPrefix(end.Text, "deny: "+engine.ErrNoApprover.Error()) {
 		t.Errorf("turn end %+v", end)
 	}
 }

@@ -284,13 +284,7 @@ func usage(in, out int) *engine.Usage {
 // request and its decision, and answers the child.
 func (s *Session) permission(ctx context.Context, f frame) {
 	p := engine.Permission{ID: callID(f.ID), Turn: troupe.TurnID(f.Turn), Tool: f.Tool, Input: f.Args}
-	d := engine.Decision{Reason: "no approver: this session decides no permissions"}
-	if s.approver != nil {
-		var err error
-		if d, err = s.approver.Approve(ctx, p); err != nil {
-			d = engine.Decision{Reason: "no decision: " + err.Error()}
-		}
-	}
+	d := engine.Ask(ctx, s.approver, p)
 	if ctx.Err() != nil {
 		return // the turn ended or the session closed: nobody waits for it
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -100,9 +99,6 @@ func (s *Session) dispatch(ctx context.Context, turn troupe.TurnID, id, name str
 	return "", fmt.Errorf("unknown tool %q", name)
 }
 
-// errNoApprover is the reason of a denial when the session has no Approver.
-var errNoApprover = errors.New("no approver: troupe denies what it cannot ask about")
-
 // permit puts a write, an edit or a command before the Approver, which
 // decides it under the agent's permission_mode and allowed_tools (the one
 // decision, internal/permission) or asks the person. Reads are never asked.
@@ -131,15 +127,7 @@ func (s *Session) permit(ctx context.Context, turn troupe.TurnID, id, name strin
 		return nil
 	}
 	perm := engine.Permission{ID: id, Turn: turn, Tool: name, Class: class, Input: args, Title: title}
-	var d engine.Decision
-	if s.approver == nil {
-		d = engine.Decision{Reason: errNoApprover.Error()}
-	} else {
-		var err error
-		if d, err = s.approver.Approve(ctx, perm); err != nil {
-			d = engine.Decision{Reason: "not approved: " + err.Error()}
-		}
-	}
+	d := engine.Ask(ctx, s.approver, perm)
 	s.Emit(engine.Event{Kind: engine.EventPermission, Turn: turn, Permission: &perm, Decision: &d})
 	if !d.Allow {
 		why := d.Reason

@@ -524,7 +524,7 @@ func TestPermissionModes(t *testing.T) {
 	r := newRig(t, nil)
 	r.model.Push(fakemodel.Reply{Calls: calls[:1]}, fakemodel.Reply{Text: "done"})
 	evs, _ := turn(t, r.start(engine.StartSpec{}), "t1", "go")
-	if res := results(evs); !res[0].IsError || !strings.Contains(res[0].Output, "no approver") {
+	if res := results(evs); !res[0].IsError || !strings.Contains(res[0].Output, engine.ErrNoApprover.Error()) {
 		t.Errorf("without an approver: %+v", res)
 	}
 	// allowed_tools: only those workspace tools, troupe's always.
