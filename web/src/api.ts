@@ -1,10 +1,13 @@
 // The daemon's API as the UI uses it: JSON over fetch with the session
-// cookie (same origin), and the wire types of docs/API.md.
+// cookie (same origin), and the wire types of docs/API.md. Every interface
+// here is held to the Go type it reads by internal/api/wire_test.go: a
+// field added, renamed or made optional in Go fails there.
 
 export type AgentState = "stopped" | "starting" | "idle" | "busy" | "waiting" | "blocked" | "failed";
 
-export interface Project { id: string; path: string; name: string; agents: number; team: string; team_error?: string; team_held?: boolean }
-export interface Agent { project: string; name: string; engine: string; model?: string; mode: string; state: AgentState; reason?: string; session_id: string }
+export interface Project { id: string; path: string; name: string; agents: number; team: string; team_error?: string; team_held?: boolean; added_at: string; grants?: AgentGrants[] }
+/** turn_timeout, idle_timeout: Go durations ("10m0s"). sandboxed: false when the team turned its sandbox off. */
+export interface Agent { project: string; name: string; engine: string; model?: string; mode: string; state: AgentState; reason?: string; session_id: string; turn_timeout: string; idle_timeout: string; sandboxed: boolean }
 export interface Message {
   id: number; project: string; to: string; from: string; kind: string; text: string; request?: string;
   state: string; reason?: string; turn?: string; redelivered?: boolean; created_at: string; done_at?: string;
@@ -13,30 +16,34 @@ export interface Message {
 }
 export interface MessageText { message: Message; offset: number; next?: number }
 export interface MessagePage { messages: Message[]; before?: number; after?: number }
-export interface Request { id: string; state: string; answer?: string; error?: string; to?: string }
+export interface Request { id: string; project: string; from: string; to?: string; kind: string; question: string; state: string; answer?: string; error?: string; detached?: boolean; created_at: string; done_at?: string }
 export interface Task {
   id: string; project: string; owner: string; command: string; cwd: string; state: string; exit_code: number;
-  signal?: string; reason?: string; started_at: string; ended_at?: string;
-  output?: { total_bytes: number; cut_bytes: number };
+  signal?: string; reason?: string; started_at: string; ended_at?: string; timeout: string;
+  /** output: total_bytes written, cut_bytes dropped between the kept head and tail. */
+  output?: { total_bytes: number; head_bytes: number; tail_bytes: number; cut_bytes: number };
+  stopped?: { count: number; signal: string; procs?: { pid: number; command: string; escaped?: string }[]; remaining?: number };
 }
 export interface Permission { id: string; project: string; agent: string; turn: string; tool: string; title?: string; input: string; cut?: boolean; size: number; state: string; reason?: string; created_at: string }
 export interface PermissionInputPage { input: string; offset: number; size: number }
 export interface Grant { field: string; old?: string; new: string }
-export interface AgentGrants { agent: string; engine?: string; new?: boolean; grants: Grant[] }
+export interface AgentGrants { agent: string; engine?: string; new?: boolean; grants: Grant[]; options?: Record<string, unknown> }
 /** PendingTeam is a team change that widens what agents may do and waits for the person (C17). */
 export interface PendingTeam { project: string; digest: string; agents: AgentGrants[]; rejected?: boolean }
-export interface Status { version: string; projects: number; agents: number; last_event: number }
+export interface Status { version: string; pid: number; addr: string; state_dir: string; started_at: string; projects: number; agents: number; last_event: number }
 
 export interface JournalTool { id: string; name?: string; input?: string; output?: string; is_error?: boolean }
 export interface Usage { input_tokens: number; output_tokens: number; cache_read_tokens?: number; cache_write_tokens?: number; cost_usd?: number }
 export interface JournalEvent {
   seq: number; at: string; kind: "output" | "thinking" | "tool_call" | "tool_result" | "usage" | "session" | "permission";
-  text?: string; tool?: JournalTool; usage?: Usage; session_id?: string; cut?: boolean;
+  /** cut: text is the head of size bytes. */
+  text?: string; tool?: JournalTool; usage?: Usage; session_id?: string; cut?: boolean; size?: number;
   permission?: { id: string; tool: string; title?: string; input?: string; allow: boolean; reason?: string };
 }
 export interface Turn {
-  seq: number; agent: string; turn: string; started_at: string; messages: { id: number; from: string; kind: string; text: string }[];
-  events: JournalEvent[]; ended_at?: string; duration_ms?: number; text?: string; error?: string; usage?: Usage;
+  seq: number; project: string; agent: string; turn: string; started_at: string; messages: { id: number; from: string; kind: string; text: string; cut?: boolean }[];
+  /** dropped: events past the turn's cap, not kept; text_cut: text is a head. */
+  events: JournalEvent[]; dropped?: number; ended_at?: string; duration_ms?: number; text?: string; text_cut?: boolean; error?: string; usage?: Usage;
 }
 export interface AgentLog { agent: string; turns: Turn[]; before?: number }
 
