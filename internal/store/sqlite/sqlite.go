@@ -95,7 +95,7 @@ const busyTimeout = 5 * time.Second
 // Open runs PRAGMA quick_check before it writes anything: a damaged file
 // fails with a *DamagedError (it matches ErrCorrupt too) that says how to
 // keep a copy and repair it. quick_check reads every page, so its cost
-// grows with the file: BenchmarkOpen measures it (see ARCHITECTURE.md).
+// grows with the file: BenchmarkOpen measures it (see docs/INTERNALS.md, "The store file").
 func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	db, err := open(ctx, path, opts)
 	if err != nil {
