@@ -254,7 +254,7 @@ respond = "!say got it"
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if ms, err := db.Conversation(ctx, p, inbox.Page{}); err != nil || len(ms) != 0 {
+	if ms, err := db.Inbox().Conversation(ctx, p, inbox.Page{}); err != nil || len(ms) != 0 {
 		t.Errorf("the removed project's conversation in the database: %d messages, %v; want none", len(ms), err)
 	}
 }

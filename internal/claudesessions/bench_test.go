@@ -173,7 +173,7 @@ func BenchmarkClaudeIndexCold(b *testing.B) {
 				for b.Loop() {
 					b.StopTimer()
 					db := openDB(b)
-					x := claudesessions.NewIndex(claudesessions.Options{Dir: dir, Store: db})
+					x := claudesessions.NewIndex(claudesessions.Options{Dir: dir, Store: db.ClaudeSessions()})
 					b.StartTimer()
 					rep, err := x.Sync(context.Background())
 					if err != nil || rep.Read != sessions {
@@ -260,7 +260,7 @@ func fullParse(b *testing.B, files []string) int64 {
 // daemon's state once its background reading is done).
 func syncedMachine(b *testing.B, dir string) *claudesessions.Machine {
 	b.Helper()
-	m := claudesessions.NewMachine(claudesessions.MachineOptions{Dir: dir, Store: openDB(b)})
+	m := claudesessions.NewMachine(claudesessions.MachineOptions{Dir: dir, Store: openDB(b).ClaudeSessions()})
 	if _, err := m.Index.Sync(context.Background()); err != nil {
 		b.Fatal(err)
 	}
@@ -333,11 +333,11 @@ func BenchmarkClaudeRestart(b *testing.B) {
 	b.Run(fmt.Sprintf("sessions=%d/size=%s", sessions, sz.name), func(b *testing.B) {
 		dir := tree(b, sessions, sz.total)
 		db := openDB(b)
-		if _, err := claudesessions.NewIndex(claudesessions.Options{Dir: dir, Store: db}).Sync(context.Background()); err != nil {
+		if _, err := claudesessions.NewIndex(claudesessions.Options{Dir: dir, Store: db.ClaudeSessions()}).Sync(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			rep, err := claudesessions.NewIndex(claudesessions.Options{Dir: dir, Store: db}).Sync(context.Background())
+			rep, err := claudesessions.NewIndex(claudesessions.Options{Dir: dir, Store: db.ClaudeSessions()}).Sync(context.Background())
 			if err != nil || rep.Read != 0 || rep.Stated != sessions {
 				b.Fatalf("%+v %v", rep, err)
 			}

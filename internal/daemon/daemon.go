@@ -45,10 +45,10 @@ import (
 
 // The SQLite store keeps the agents' conversation ids (it cannot import
 // the runtime to say so itself).
-var _ runtime.Sessions = (*sqlite.DB)(nil)
+var _ runtime.Sessions = (*sqlite.SessionStore)(nil)
 
 // It keeps the openai agents' conversations too.
-var _ openai.Store = (*sqlite.DB)(nil)
+var _ openai.Store = (*sqlite.ChatStore)(nil)
 
 // The Claude sessions of the machine, as the API serves them; the runtime
 // hands a session to an agent.
@@ -222,14 +222,14 @@ func Run(ctx context.Context, cfg Config) error {
 	// whose tools include the task manager's) are closed by reg.Listen and
 	// tasks.OnComplete, before anything runs.
 	hub := events.New(events.Options{})
-	engines, err := newEngines(cfg, db, log)
+	engines, err := newEngines(cfg, db.Chats(), log)
 	if err != nil {
 		return err
 	}
 	// The notes' index follows the memory folders through the registry's
 	// file watcher (one watcher for the team and memory folders).
 	notes := memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})
-	reg, err := project.Open(ctx, project.Options{Store: db, Logger: log, Check: checkAgent(engines), Memory: notes})
+	reg, err := project.Open(ctx, project.Options{Store: db.Projects(), Logger: log, Check: checkAgent(engines), Memory: notes})
 	if err != nil {
 		return err
 	}
@@ -249,7 +249,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// 0.0.0.0 or [::], which the Host check refuses.
 	local := api.LocalAddr(addr)
 	tokens := mcp.NewTokens()
-	tasks := task.New(task.Options{Store: db, Inbox: db, Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
+	tasks := task.New(task.Options{Store: db.Tasks(), Inbox: db.Inbox(), Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
 		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject, MaxOutput: cfg.TaskMaxOutput})
 	trees := worktree.New(filepath.Join(cfg.StateDir, "worktrees"))
 	claudeDir := cfg.ClaudeDir
@@ -258,7 +258,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
-	claude := claudesessions.NewMachine(claudesessions.MachineOptions{Dir: claudeDir, Store: db, Agents: db, Logger: log,
+	claude := claudesessions.NewMachine(claudesessions.MachineOptions{Dir: claudeDir, Store: db.ClaudeSessions(), Agents: db.ClaudeSessions(), Logger: log,
 		Projects: func() []claudesessions.ProjectRef {
 			var out []claudesessions.ProjectRef
 			for _, p := range reg.List() {
@@ -266,10 +266,10 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return out
 		}})
-	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
+	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db.Inbox(), Sessions: db.Sessions(), Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
 		Sandbox: sandboxes(cfg.StateDir, reg),
 		Grants:  tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
-		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db,
+		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db.Journal(),
 		MessageDir: filepath.Join(cfg.StateDir, "messages"), MaxSessions: cfg.MaxSessions})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
 	tasks.OnChange(func(t task.Task) { publishTask(hub, t) })
@@ -297,7 +297,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	})
 
-	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db, Token: token, Logger: log,
+	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db.Journal(), Token: token, Logger: log,
 		MCP:       mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
 		Worktrees: trees, Memory: notes, Claude: claude,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,

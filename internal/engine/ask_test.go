@@ -18,7 +18,9 @@ func TestAskDeniesWithoutADecision(t *testing.T) {
 	if d := Ask(ctx, nil, Permission{Tool: "Bash"}); d.Allow || d.Reason != ErrNoApprover.Error() {
 		t.Errorf("no approver: %+v", d)
 	}
-	failing := approverFunc(func(context.Context, Permission) (Decision, error) { return Decision{Allow: true}, errors.New("turn ended") })
+	failing := approverFunc(func(context.Context, Permission) (Decision, error) {
+		return Decision{Allow: true}, errors.New("turn ended")
+	})
 	if d := Ask(ctx, failing, Permission{}); d.Allow || !strings.Contains(d.Reason, "not approved: turn ended") {
 		t.Errorf("no decision: %+v", d)
 	}

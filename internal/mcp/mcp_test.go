@@ -325,7 +325,7 @@ func BenchmarkMCPAskRoundTrip(b *testing.B) {
 	spec := func(n string) troupe.AgentSpec {
 		return troupe.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: time.Minute}
 	}
-	rt := runtime.New(runtime.Options{Store: db, Teams: teams{"pa": {spec("lead"), spec("researcher")}},
+	rt := runtime.New(runtime.Options{Store: db.Inbox(), Teams: teams{"pa": {spec("lead"), spec("researcher")}},
 		Engines: map[troupe.Engine]engine.Engine{troupe.EngineFake: fake.New(fake.Options{Command: fake.TestCommand()})}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -49,7 +49,7 @@ func realRuntime(b *testing.B) (*runtime.Runtime, *events.Hub) {
 	spec := func(n string) troupe.AgentSpec {
 		return troupe.AgentSpec{Name: troupe.AgentID(n), Engine: troupe.EngineFake, Mode: troupe.ModeStructured, TurnTimeout: 10 * time.Minute}
 	}
-	rt := runtime.New(runtime.Options{Store: db, Journal: db, Hub: hub, Teams: teams{dir: dir, agents: []troupe.AgentSpec{spec("lead"), spec("researcher")}},
+	rt := runtime.New(runtime.Options{Store: db.Inbox(), Journal: db.Journal(), Hub: hub, Teams: teams{dir: dir, agents: []troupe.AgentSpec{spec("lead"), spec("researcher")}},
 		Engines: map[troupe.Engine]engine.Engine{troupe.EngineFake: fake.New(fake.Options{Command: fake.TestCommand()})}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

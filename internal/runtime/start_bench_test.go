@@ -86,7 +86,7 @@ func startRuntime(b *testing.B, n int) (*runtime.Runtime, func()) {
 		agents = append(agents, troupe.AgentSpec{Name: troupe.AgentID(fmt.Sprintf("a%03d", i)), Engine: troupe.EngineFake,
 			Mode: troupe.ModeStructured, TurnTimeout: 10 * time.Minute})
 	}
-	rt := runtime.New(runtime.Options{Store: db, Journal: db, Hub: events.New(events.Options{}), Teams: teams{dir: dir, agents: agents},
+	rt := runtime.New(runtime.Options{Store: db.Inbox(), Journal: db.Journal(), Hub: events.New(events.Options{}), Teams: teams{dir: dir, agents: agents},
 		Engines: map[troupe.Engine]engine.Engine{troupe.EngineFake: fake.New(fake.Options{Command: fake.TestCommand()})}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

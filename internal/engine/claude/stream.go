@@ -384,4 +384,3 @@ func permissionResponse(requestID string, input json.RawMessage, d engine.Decisi
 func errorResponse(requestID, msg string) ([]byte, error) {
 	return encodeLine(controlResponseLine{Type: "control_response", Response: controlResponse{Subtype: "error", RequestID: requestID, Error: msg}})
 }
-

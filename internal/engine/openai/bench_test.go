@@ -70,7 +70,7 @@ func BenchmarkLoopStep(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.Cleanup(func() { db.Close() })
-				st = db
+				st = db.Chats()
 			}
 			eng := New(Options{Store: st})
 			spec := engine.StartSpec{Key: testKeyOf, Dir: b.TempDir(), Tools: &testTools{}, Instructions: "You are a benchmark.",

@@ -10,13 +10,19 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
+// ClaudeStore is the store of the Claude Code sessions' index and the Claude session ids of troupe's agents (claudesessions.Store and AgentSessions), on the database of the DB it came from.
+type ClaudeStore struct{ *conn }
+
+// ClaudeSessions is the store of the Claude Code sessions' index and the Claude session ids of troupe's agents (claudesessions.Store and AgentSessions).
+func (db *DB) ClaudeSessions() *ClaudeStore { return &ClaudeStore{db.conn} }
+
 var (
-	_ claudesessions.Store         = (*DB)(nil)
-	_ claudesessions.AgentSessions = (*DB)(nil)
+	_ claudesessions.Store         = (*ClaudeStore)(nil)
+	_ claudesessions.AgentSessions = (*ClaudeStore)(nil)
 )
 
 // ClaudeFiles implements claudesessions.Store: every row of claude_files.
-func (db *DB) ClaudeFiles(ctx context.Context) ([]claudesessions.File, error) {
+func (db *ClaudeStore) ClaudeFiles(ctx context.Context) ([]claudesessions.File, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT path, session_id, size, mtime, inode, read_to, complete, cwd, title, title_kind,
 		prompt, version, git_branch, first_at, last_at, messages, model, skipped FROM claude_files`)
 	if err != nil {
@@ -58,7 +64,7 @@ func claudeNanos(t time.Time) int64 {
 
 // SaveClaudeFiles implements claudesessions.Store in one transaction,
 // committed with synchronous=NORMAL: the index is a cache of the files.
-func (db *DB) SaveClaudeFiles(ctx context.Context, changed []claudesessions.File, removed []string) error {
+func (db *ClaudeStore) SaveClaudeFiles(ctx context.Context, changed []claudesessions.File, removed []string) error {
 	err := db.writeRelaxed(ctx, func(tx *sql.Tx) error {
 		if len(changed) > 0 {
 			ins, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO claude_files (path, session_id, size, mtime, inode, read_to, complete,
@@ -98,7 +104,7 @@ func (db *DB) SaveClaudeFiles(ctx context.Context, changed []claudesessions.File
 
 // ClaudeAgentSessions implements claudesessions.AgentSessions: every
 // Claude session id troupe's agents have had, with the agent.
-func (db *DB) ClaudeAgentSessions(ctx context.Context) (map[string]claudesessions.AgentRef, error) {
+func (db *ClaudeStore) ClaudeAgentSessions(ctx context.Context) (map[string]claudesessions.AgentRef, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT session_id, project, agent FROM claude_agent_sessions`)
 	if err != nil {
 		return nil, fmt.Errorf("read claude agent sessions: %w", err)

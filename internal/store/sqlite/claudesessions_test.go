@@ -20,15 +20,15 @@ func TestClaudeFilesRoundTrip(t *testing.T) {
 		Offset: 8, Complete: true, Summary: claudesessions.Summary{ID: "a", Cwd: "/x", Title: "t", TitleKind: "ai", Prompt: "p", Version: "2.1.328",
 			GitBranch: "main", First: first, Last: first.Add(time.Minute), Messages: 4, Model: "m", Skipped: 2}}
 	b := claudesessions.File{Path: "/h/.claude/projects/-x/b.jsonl", Summary: claudesessions.Summary{ID: "b"}}
-	if err := db.SaveClaudeFiles(ctx, []claudesessions.File{a, b}, nil); err != nil {
+	if err := db.ClaudeSessions().SaveClaudeFiles(ctx, []claudesessions.File{a, b}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.SaveClaudeFiles(ctx, nil, []string{b.Path}); err != nil {
+	if err := db.ClaudeSessions().SaveClaudeFiles(ctx, nil, []string{b.Path}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	db = openTest(t, path)
-	got, err := db.ClaudeFiles(ctx)
+	got, err := db.ClaudeSessions().ClaudeFiles(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,14 +44,14 @@ func TestClaudeAgentSessionsKeepsHistory(t *testing.T) {
 	db := openTest(t, newPath(t))
 	k := troupe.RuntimeKey{Project: "p1", Agent: "lead"}
 	for _, id := range []string{"s1", "s2"} {
-		if err := db.SetSessionID(ctx, k, troupe.EngineClaude, id); err != nil {
+		if err := db.Sessions().SetSessionID(ctx, k, troupe.EngineClaude, id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := db.SetSessionID(ctx, troupe.RuntimeKey{Project: "p1", Agent: "cx"}, "codex", "thread-1"); err != nil {
+	if err := db.Sessions().SetSessionID(ctx, troupe.RuntimeKey{Project: "p1", Agent: "cx"}, "codex", "thread-1"); err != nil {
 		t.Fatal(err)
 	}
-	got, err := db.ClaudeAgentSessions(ctx)
+	got, err := db.ClaudeSessions().ClaudeAgentSessions(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

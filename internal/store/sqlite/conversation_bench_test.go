@@ -57,7 +57,7 @@ type convRuntime struct {
 }
 
 func (r convRuntime) Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page) ([]troupe.Message, error) {
-	return r.db.Conversation(ctx, p, q)
+	return r.db.Inbox().Conversation(ctx, p, q)
 }
 
 // BenchmarkConversationNewest lists the newest 50 messages of a project's
@@ -94,7 +94,7 @@ func BenchmarkConversationNewest(b *testing.B) {
 				}
 				b.Run("store/"+name, func(b *testing.B) {
 					for b.Loop() {
-						ms, err := db.Conversation(b.Context(), info.ID, inbox.Page{Agent: agent, Newest: true, Limit: 50})
+						ms, err := db.Inbox().Conversation(b.Context(), info.ID, inbox.Page{Agent: agent, Newest: true, Limit: 50})
 						if err != nil || len(ms) != 50 {
 							b.Fatalf("got %d messages, %v", len(ms), err)
 						}

@@ -33,7 +33,7 @@ type appendReq struct {
 // appendDurably stores m with the next batch, under idempotency key (""
 // for none), and returns it with its ID; or, when key was taken, the
 // message that took it and added == false.
-func (db *DB) appendDurably(m troupe.Message, key string) (_ troupe.Message, added bool, _ error) {
+func (db *conn) appendDurably(m troupe.Message, key string) (_ troupe.Message, added bool, _ error) {
 	req := &appendReq{m: m, key: key, done: make(chan struct{}), lead: make(chan struct{})}
 	q := &db.appends
 	q.mu.Lock()
@@ -55,7 +55,7 @@ func (db *DB) appendDurably(m troupe.Message, key string) (_ troupe.Message, add
 
 // commitBatch commits every queued append in one transaction, then passes
 // the lead on, or ends it when nothing is queued.
-func (db *DB) commitBatch() {
+func (db *conn) commitBatch() {
 	q := &db.appends
 	q.mu.Lock()
 	batch := q.queue

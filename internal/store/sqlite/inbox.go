@@ -16,7 +16,13 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// DB implements inbox.Store: the durable inboxes, conversations and
+// InboxStore is the store of messages and requests (inbox.Store), on the database of the DB it came from.
+type InboxStore struct{ *conn }
+
+// Inbox is the store of messages and requests (inbox.Store).
+func (db *DB) Inbox() *InboxStore { return &InboxStore{db.conn} }
+
+// InboxStore implements inbox.Store: the durable inboxes, conversations and
 // requests of contract C6, held to inbox.MemStore's behaviour by the
 // contract suite in internal/inbox/inboxtest.
 //
@@ -25,7 +31,7 @@ import (
 // Reads that are not part of a change go to the read pool: in WAL mode a
 // read transaction sees every transaction committed before it began, so a
 // read that happens after a write returned (in any goroutine) sees it.
-var _ inbox.Store = (*DB)(nil)
+var _ inbox.Store = (*InboxStore)(nil)
 
 const messageCols = `id, project, to_agent, from_agent, kind, text, request, state, reason, turn, redelivered, created_at, done_at`
 
@@ -35,7 +41,7 @@ const requestCols = `id, project, from_agent, to_agent, kind, question, state, a
 // years 1677 to 2262 is refused with troupe.ErrInvalid. Concurrent Appends
 // share one transaction (group commit, see appendQueue); each returns once
 // its message is durable.
-func (db *DB) Append(ctx context.Context, m troupe.Message) (troupe.Message, error) {
+func (db *InboxStore) Append(ctx context.Context, m troupe.Message) (troupe.Message, error) {
 	m, _, err := db.appendMessage(ctx, "", m)
 	return m, err
 }
@@ -44,7 +50,7 @@ func (db *DB) Append(ctx context.Context, m troupe.Message) (troupe.Message, err
 // the key is a column with a unique index on (project, idem_key), so the
 // first insert with a key wins, whether the calls share a transaction or
 // not.
-func (db *DB) AppendOnce(ctx context.Context, key string, m troupe.Message) (troupe.Message, bool, error) {
+func (db *InboxStore) AppendOnce(ctx context.Context, key string, m troupe.Message) (troupe.Message, bool, error) {
 	if err := inbox.CheckOnce(key, m); err != nil {
 		return troupe.Message{}, false, err
 	}
@@ -52,7 +58,7 @@ func (db *DB) AppendOnce(ctx context.Context, key string, m troupe.Message) (tro
 }
 
 // appendMessage is Append with an idempotency key ("" for none).
-func (db *DB) appendMessage(ctx context.Context, key string, m troupe.Message) (troupe.Message, bool, error) {
+func (db *conn) appendMessage(ctx context.Context, key string, m troupe.Message) (troupe.Message, bool, error) {
 	if err := inbox.CheckKey(m); err != nil {
 		return troupe.Message{}, false, err
 	}
@@ -189,7 +195,7 @@ const pendingQuery = `SELECT ` + messageCols + ` FROM messages
 // Pending implements inbox.Store: a range of the index messages_inbox
 // (project, to_agent, state, id), read in id order and cut by LIMIT, so
 // its cost grows with limit, not with the queue.
-func (db *DB) Pending(ctx context.Context, k troupe.RuntimeKey, limit int) ([]troupe.Message, error) {
+func (db *InboxStore) Pending(ctx context.Context, k troupe.RuntimeKey, limit int) ([]troupe.Message, error) {
 	budget := inbox.MaxPendingBytes
 	if limit <= 0 {
 		limit, budget = -1, math.MaxInt // SQLite: no limit
@@ -216,7 +222,7 @@ func (db *DB) Pending(ctx context.Context, k troupe.RuntimeKey, limit int) ([]tr
 
 // StartTurn implements inbox.Store. Ids that are not queued messages of
 // k are ignored.
-func (db *DB) StartTurn(ctx context.Context, k troupe.RuntimeKey, ids []int64, turn troupe.TurnID) error {
+func (db *InboxStore) StartTurn(ctx context.Context, k troupe.RuntimeKey, ids []int64, turn troupe.TurnID) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -239,7 +245,7 @@ func (db *DB) StartTurn(ctx context.Context, k troupe.RuntimeKey, ids []int64, t
 // EndTurn implements inbox.Store: the turn's messages and the outcomes
 // of the requests it handled commit together, so a daemon killed at the end
 // of a turn never leaves a delivered ask whose request stays pending.
-func (db *DB) EndTurn(ctx context.Context, k troupe.RuntimeKey, turn troupe.TurnID, state troupe.MessageState, reason string, results []inbox.RequestResult) ([]inbox.Finished, error) {
+func (db *InboxStore) EndTurn(ctx context.Context, k troupe.RuntimeKey, turn troupe.TurnID, state troupe.MessageState, reason string, results []inbox.RequestResult) ([]inbox.Finished, error) {
 	now, _ := toNanos(time.Now())
 	var finished []inbox.Finished
 	err := db.write(ctx, func(tx *sql.Tx) error {
@@ -267,7 +273,7 @@ func (db *DB) EndTurn(ctx context.Context, k troupe.RuntimeKey, turn troupe.Turn
 }
 
 // Expire implements inbox.Store.
-func (db *DB) Expire(ctx context.Context, k troupe.RuntimeKey, reason string) (int, error) {
+func (db *InboxStore) Expire(ctx context.Context, k troupe.RuntimeKey, reason string) (int, error) {
 	now, _ := toNanos(time.Now())
 	var n int64
 	err := db.write(ctx, func(tx *sql.Tx) error {
@@ -288,7 +294,7 @@ func (db *DB) Expire(ctx context.Context, k troupe.RuntimeKey, reason string) (i
 
 // Recover implements inbox.Store. The keys come in the order of their
 // oldest queued message.
-func (db *DB) Recover(ctx context.Context) ([]troupe.RuntimeKey, error) {
+func (db *InboxStore) Recover(ctx context.Context) ([]troupe.RuntimeKey, error) {
 	var keys []troupe.RuntimeKey
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		// Both statements read messages_open, which holds open mail
@@ -334,7 +340,7 @@ func (db *DB) Recover(ctx context.Context) ([]troupe.RuntimeKey, error) {
 // A text is read clipped by SQLite (pageCols), never whole into Go, and
 // the rows stop once the page is full (inbox.Fill): a page costs at most
 // inbox.MaxPageBytes of memory whatever the messages hold.
-func (db *DB) Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page) ([]troupe.Message, error) {
+func (db *InboxStore) Conversation(ctx context.Context, p troupe.ProjectID, q inbox.Page) ([]troupe.Message, error) {
 	query, args := conversationQuery(p, q)
 	ms, err := queryPage(ctx, db.r, query, args...)
 	if err != nil {
@@ -387,7 +393,7 @@ func queryPage(ctx context.Context, db *sql.DB, query string, args ...any) ([]tr
 
 // Text implements inbox.Store, reading only the part asked for (and a few
 // bytes more, to end it at a character boundary).
-func (db *DB) Text(ctx context.Context, p troupe.ProjectID, id int64, offset int) (troupe.Message, error) {
+func (db *InboxStore) Text(ctx context.Context, p troupe.ProjectID, id int64, offset int) (troupe.Message, error) {
 	var (
 		m       troupe.Message
 		created int64
@@ -440,7 +446,7 @@ func conversationQuery(p troupe.ProjectID, q inbox.Page) (string, []any) {
 // its state (pending) and a zero CreatedAt (now); a request id that is
 // already known, in any project, is refused with troupe.ErrAlreadyExists
 // and nothing is stored.
-func (db *DB) Ask(ctx context.Context, r troupe.Request, m troupe.Message) (troupe.Message, error) {
+func (db *InboxStore) Ask(ctx context.Context, r troupe.Request, m troupe.Message) (troupe.Message, error) {
 	r.State = troupe.ReqPending
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = time.Now().UTC()
@@ -503,7 +509,7 @@ func scanRequest(sc scanner) (troupe.Request, int64, error) {
 
 // FinishRequest implements inbox.Store. An unknown id fails with
 // troupe.ErrNotFound.
-func (db *DB) FinishRequest(ctx context.Context, id troupe.RequestID, state troupe.RequestState, answer, errText string) (troupe.Request, *troupe.Message, bool, error) {
+func (db *InboxStore) FinishRequest(ctx context.Context, id troupe.RequestID, state troupe.RequestState, answer, errText string) (troupe.Request, *troupe.Message, bool, error) {
 	var (
 		r      troupe.Request
 		queued *troupe.Message
@@ -552,7 +558,7 @@ func finishRequest(ctx context.Context, tx *sql.Tx, id troupe.RequestID, state t
 
 // Detach implements inbox.Store. An unknown id fails with
 // troupe.ErrNotFound.
-func (db *DB) Detach(ctx context.Context, id troupe.RequestID) (troupe.Request, error) {
+func (db *InboxStore) Detach(ctx context.Context, id troupe.RequestID) (troupe.Request, error) {
 	var r troupe.Request
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -570,7 +576,7 @@ func (db *DB) Detach(ctx context.Context, id troupe.RequestID) (troupe.Request, 
 }
 
 // Request implements inbox.Store.
-func (db *DB) Request(ctx context.Context, p troupe.ProjectID, id troupe.RequestID) (troupe.Request, error) {
+func (db *InboxStore) Request(ctx context.Context, p troupe.ProjectID, id troupe.RequestID) (troupe.Request, error) {
 	r, _, err := scanRequest(db.r.QueryRowContext(ctx,
 		`SELECT `+requestCols+` FROM requests WHERE id = ? AND project = ?`, string(id), string(p)))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -583,7 +589,7 @@ func (db *DB) Request(ctx context.Context, p troupe.ProjectID, id troupe.Request
 }
 
 // PendingRequests implements inbox.Store, oldest first.
-func (db *DB) PendingRequests(ctx context.Context) ([]troupe.Request, error) {
+func (db *InboxStore) PendingRequests(ctx context.Context) ([]troupe.Request, error) {
 	rs, err := db.pendingRequests(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list pending requests: %w", err)
@@ -591,7 +597,7 @@ func (db *DB) PendingRequests(ctx context.Context) ([]troupe.Request, error) {
 	return rs, nil
 }
 
-func (db *DB) pendingRequests(ctx context.Context) ([]troupe.Request, error) {
+func (db *conn) pendingRequests(ctx context.Context) ([]troupe.Request, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT `+requestCols+` FROM requests
 		WHERE state = 'pending' ORDER BY created_at, id`)
 	if err != nil {
@@ -611,7 +617,7 @@ func (db *DB) pendingRequests(ctx context.Context) ([]troupe.Request, error) {
 
 // ExpireProject implements inbox.Store. It records no outcome messages
 // for the requests it fails: nobody is left to read them.
-func (db *DB) ExpireProject(ctx context.Context, p troupe.ProjectID, reason string) error {
+func (db *InboxStore) ExpireProject(ctx context.Context, p troupe.ProjectID, reason string) error {
 	now, _ := toNanos(time.Now())
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE messages INDEXED BY messages_open

@@ -20,7 +20,7 @@ import (
 
 func TestInboxStoreContract(t *testing.T) {
 	inboxtest.RunStore(t, func(t *testing.T) inbox.Store {
-		return openTest(t, newPath(t))
+		return openTest(t, newPath(t)).Inbox()
 	})
 }
 
@@ -39,7 +39,7 @@ func TestInboxMigratesFromVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := troupe.Project{ID: "p1", Path: "/w/one", Name: "one", AddedAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)}
-	if err := old.AddProject(ctx, p); err != nil {
+	if err := old.Projects().AddProject(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	if err := old.Close(); err != nil {
@@ -51,14 +51,14 @@ func TestInboxMigratesFromVersion1(t *testing.T) {
 	if err := db.r.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil || version != int64(latestVersion()) {
 		t.Fatalf("user_version = %d, %v; want %d", version, err, latestVersion())
 	}
-	if ps, err := db.Projects(ctx); err != nil || !slices.Equal(ps, []troupe.Project{p}) {
+	if ps, err := db.Projects().Projects(ctx); err != nil || !slices.Equal(ps, []troupe.Project{p}) {
 		t.Errorf("Projects after the migration = %v, %v; want [%v]", ps, err, p)
 	}
-	m, err := db.Append(ctx, troupe.Message{Project: p.ID, To: "dev", From: troupe.Person, Kind: troupe.KindMessage, Text: "hi"})
+	m, err := db.Inbox().Append(ctx, troupe.Message{Project: p.ID, To: "dev", From: troupe.Person, Kind: troupe.KindMessage, Text: "hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := db.Pending(ctx, m.Key(), 0); err != nil || len(got) != 1 || got[0].ID != m.ID {
+	if got, err := db.Inbox().Pending(ctx, m.Key(), 0); err != nil || len(got) != 1 || got[0].ID != m.ID {
 		t.Errorf("Pending after the migration = %v, %v; want [%d]", got, err, m.ID)
 	}
 }
@@ -73,16 +73,16 @@ func TestInboxSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := db.Append(ctx, troupe.Message{Project: k.Project, To: k.Agent, From: "lead", Kind: troupe.KindMessage, Text: "do it"})
+	m, err := db.Inbox().Append(ctx, troupe.Message{Project: k.Project, To: k.Agent, From: "lead", Kind: troupe.KindMessage, Text: "do it"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	req := troupe.Request{ID: "r1", Project: k.Project, From: "lead", To: k.Agent, Kind: troupe.KindAsk, Question: "why?"}
-	askMsg, err := db.Ask(ctx, req, troupe.Message{Project: k.Project, To: k.Agent, From: "lead", Kind: troupe.KindAsk, Text: "why?", Request: "r1"})
+	askMsg, err := db.Inbox().Ask(ctx, req, troupe.Message{Project: k.Project, To: k.Agent, From: "lead", Kind: troupe.KindAsk, Text: "why?", Request: "r1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.StartTurn(ctx, k, []int64{m.ID}, "t1"); err != nil {
+	if err := db.Inbox().StartTurn(ctx, k, []int64{m.ID}, "t1"); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -90,11 +90,11 @@ func TestInboxSurvivesReopen(t *testing.T) {
 	}
 
 	db = openTest(t, path)
-	keys, err := db.Recover(ctx)
+	keys, err := db.Inbox().Recover(ctx)
 	if err != nil || !slices.Equal(keys, []troupe.RuntimeKey{k}) {
 		t.Fatalf("Recover after reopen = %v, %v; want [%v]", keys, err, k)
 	}
-	got, err := db.Pending(ctx, k, 0)
+	got, err := db.Inbox().Pending(ctx, k, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestInboxSurvivesReopen(t *testing.T) {
 	if want := []troupe.Message{m, askMsg}; !slices.Equal(got, want) {
 		t.Errorf("Pending after reopen = %+v\nwant %+v", got, want)
 	}
-	rs, err := db.PendingRequests(ctx)
+	rs, err := db.Inbox().PendingRequests(ctx)
 	if err != nil || len(rs) != 1 || rs[0].ID != "r1" || rs[0].State != troupe.ReqPending {
 		t.Errorf("PendingRequests after reopen = %+v, %v; want r1 pending", rs, err)
 	}
@@ -125,9 +125,9 @@ func TestInboxReadsSeeCommittedWrites(t *testing.T) {
 	written := make(chan step)
 	for i := range 60 {
 		go func() {
-			m, err := db.Append(ctx, troupe.Message{Project: k.Project, To: k.Agent, From: "lead", Kind: troupe.KindMessage, Text: "m"})
+			m, err := db.Inbox().Append(ctx, troupe.Message{Project: k.Project, To: k.Agent, From: "lead", Kind: troupe.KindMessage, Text: "m"})
 			if err == nil {
-				err = db.StartTurn(ctx, k, []int64{m.ID}, troupe.TurnID("t"+strconv.Itoa(i)))
+				err = db.Inbox().StartTurn(ctx, k, []int64{m.ID}, troupe.TurnID("t"+strconv.Itoa(i)))
 			}
 			written <- step{m, err}
 		}()
@@ -135,27 +135,27 @@ func TestInboxReadsSeeCommittedWrites(t *testing.T) {
 		if s.err != nil {
 			t.Fatal(s.err)
 		}
-		conv, err := db.Conversation(ctx, k.Project, inbox.Page{After: s.m.ID - 1, Limit: 1})
+		conv, err := db.Inbox().Conversation(ctx, k.Project, inbox.Page{After: s.m.ID - 1, Limit: 1})
 		if err != nil || len(conv) != 1 || conv[0].State != troupe.MsgInTurn {
 			t.Fatalf("round %d: the read after Append and StartTurn returned = %+v, %v; want message %d in_turn", i, conv, err, s.m.ID)
 		}
-		if p, err := db.Pending(ctx, k, 0); err != nil || len(p) != 0 {
+		if p, err := db.Inbox().Pending(ctx, k, 0); err != nil || len(p) != 0 {
 			t.Fatalf("round %d: Pending after StartTurn returned = %v, %v; want none", i, p, err)
 		}
 
 		id := troupe.RequestID("r" + strconv.Itoa(i))
 		go func() {
-			_, err := db.Ask(ctx, troupe.Request{ID: id, Project: k.Project, From: "lead", To: "qa", Kind: troupe.KindAsk, Question: "q"},
+			_, err := db.Inbox().Ask(ctx, troupe.Request{ID: id, Project: k.Project, From: "lead", To: "qa", Kind: troupe.KindAsk, Question: "q"},
 				troupe.Message{Project: k.Project, To: "qa", From: "lead", Kind: troupe.KindAsk, Text: "q", Request: id})
 			if err == nil {
-				_, _, _, err = db.FinishRequest(ctx, id, troupe.ReqAnswered, "a", "")
+				_, _, _, err = db.Inbox().FinishRequest(ctx, id, troupe.ReqAnswered, "a", "")
 			}
 			written <- step{err: err}
 		}()
 		if s := <-written; s.err != nil {
 			t.Fatal(s.err)
 		}
-		if r, err := db.Request(ctx, k.Project, id); err != nil || r.State != troupe.ReqAnswered {
+		if r, err := db.Inbox().Request(ctx, k.Project, id); err != nil || r.State != troupe.ReqAnswered {
 			t.Fatalf("round %d: Request after FinishRequest returned = %+v, %v; want answered", i, r, err)
 		}
 	}
@@ -166,15 +166,15 @@ func TestInboxRefusesTimesOutOfRange(t *testing.T) {
 	ctx := t.Context()
 	far := time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
 	m := troupe.Message{Project: "p1", To: "dev", From: "lead", Kind: troupe.KindMessage, Text: "late", CreatedAt: far}
-	if _, err := db.Append(ctx, m); !errors.Is(err, troupe.ErrInvalid) {
+	if _, err := db.Inbox().Append(ctx, m); !errors.Is(err, troupe.ErrInvalid) {
 		t.Errorf("Append with CreatedAt in 2300: err = %v, want troupe.ErrInvalid", err)
 	}
 	r := troupe.Request{ID: "r1", Project: "p1", From: "lead", To: "dev", Kind: troupe.KindAsk, Question: "q", CreatedAt: far}
 	m.CreatedAt = time.Time{}
-	if _, err := db.Ask(ctx, r, m); !errors.Is(err, troupe.ErrInvalid) {
+	if _, err := db.Inbox().Ask(ctx, r, m); !errors.Is(err, troupe.ErrInvalid) {
 		t.Errorf("Ask with CreatedAt in 2300: err = %v, want troupe.ErrInvalid", err)
 	}
-	if conv, err := db.Conversation(ctx, "p1", inbox.Page{}); err != nil || len(conv) != 0 {
+	if conv, err := db.Inbox().Conversation(ctx, "p1", inbox.Page{}); err != nil || len(conv) != 0 {
 		t.Errorf("Conversation after the refusals = %v, %v; want none", conv, err)
 	}
 }
@@ -184,13 +184,13 @@ func TestInboxCanceledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	m := troupe.Message{Project: "p1", To: "dev", From: "lead", Kind: troupe.KindMessage, Text: "m"}
-	if _, err := db.Append(ctx, m); !errors.Is(err, context.Canceled) {
+	if _, err := db.Inbox().Append(ctx, m); !errors.Is(err, context.Canceled) {
 		t.Errorf("Append with a canceled context: err = %v, want context.Canceled", err)
 	}
-	if _, err := db.Pending(ctx, m.Key(), 0); !errors.Is(err, context.Canceled) {
+	if _, err := db.Inbox().Pending(ctx, m.Key(), 0); !errors.Is(err, context.Canceled) {
 		t.Errorf("Pending with a canceled context: err = %v, want context.Canceled", err)
 	}
-	if p, err := db.Pending(t.Context(), m.Key(), 0); err != nil || len(p) != 0 {
+	if p, err := db.Inbox().Pending(t.Context(), m.Key(), 0); err != nil || len(p) != 0 {
 		t.Errorf("Pending after the canceled Append = %v, %v; want none", p, err)
 	}
 }
@@ -210,7 +210,7 @@ func BenchmarkInboxAppend(b *testing.B) {
 	db := openTest(b, newPath(b))
 	m := benchMessage("dev")
 	for b.Loop() {
-		if _, err := db.Append(b.Context(), m); err != nil {
+		if _, err := db.Inbox().Append(b.Context(), m); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -228,7 +228,7 @@ func BenchmarkInboxAppendParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		m := benchMessage("dev" + strconv.FormatInt(next.Add(1), 10))
 		for pb.Next() {
-			if _, err := db.Append(b.Context(), m); err != nil {
+			if _, err := db.Inbox().Append(b.Context(), m); err != nil {
 				b.Error(err)
 				return
 			}
@@ -247,18 +247,18 @@ func BenchmarkInboxCycle(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		if _, err := db.Append(ctx, m); err != nil {
+		if _, err := db.Inbox().Append(ctx, m); err != nil {
 			b.Fatal(err)
 		}
-		pending, err := db.Pending(ctx, k, 0)
+		pending, err := db.Inbox().Pending(ctx, k, 0)
 		if err != nil || len(pending) != 1 {
 			b.Fatalf("Pending = %d messages, %v; want 1", len(pending), err)
 		}
 		turn := troupe.TurnID("t" + strconv.Itoa(i))
-		if err := db.StartTurn(ctx, k, []int64{pending[0].ID}, turn); err != nil {
+		if err := db.Inbox().StartTurn(ctx, k, []int64{pending[0].ID}, turn); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := db.EndTurn(ctx, k, turn, troupe.MsgDelivered, "", nil); err != nil {
+		if _, err := db.Inbox().EndTurn(ctx, k, turn, troupe.MsgDelivered, "", nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -278,7 +278,7 @@ func TestGroupCommitEachAppendDurableWithItsOwnID(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			m, err := db.Append(ctx, troupe.Message{Project: k.Project, To: k.Agent, From: "lead", Kind: troupe.KindMessage, Text: fmt.Sprint(i)})
+			m, err := db.Inbox().Append(ctx, troupe.Message{Project: k.Project, To: k.Agent, From: "lead", Kind: troupe.KindMessage, Text: fmt.Sprint(i)})
 			if err != nil {
 				t.Error(err)
 			}
@@ -300,7 +300,7 @@ func TestGroupCommitEachAppendDurableWithItsOwnID(t *testing.T) {
 		t.Fatal(err)
 	}
 	db = openTest(t, path)
-	pending, err := db.Pending(ctx, k, 0)
+	pending, err := db.Inbox().Pending(ctx, k, 0)
 	if err != nil || len(pending) != n {
 		t.Fatalf("after reopen: %d pending, %v; want %d", len(pending), err, n)
 	}
@@ -340,7 +340,7 @@ func TestPendingReadsTheInboxIndexInOrder(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := w; i < 10000; i += 8 {
-				if _, err := db.Append(ctx, troupe.Message{Project: k.Project, To: k.Agent, From: "lead", Kind: troupe.KindMessage, Text: strconv.Itoa(i)}); err != nil {
+				if _, err := db.Inbox().Append(ctx, troupe.Message{Project: k.Project, To: k.Agent, From: "lead", Kind: troupe.KindMessage, Text: strconv.Itoa(i)}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -348,11 +348,11 @@ func TestPendingReadsTheInboxIndexInOrder(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	got, err := db.Pending(ctx, k, 100)
+	got, err := db.Inbox().Pending(ctx, k, 100)
 	if err != nil || len(got) != 100 {
 		t.Fatalf("Pending(dev, 100) = %d messages, %v; want 100", len(got), err)
 	}
-	all, _ := db.Pending(ctx, k, 0)
+	all, _ := db.Inbox().Pending(ctx, k, 0)
 	for i := range got {
 		if got[i].ID != all[i].ID {
 			t.Fatalf("Pending(dev, 100)[%d] = %d, want %d: the oldest, in order", i, got[i].ID, all[i].ID)

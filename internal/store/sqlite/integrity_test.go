@@ -20,7 +20,7 @@ import (
 func fillMessages(t testing.TB, db *DB, n int) {
 	t.Helper()
 	ctx := context.Background()
-	if err := db.AddProject(ctx, troupe.Project{ID: "p", Path: "/p", AddedAt: time.Now()}); err != nil {
+	if err := db.Projects().AddProject(ctx, troupe.Project{ID: "p", Path: "/p", AddedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	text := strings.Repeat("lorem ipsum ", 16)
@@ -207,7 +207,7 @@ func TestWritesRefusedOnceTheFileIsGone(t *testing.T) {
 			t.Fatal(err)
 		}
 		add := func(id string) error {
-			return db.AddProject(t.Context(), troupe.Project{ID: troupe.ProjectID(id), Path: "/" + id, AddedAt: time.Now()})
+			return db.Projects().AddProject(t.Context(), troupe.Project{ID: troupe.ProjectID(id), Path: "/" + id, AddedAt: time.Now()})
 		}
 		if err := add("a"); err != nil {
 			t.Fatal(err)

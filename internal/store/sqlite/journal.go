@@ -13,7 +13,13 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// DB implements journal.Store (schema version 7), held to journal.MemStore's
+// JournalStore is the store of what each agent did, turn by turn (journal.Store), on the database of the DB it came from.
+type JournalStore struct{ *conn }
+
+// Journal is the store of what each agent did, turn by turn (journal.Store).
+func (db *DB) Journal() *JournalStore { return &JournalStore{db.conn} }
+
+// JournalStore implements journal.Store (schema version 7), held to journal.MemStore's
 // behaviour by journaltest.
 //
 // Record is one IMMEDIATE transaction on the writer connection, like every
@@ -23,7 +29,7 @@ import (
 // written before Record returns); a power loss may lose the last batches,
 // which the journal allows. The connection is set back to FULL before it
 // goes back to the pool, or closed when that fails.
-var _ journal.Store = (*DB)(nil)
+var _ journal.Store = (*JournalStore)(nil)
 
 // turnEnd is the JSON of journal_turns.final.
 type turnEnd struct {
@@ -34,7 +40,7 @@ type turnEnd struct {
 }
 
 // Record implements journal.Store.
-func (db *DB) Record(ctx context.Context, entries ...journal.Entry) error {
+func (db *JournalStore) Record(ctx context.Context, entries ...journal.Entry) error {
 	for _, e := range entries {
 		if err := journal.Check(e); err != nil {
 			return err
@@ -66,7 +72,7 @@ func (db *DB) Record(ctx context.Context, entries ...journal.Entry) error {
 }
 
 // writeRelaxed is write with synchronous=NORMAL for this transaction only.
-func (db *DB) writeRelaxed(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+func (db *conn) writeRelaxed(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
 	if err := db.checkFile(); err != nil {
 		return err
 	}
@@ -239,7 +245,7 @@ func nanosOrNow(t time.Time) int64 {
 const journalTurnCols = `id, project, agent, turn, started_at, messages, ended_at, final, dropped`
 
 // Turns implements journal.Store.
-func (db *DB) Turns(ctx context.Context, k troupe.RuntimeKey, before int64, limit int) ([]journal.Turn, error) {
+func (db *JournalStore) Turns(ctx context.Context, k troupe.RuntimeKey, before int64, limit int) ([]journal.Turn, error) {
 	q := `SELECT ` + journalTurnCols + ` FROM journal_turns WHERE project = ? AND agent = ?`
 	args := []any{k.Project, k.Agent}
 	if before > 0 {
@@ -256,7 +262,7 @@ func (db *DB) Turns(ctx context.Context, k troupe.RuntimeKey, before int64, limi
 }
 
 // Turn implements journal.Store.
-func (db *DB) Turn(ctx context.Context, k troupe.RuntimeKey, turn troupe.TurnID) (journal.Turn, error) {
+func (db *JournalStore) Turn(ctx context.Context, k troupe.RuntimeKey, turn troupe.TurnID) (journal.Turn, error) {
 	ts, err := db.readTurns(ctx, `SELECT `+journalTurnCols+` FROM journal_turns WHERE project = ? AND agent = ? AND turn = ?`, k.Project, k.Agent, turn)
 	if err != nil {
 		return journal.Turn{}, fmt.Errorf("read journal of %s: %w", k, err)
@@ -268,7 +274,7 @@ func (db *DB) Turn(ctx context.Context, k troupe.RuntimeKey, turn troupe.TurnID)
 }
 
 // readTurns reads turn rows and their events, in one read transaction.
-func (db *DB) readTurns(ctx context.Context, q string, args ...any) ([]journal.Turn, error) {
+func (db *conn) readTurns(ctx context.Context, q string, args ...any) ([]journal.Turn, error) {
 	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 )
 
 func TestJournalStoreContract(t *testing.T) {
-	journaltest.Run(t, func(t *testing.T) journal.Store { return openTest(t, newPath(t)) })
+	journaltest.Run(t, func(t *testing.T) journal.Store { return openTest(t, newPath(t)).Journal() })
 }
 
 // TestJournalLeavesTheWriterFullySynchronous: after a journal batch (which
@@ -18,7 +18,7 @@ func TestJournalStoreContract(t *testing.T) {
 func TestJournalLeavesTheWriterFullySynchronous(t *testing.T) {
 	db := openTest(t, newPath(t))
 	k := troupe.RuntimeKey{Project: "p1", Agent: "dev"}
-	if err := db.Record(t.Context(), journal.Entry{Key: k, Turn: "t1", Start: &journal.Start{}}); err != nil {
+	if err := db.Journal().Record(t.Context(), journal.Entry{Key: k, Turn: "t1", Start: &journal.Start{}}); err != nil {
 		t.Fatal(err)
 	}
 	var sync int

@@ -26,11 +26,11 @@ var _ memory.Index = (*MemoryIndex)(nil)
 // that changed; Search and Entries read from the read pool. A MemoryIndex
 // is safe for concurrent use.
 type MemoryIndex struct {
-	db *DB
+	db *conn
 }
 
 // MemoryIndex returns the database's index of memory notes.
-func (db *DB) MemoryIndex() *MemoryIndex { return &MemoryIndex{db: db} }
+func (db *DB) MemoryIndex() *MemoryIndex { return &MemoryIndex{db: db.conn} }
 
 // Update implements memory.Index, in one IMMEDIATE transaction: the rows
 // of drop go, then each note of put is inserted or its row updated in place

@@ -75,7 +75,7 @@ func benchProject(b *testing.B, n int) (string, troupe.Project) {
 	}
 	defer db.Close()
 	p := troupe.Project{ID: "pbench", Path: dir, Name: "bench", AddedAt: time.Now()}
-	if err := db.AddProject(b.Context(), p); err != nil {
+	if err := db.Projects().AddProject(b.Context(), p); err != nil {
 		b.Fatal(err)
 	}
 	benchNotes(b, dir, n)

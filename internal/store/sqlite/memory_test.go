@@ -18,7 +18,7 @@ func addProjects(t *testing.T, db *DB, ids ...troupe.ProjectID) {
 	t.Helper()
 	for _, id := range ids {
 		p := troupe.Project{ID: id, Path: "/work/" + string(id), Name: string(id), AddedAt: time.Now()}
-		if err := db.AddProject(t.Context(), p); err != nil {
+		if err := db.Projects().AddProject(t.Context(), p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -171,7 +171,7 @@ func TestMemoryIndexGoesWithItsProject(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := db.RemoveProject(ctx, "p1"); err != nil {
+	if err := db.Projects().RemoveProject(ctx, "p1"); err != nil {
 		t.Fatal(err)
 	}
 	var rows int
@@ -232,7 +232,7 @@ func TestMemoryStoreOnSQLite(t *testing.T) {
 	pa := troupe.Project{ID: "pa", Path: a, Name: "a", AddedAt: time.Now()}
 	pb := troupe.Project{ID: "pb", Path: b, Name: "b", AddedAt: time.Now()}
 	for _, p := range []troupe.Project{pa, pb} {
-		if err := db.AddProject(ctx, p); err != nil {
+		if err := db.Projects().AddProject(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 		for _, n := range memorytest.Notes(p.ID) {

@@ -8,12 +8,18 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
+// ChatStore is the store of the openai agents' conversations (openai.Store), on the database of the DB it came from.
+type ChatStore struct{ *conn }
+
+// Chats is the store of the openai agents' conversations (openai.Store).
+func (db *DB) Chats() *ChatStore { return &ChatStore{db.conn} }
+
 // The methods below implement openai.Store (asserted in internal/daemon:
 // this package does not import the engines): the conversations of openai
 // agents, message by message.
 
 // ChatHistory returns conv's entries of k in the order appended.
-func (db *DB) ChatHistory(ctx context.Context, k troupe.RuntimeKey, conv string) ([]troupe.ConversationEntry, error) {
+func (db *ChatStore) ChatHistory(ctx context.Context, k troupe.RuntimeKey, conv string) ([]troupe.ConversationEntry, error) {
 	rows, err := db.r.QueryContext(ctx, `SELECT turn, data FROM openai_messages
 		WHERE project = ? AND agent = ? AND conversation = ? ORDER BY id`,
 		string(k.Project), string(k.Agent), conv)
@@ -36,7 +42,7 @@ func (db *DB) ChatHistory(ctx context.Context, k troupe.RuntimeKey, conv string)
 }
 
 // AppendChat adds entries at the end of conv, in one transaction.
-func (db *DB) AppendChat(ctx context.Context, k troupe.RuntimeKey, conv string, entries []troupe.ConversationEntry) error {
+func (db *ChatStore) AppendChat(ctx context.Context, k troupe.RuntimeKey, conv string, entries []troupe.ConversationEntry) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		for _, e := range entries {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO openai_messages (project, agent, conversation, turn, data)
@@ -53,7 +59,7 @@ func (db *DB) AppendChat(ctx context.Context, k troupe.RuntimeKey, conv string, 
 }
 
 // TrimChat deletes conv's entries of turns before turn.
-func (db *DB) TrimChat(ctx context.Context, k troupe.RuntimeKey, conv string, turn int64) error {
+func (db *ChatStore) TrimChat(ctx context.Context, k troupe.RuntimeKey, conv string, turn int64) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM openai_messages
 			WHERE project = ? AND agent = ? AND conversation = ? AND turn < ?`,
@@ -67,7 +73,7 @@ func (db *DB) TrimChat(ctx context.Context, k troupe.RuntimeKey, conv string, tu
 }
 
 // KeepChat deletes k's conversations other than keep.
-func (db *DB) KeepChat(ctx context.Context, k troupe.RuntimeKey, keep string) error {
+func (db *ChatStore) KeepChat(ctx context.Context, k troupe.RuntimeKey, keep string) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM openai_messages
 			WHERE project = ? AND agent = ? AND conversation <> ?`,

@@ -11,7 +11,7 @@ import (
 
 // TestChatStoreContract: the openai conversations pass the store suite.
 func TestChatStoreContract(t *testing.T) {
-	chatstoretest.Run(t, func(t *testing.T) openai.Store { return openTest(t, newPath(t)) })
+	chatstoretest.Run(t, func(t *testing.T) openai.Store { return openTest(t, newPath(t)).Chats() })
 }
 
 // TestChatSurvivesReopen: a conversation is there after the file is
@@ -24,12 +24,12 @@ func TestChatSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AppendChat(ctx, k, "c1", []troupe.ConversationEntry{{Turn: 1, Data: []byte(`{"role":"user","content":"hi"}`)}}); err != nil {
+	if err := db.Chats().AppendChat(ctx, k, "c1", []troupe.ConversationEntry{{Turn: 1, Data: []byte(`{"role":"user","content":"hi"}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	db = openTest(t, path)
-	es, err := db.ChatHistory(ctx, k, "c1")
+	es, err := db.Chats().ChatHistory(ctx, k, "c1")
 	if err != nil || len(es) != 1 || es[0].Turn != 1 || string(es[0].Data) != `{"role":"user","content":"hi"}` {
 		t.Fatalf("after reopen: %+v, %v", es, err)
 	}
@@ -43,24 +43,24 @@ func TestChatGoesWithItsSession(t *testing.T) {
 	db := openTest(t, newPath(t))
 	a, b, c := troupe.RuntimeKey{Project: "p1", Agent: "x"}, troupe.RuntimeKey{Project: "p1", Agent: "y"}, troupe.RuntimeKey{Project: "p2", Agent: "x"}
 	for _, k := range []troupe.RuntimeKey{a, b, c} {
-		if err := db.AppendChat(ctx, k, "c", []troupe.ConversationEntry{{Turn: 1, Data: []byte(`{}`)}}); err != nil {
+		if err := db.Chats().AppendChat(ctx, k, "c", []troupe.ConversationEntry{{Turn: 1, Data: []byte(`{}`)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	count := func(k troupe.RuntimeKey) int {
-		es, err := db.ChatHistory(ctx, k, "c")
+		es, err := db.Chats().ChatHistory(ctx, k, "c")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return len(es)
 	}
-	if err := db.ClearSessionID(ctx, a); err != nil {
+	if err := db.Sessions().ClearSessionID(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	if count(a) != 0 || count(b) != 1 || count(c) != 1 {
 		t.Errorf("after reset of p1/x: %d %d %d", count(a), count(b), count(c))
 	}
-	if err := db.ClearProjectSessions(ctx, "p1"); err != nil {
+	if err := db.Sessions().ClearProjectSessions(ctx, "p1"); err != nil {
 		t.Fatal(err)
 	}
 	if count(b) != 0 || count(c) != 1 {

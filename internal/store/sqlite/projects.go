@@ -12,7 +12,13 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-var _ project.Store = (*DB)(nil)
+// ProjectStore is the store of registered projects, their last team and approvals (project.Store), on the database of the DB it came from.
+type ProjectStore struct{ *conn }
+
+// Projects is the store of registered projects, their last team and approvals (project.Store).
+func (db *DB) Projects() *ProjectStore { return &ProjectStore{db.conn} }
+
+var _ project.Store = (*ProjectStore)(nil)
 
 // Times are stored as INTEGER unix nanoseconds: exact to the nanosecond,
 // ordered by plain integer comparison, and read back in UTC. Location and
@@ -35,7 +41,7 @@ func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
 // write runs fn in an IMMEDIATE transaction on the writer connection and
 // commits it when fn succeeds. It fails with a *GoneError, before anything,
 // when the file is no longer the one Open opened.
-func (db *DB) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+func (db *conn) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err := db.checkFile(); err != nil {
 		return err
 	}
@@ -62,7 +68,7 @@ func ignoreDone(err error) error {
 // colliding field, when p.ID or p.Path is registered, and with
 // troupe.ErrInvalid when p.ID or p.Path is empty or p.AddedAt is out of the
 // stored range.
-func (db *DB) AddProject(ctx context.Context, p troupe.Project) error {
+func (db *ProjectStore) AddProject(ctx context.Context, p troupe.Project) error {
 	added, ok := toNanos(p.AddedAt)
 	switch {
 	case p.ID == "":
@@ -105,7 +111,7 @@ func (db *DB) AddProject(ctx context.Context, p troupe.Project) error {
 
 // Projects lists registered projects ordered by AddedAt, then ID. AddedAt
 // is in UTC.
-func (db *DB) Projects(ctx context.Context) ([]troupe.Project, error) {
+func (db *ProjectStore) Projects(ctx context.Context) ([]troupe.Project, error) {
 	ps, err := db.projects(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list projects: %w", err)
@@ -113,7 +119,7 @@ func (db *DB) Projects(ctx context.Context) ([]troupe.Project, error) {
 	return ps, nil
 }
 
-func (db *DB) projects(ctx context.Context) ([]troupe.Project, error) {
+func (db *conn) projects(ctx context.Context) ([]troupe.Project, error) {
 	rows, err := db.r.QueryContext(ctx,
 		`SELECT id, path, name, added_at FROM projects ORDER BY added_at, id`)
 	if err != nil {
@@ -137,7 +143,7 @@ func (db *DB) projects(ctx context.Context) ([]troupe.Project, error) {
 
 // RemoveProject deletes the project and, by cascade, its saved team. It
 // fails with troupe.ErrNotFound when id is not registered.
-func (db *DB) RemoveProject(ctx context.Context, id troupe.ProjectID) error {
+func (db *ProjectStore) RemoveProject(ctx context.Context, id troupe.ProjectID) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM projects WHERE id = ?`, string(id))
 		if err != nil {
@@ -162,7 +168,7 @@ func (db *DB) RemoveProject(ctx context.Context, id troupe.ProjectID) error {
 // any earlier one. It fails with troupe.ErrNotFound when id is not
 // registered. source is copied; an empty source is kept as empty, not as
 // none.
-func (db *DB) SaveTeam(ctx context.Context, id troupe.ProjectID, source []byte) error {
+func (db *ProjectStore) SaveTeam(ctx context.Context, id troupe.ProjectID, source []byte) error {
 	if source == nil {
 		source = []byte{} // nil would bind as NULL
 	}
@@ -185,7 +191,7 @@ func (db *DB) SaveTeam(ctx context.Context, id troupe.ProjectID, source []byte) 
 // LastTeam returns the source saved by SaveTeam, or nil when none was (also
 // when id is not registered). A saved empty source comes back as a non-nil
 // empty slice.
-func (db *DB) LastTeam(ctx context.Context, id troupe.ProjectID) ([]byte, error) {
+func (db *ProjectStore) LastTeam(ctx context.Context, id troupe.ProjectID) ([]byte, error) {
 	var source []byte
 	err := db.r.QueryRowContext(ctx,
 		`SELECT source FROM project_teams WHERE project_id = ?`, string(id)).Scan(&source)
@@ -203,7 +209,7 @@ func (db *DB) LastTeam(ctx context.Context, id troupe.ProjectID) ([]byte, error)
 
 // SaveApproval records a as the project's approved team, replacing any
 // earlier one. It fails with troupe.ErrNotFound when id is not registered.
-func (db *DB) SaveApproval(ctx context.Context, id troupe.ProjectID, a project.Approval) error {
+func (db *ProjectStore) SaveApproval(ctx context.Context, id troupe.ProjectID, a project.Approval) error {
 	team := a.Team
 	if team == nil {
 		team = []byte{} // nil would bind as NULL
@@ -226,7 +232,7 @@ func (db *DB) SaveApproval(ctx context.Context, id troupe.ProjectID, a project.A
 
 // Approval returns what SaveApproval saved, and false when nothing was
 // (also when id is not registered).
-func (db *DB) Approval(ctx context.Context, id troupe.ProjectID) (project.Approval, bool, error) {
+func (db *ProjectStore) Approval(ctx context.Context, id troupe.ProjectID) (project.Approval, bool, error) {
 	var a project.Approval
 	err := db.r.QueryRowContext(ctx,
 		`SELECT team, rejected FROM project_approvals WHERE project_id = ?`, string(id)).Scan(&a.Team, &a.Rejected)

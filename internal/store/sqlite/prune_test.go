@@ -20,14 +20,14 @@ func TestPruneAppliesTheRetention(t *testing.T) {
 	now := time.Now().UTC()
 	add := func(p troupe.ProjectID, to troupe.AgentID, text string, at time.Time) troupe.Message {
 		t.Helper()
-		m, err := db.Append(ctx, troupe.Message{Project: p, To: to, From: "dev", Kind: troupe.KindMessage, Text: text, CreatedAt: at})
+		m, err := db.Inbox().Append(ctx, troupe.Message{Project: p, To: to, From: "dev", Kind: troupe.KindMessage, Text: text, CreatedAt: at})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return m
 	}
 	ids := func(p troupe.ProjectID) []int64 {
-		ms, err := db.Conversation(ctx, p, inbox.Page{})
+		ms, err := db.Inbox().Conversation(ctx, p, inbox.Page{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func TestPruneAppliesTheRetention(t *testing.T) {
 	old := now.Add(-40 * 24 * time.Hour)
 	aged := add("pa", troupe.Person, "aged", old)
 	queued := add("pa", "lead", "queued", old)
-	ask, err := db.Ask(ctx, troupe.Request{ID: "r-pending", Project: "pa", From: "lead", To: "dev", Kind: troupe.KindAsk, Question: "q", CreatedAt: old},
+	ask, err := db.Inbox().Ask(ctx, troupe.Request{ID: "r-pending", Project: "pa", From: "lead", To: "dev", Kind: troupe.KindAsk, Question: "q", CreatedAt: old},
 		troupe.Message{Project: "pa", To: "dev", From: "lead", Kind: troupe.KindAsk, Text: "q", Request: "r-pending", CreatedAt: old})
 	if err != nil {
 		t.Fatal(err)
@@ -58,11 +58,11 @@ func TestPruneAppliesTheRetention(t *testing.T) {
 	}
 	// pb is removed: its messages and its answered request go.
 	add("pb", troupe.Person, "gone", now.Add(-time.Minute))
-	if _, err := db.Ask(ctx, troupe.Request{ID: "r-pb", Project: "pb", From: troupe.Person, To: "dev", Kind: troupe.KindAsk, Question: "q"},
+	if _, err := db.Inbox().Ask(ctx, troupe.Request{ID: "r-pb", Project: "pb", From: troupe.Person, To: "dev", Kind: troupe.KindAsk, Question: "q"},
 		troupe.Message{Project: "pb", To: "dev", From: troupe.Person, Kind: troupe.KindAsk, Text: "q", Request: "r-pb"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := db.FinishRequest(ctx, "r-pb", troupe.ReqFailed, "", "project removed"); err != nil {
+	if _, _, _, err := db.Inbox().FinishRequest(ctx, "r-pb", troupe.ReqFailed, "", "project removed"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -83,10 +83,10 @@ func TestPruneAppliesTheRetention(t *testing.T) {
 	if got := ids("pb"); len(got) != 0 {
 		t.Errorf("removed pb after Prune holds %v, want nothing", got)
 	}
-	if _, err := db.Request(ctx, "pb", "r-pb"); err == nil {
+	if _, err := db.Inbox().Request(ctx, "pb", "r-pb"); err == nil {
 		t.Errorf("removed pb's request is still there")
 	}
-	if r, err := db.Request(ctx, "pa", "r-pending"); err != nil || r.State != troupe.ReqPending {
+	if r, err := db.Inbox().Request(ctx, "pa", "r-pending"); err != nil || r.State != troupe.ReqPending {
 		t.Errorf("pa's pending request = %+v, %v; want it kept", r, err)
 	}
 	if want := int64(1 + 8 + 3 + 3); n != want { // pb: its message, its ask and the ask's outcome

@@ -44,7 +44,7 @@ func TestRepairExportsWhatIsReadable(t *testing.T) {
 	if count != m.Kept || seq < n {
 		t.Errorf("repaired file: %d messages (max id %d), sequence %d; want %d and a sequence of at least %d", count, maxID, seq, m.Kept, n)
 	}
-	if ps, err := db.Projects(t.Context()); err != nil || len(ps) != 1 {
+	if ps, err := db.Projects().Projects(t.Context()); err != nil || len(ps) != 1 {
 		t.Errorf("projects of the repaired file: %v %v", ps, err)
 	}
 }

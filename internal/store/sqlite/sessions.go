@@ -10,12 +10,18 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
+// SessionStore is the store of each agent's engine conversation id (the runtime's Sessions), on the database of the DB it came from.
+type SessionStore struct{ *conn }
+
+// Sessions is the store of each agent's engine conversation id (the runtime's Sessions).
+func (db *DB) Sessions() *SessionStore { return &SessionStore{db.conn} }
+
 // The methods below implement runtime.Sessions (asserted in
 // internal/daemon: this package does not import the runtime).
 
 // SessionID returns k's engine conversation id and its engine; an empty id
 // when none is stored.
-func (db *DB) SessionID(ctx context.Context, k troupe.RuntimeKey) (troupe.Engine, string, error) {
+func (db *SessionStore) SessionID(ctx context.Context, k troupe.RuntimeKey) (troupe.Engine, string, error) {
 	var eng, id string
 	err := db.r.QueryRowContext(ctx, `SELECT engine, session_id FROM agent_sessions WHERE project = ? AND agent = ?`,
 		string(k.Project), string(k.Agent)).Scan(&eng, &id)
@@ -29,7 +35,7 @@ func (db *DB) SessionID(ctx context.Context, k troupe.RuntimeKey) (troupe.Engine
 }
 
 // SetSessionID records k's conversation id, replacing any earlier one.
-func (db *DB) SetSessionID(ctx context.Context, k troupe.RuntimeKey, eng troupe.Engine, id string) error {
+func (db *SessionStore) SetSessionID(ctx context.Context, k troupe.RuntimeKey, eng troupe.Engine, id string) error {
 	if id == "" {
 		return fmt.Errorf("set session id of %s: empty id: %w", k.Agent, troupe.ErrInvalid)
 	}
@@ -55,7 +61,7 @@ func (db *DB) SetSessionID(ctx context.Context, k troupe.RuntimeKey, eng troupe.
 
 // ClearSessionID forgets k's conversation id, and the messages of an
 // openai agent's conversation kept here (openai.Store).
-func (db *DB) ClearSessionID(ctx context.Context, k troupe.RuntimeKey) error {
+func (db *SessionStore) ClearSessionID(ctx context.Context, k troupe.RuntimeKey) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM agent_sessions WHERE project = ? AND agent = ?`,
 			string(k.Project), string(k.Agent)); err != nil {
@@ -73,7 +79,7 @@ func (db *DB) ClearSessionID(ctx context.Context, k troupe.RuntimeKey) error {
 
 // ClearProjectSessions forgets the conversation ids of p's agents, and
 // its openai agents' conversations.
-func (db *DB) ClearProjectSessions(ctx context.Context, p troupe.ProjectID) error {
+func (db *SessionStore) ClearProjectSessions(ctx context.Context, p troupe.ProjectID) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM agent_sessions WHERE project = ?`, string(p)); err != nil {
 			return err

@@ -9,7 +9,7 @@ import (
 )
 
 func TestSessionsContract(t *testing.T) {
-	sessionstest.Run(t, func(t *testing.T) sessionstest.Store { return openTest(t, newPath(t)) })
+	sessionstest.Run(t, func(t *testing.T) sessionstest.Store { return openTest(t, newPath(t)).Sessions() })
 }
 
 // TestSessionIDSurvivesReopen: a daemon restart (or crash) keeps each
@@ -22,14 +22,14 @@ func TestSessionIDSurvivesReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.SetSessionID(ctx, k, "claude", "sess-1"); err != nil {
+	if err := db.Sessions().SetSessionID(ctx, k, "claude", "sess-1"); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	db = openTest(t, path)
-	if eng, id, err := db.SessionID(ctx, k); err != nil || eng != "claude" || id != "sess-1" {
+	if eng, id, err := db.Sessions().SessionID(ctx, k); err != nil || eng != "claude" || id != "sess-1" {
 		t.Errorf("after reopen SessionID = %q, %q, %v; want claude, sess-1", eng, id, err)
 	}
 }
@@ -43,17 +43,17 @@ func TestSessionsMigratesFromVersion5(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AddProject(ctx, troupe.Project{ID: "p1", Path: "/x", Name: "x", AddedAt: time.Now()}); err != nil {
+	if err := db.Projects().AddProject(ctx, troupe.Project{ID: "p1", Path: "/x", Name: "x", AddedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
 	rawExec(t, path, "DROP TABLE openai_messages", "DROP INDEX messages_from", "DROP INDEX messages_to", "DROP TABLE journal_events", "DROP TABLE journal_turns", "DROP TABLE agent_sessions",
 		"ALTER TABLE memory_notes DROP COLUMN stamp", "DROP TABLE claude_files", "DROP TABLE claude_agent_sessions", "DROP TABLE project_approvals", "PRAGMA user_version = 5")
 	db = openTest(t, path)
-	if ps, err := db.Projects(ctx); err != nil || len(ps) != 1 {
+	if ps, err := db.Projects().Projects(ctx); err != nil || len(ps) != 1 {
 		t.Fatalf("projects after migration = %v, %v", ps, err)
 	}
-	if err := db.SetSessionID(ctx, troupe.RuntimeKey{Project: "p1", Agent: "lead"}, "fake", "s"); err != nil {
+	if err := db.Sessions().SetSessionID(ctx, troupe.RuntimeKey{Project: "p1", Agent: "lead"}, "fake", "s"); err != nil {
 		t.Errorf("SetSessionID after migrating from version 5: %v", err)
 	}
 }

@@ -61,8 +61,14 @@ type Options struct {
 	OnGone func(error)
 }
 
-// DB is an open troupe database. Close it when done.
-type DB struct {
+// DB is an open troupe database. Close it when done. Its stores, one per
+// domain (Inbox, Journal, Tasks, Projects, Sessions, Chats,
+// ClaudeSessions, MemoryIndex), share its connections.
+type DB struct{ *conn }
+
+// conn is the database's connections and the file they opened: what every
+// store of a DB shares.
+type conn struct {
 	path string
 	log  *slog.Logger
 	w    *sql.DB // one connection, BEGIN IMMEDIATE: all writes go here
@@ -165,7 +171,7 @@ func open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	dev, ino := fileID(fi)
 	log.Debug("store opened", "schema_version", latestVersion(), "took", time.Since(start))
-	return &DB{path: path, log: log, w: w, r: r, abs: abs, dev: dev, ino: ino, onGone: opts.OnGone}, nil
+	return &DB{&conn{path: path, log: log, w: w, r: r, abs: abs, dev: dev, ino: ino, onGone: opts.OnGone}}, nil
 }
 
 // fileID returns the device and inode of a file.
@@ -181,7 +187,7 @@ func fileID(fi os.FileInfo) (dev, ino uint64) {
 // call it first; once it failed it keeps failing. A stat that fails for
 // another reason (EACCES, EIO) says nothing about the file and lets the
 // write try.
-func (db *DB) checkFile() error {
+func (db *conn) checkFile() error {
 	if g := db.gone.Load(); g != nil {
 		return g
 	}

@@ -69,7 +69,7 @@ func dirNames(t *testing.T, dir string) []string {
 
 func TestProjectStoreContract(t *testing.T) {
 	storetest.RunProjectStore(t, func(t *testing.T) project.Store {
-		return openTest(t, newPath(t))
+		return openTest(t, newPath(t)).Projects()
 	})
 }
 
@@ -171,7 +171,7 @@ func TestOpenConnectionPragmas(t *testing.T) {
 func TestOpenCreatesPrivateFiles(t *testing.T) {
 	path := newPath(t)
 	db := openTest(t, path)
-	if err := db.AddProject(t.Context(), troupe.Project{ID: "p", Path: "/p", AddedAt: time.Now()}); err != nil {
+	if err := db.Projects().AddProject(t.Context(), troupe.Project{ID: "p", Path: "/p", AddedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{path, path + "-wal", path + "-shm"} {
@@ -191,7 +191,7 @@ func TestOpenPathNeedsEscaping(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := openTest(t, path)
-	if err := db.AddProject(t.Context(), troupe.Project{ID: "p", Path: "/p", AddedAt: time.Now()}); err != nil {
+	if err := db.Projects().AddProject(t.Context(), troupe.Project{ID: "p", Path: "/p", AddedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if names := dirNames(t, filepath.Dir(path)); !slices.Contains(names, "troupe.db") || len(names) != 3 {
@@ -208,10 +208,10 @@ func TestOpenReopenKeepsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.AddProject(ctx, p); err != nil {
+	if err := db.Projects().AddProject(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.SaveTeam(ctx, p.ID, []byte("team")); err != nil {
+	if err := db.Projects().SaveTeam(ctx, p.ID, []byte("team")); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -222,14 +222,14 @@ func TestOpenReopenKeepsData(t *testing.T) {
 	}
 
 	db = openTest(t, path)
-	ps, err := db.Projects(ctx)
+	ps, err := db.Projects().Projects(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ps) != 1 || ps[0] != p {
 		t.Errorf("Projects after reopen = %v, want [%v]", ps, p)
 	}
-	if src, err := db.LastTeam(ctx, p.ID); err != nil || string(src) != "team" {
+	if src, err := db.Projects().LastTeam(ctx, p.ID); err != nil || string(src) != "team" {
 		t.Errorf("LastTeam after reopen = %q, %v; want \"team\"", src, err)
 	}
 }
@@ -244,10 +244,10 @@ func validDB(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	if err := db.AddProject(ctx, troupe.Project{ID: "p1", Path: "/w/one", AddedAt: time.Now()}); err != nil {
+	if err := db.Projects().AddProject(ctx, troupe.Project{ID: "p1", Path: "/w/one", AddedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.SaveTeam(ctx, "p1", bytes.Repeat([]byte("x"), 64<<10)); err != nil {
+	if err := db.Projects().SaveTeam(ctx, "p1", bytes.Repeat([]byte("x"), 64<<10)); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -422,7 +422,7 @@ func TestOpenAfterCrashKeepsCommitted(t *testing.T) {
 	src := newPath(t)
 	live := openTest(t, src)
 	p := troupe.Project{ID: "p1", Path: "/w/one", Name: "one", AddedAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)}
-	if err := live.AddProject(t.Context(), p); err != nil {
+	if err := live.Projects().AddProject(t.Context(), p); err != nil {
 		t.Fatal(err)
 	}
 	path := newPath(t)
@@ -432,7 +432,7 @@ func TestOpenAfterCrashKeepsCommitted(t *testing.T) {
 	}
 
 	db := openTest(t, path)
-	if ps, err := db.Projects(t.Context()); err != nil || len(ps) != 1 || ps[0] != p {
+	if ps, err := db.Projects().Projects(t.Context()); err != nil || len(ps) != 1 || ps[0] != p {
 		t.Errorf("Projects after the crash = %v, %v; want [%v]", ps, err, p)
 	}
 }
@@ -508,7 +508,7 @@ func TestAddProjectNamesCollision(t *testing.T) {
 	db := openTest(t, newPath(t))
 	ctx := t.Context()
 	at := time.Now()
-	if err := db.AddProject(ctx, troupe.Project{ID: "p1", Path: "/w/one", AddedAt: at}); err != nil {
+	if err := db.Projects().AddProject(ctx, troupe.Project{ID: "p1", Path: "/w/one", AddedAt: at}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -520,7 +520,7 @@ func TestAddProjectNamesCollision(t *testing.T) {
 		{troupe.Project{ID: "p2", Path: "/w/one", AddedAt: at},
 			"add project p2: path /w/one is registered as project p1: already exists"},
 	} {
-		err := db.AddProject(ctx, tc.p)
+		err := db.Projects().AddProject(ctx, tc.p)
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("AddProject(%v) = %v\nwant %s", tc.p, err, tc.want)
 		}
@@ -535,7 +535,7 @@ func TestAddProjectRefusesInvalid(t *testing.T) {
 		{ID: "p", Path: "/w/a"}, // zero time: year 1, outside int64 nanoseconds
 		{ID: "p", Path: "/w/a", AddedAt: time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)},
 	} {
-		if err := db.AddProject(t.Context(), p); !errors.Is(err, troupe.ErrInvalid) {
+		if err := db.Projects().AddProject(t.Context(), p); !errors.Is(err, troupe.ErrInvalid) {
 			t.Errorf("AddProject(%+v): err = %v, want troupe.ErrInvalid", p, err)
 		}
 	}
@@ -545,13 +545,13 @@ func TestStoreCanceledContext(t *testing.T) {
 	db := openTest(t, newPath(t))
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if err := db.AddProject(ctx, troupe.Project{ID: "p", Path: "/p", AddedAt: time.Now()}); !errors.Is(err, context.Canceled) {
+	if err := db.Projects().AddProject(ctx, troupe.Project{ID: "p", Path: "/p", AddedAt: time.Now()}); !errors.Is(err, context.Canceled) {
 		t.Errorf("AddProject with a canceled context: err = %v, want context.Canceled", err)
 	}
-	if _, err := db.Projects(ctx); !errors.Is(err, context.Canceled) {
+	if _, err := db.Projects().Projects(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("Projects with a canceled context: err = %v, want context.Canceled", err)
 	}
-	if ps, err := db.Projects(t.Context()); err != nil || len(ps) != 0 {
+	if ps, err := db.Projects().Projects(t.Context()); err != nil || len(ps) != 0 {
 		t.Errorf("Projects after the canceled add = %v, %v; want none", ps, err)
 	}
 }
@@ -569,7 +569,7 @@ func BenchmarkOpen(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := db.AddProject(b.Context(), troupe.Project{ID: "p", Path: "/p", AddedAt: time.Now()}); err != nil {
+	if err := db.Projects().AddProject(b.Context(), troupe.Project{ID: "p", Path: "/p", AddedAt: time.Now()}); err != nil {
 		b.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
@@ -608,7 +608,7 @@ func BenchmarkAddProject(b *testing.B) {
 	for b.Loop() {
 		i++
 		id := strconv.Itoa(i)
-		if err := db.AddProject(b.Context(), troupe.Project{ID: troupe.ProjectID(id), Path: "/w/" + id, AddedAt: at}); err != nil {
+		if err := db.Projects().AddProject(b.Context(), troupe.Project{ID: troupe.ProjectID(id), Path: "/w/" + id, AddedAt: at}); err != nil {
 			b.Fatal(err)
 		}
 	}

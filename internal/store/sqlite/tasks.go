@@ -12,12 +12,18 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// DB implements task.Store: background tasks (table tasks), each pointing
+// TaskStore is the store of background tasks (task.Store), on the database of the DB it came from.
+type TaskStore struct{ *conn }
+
+// Tasks is the store of background tasks (task.Store).
+func (db *DB) Tasks() *TaskStore { return &TaskStore{db.conn} }
+
+// TaskStore implements task.Store: background tasks (table tasks), each pointing
 // at its completion message once it ended (contract C6). The message is
 // appended through the inbox (AppendOnce) before the end is recorded; see
 // task.Manager. It is held to task.MemStore's behaviour by the suite in
 // internal/task/tasktest.
-var _ task.Store = (*DB)(nil)
+var _ task.Store = (*TaskStore)(nil)
 
 const taskCols = `id, project, owner, command, cwd, timeout, state, exit_code, signal, reason,
 	started_at, ended_at, supervisor_pid, supervisor_start, notified, message_id`
@@ -25,7 +31,7 @@ const taskCols = `id, project, owner, command, cwd, timeout, state, exit_code, s
 // CreateTask implements task.Store. A StartedAt outside the years 1677 to
 // 2262, or a SupervisorStart above 2^63-1, is refused with
 // troupe.ErrInvalid.
-func (db *DB) CreateTask(ctx context.Context, t task.Task) error {
+func (db *TaskStore) CreateTask(ctx context.Context, t task.Task) error {
 	if err := task.CheckNew(t); err != nil {
 		return err
 	}
@@ -80,7 +86,7 @@ func scanTask(sc scanner) (task.Task, error) {
 	return t, err
 }
 
-func (db *DB) queryTasks(ctx context.Context, query string, args ...any) ([]task.Task, error) {
+func (db *conn) queryTasks(ctx context.Context, query string, args ...any) ([]task.Task, error) {
 	rows, err := db.r.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -98,7 +104,7 @@ func (db *DB) queryTasks(ctx context.Context, query string, args ...any) ([]task
 }
 
 // Task implements task.Store.
-func (db *DB) Task(ctx context.Context, p troupe.ProjectID, id task.ID) (task.Task, error) {
+func (db *TaskStore) Task(ctx context.Context, p troupe.ProjectID, id task.ID) (task.Task, error) {
 	row := db.r.QueryRowContext(ctx, `SELECT `+taskCols+` FROM tasks WHERE id = ? AND project = ?`, string(id), string(p))
 	t, err := scanTask(row)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -111,7 +117,7 @@ func (db *DB) Task(ctx context.Context, p troupe.ProjectID, id task.ID) (task.Ta
 }
 
 // Tasks implements task.Store.
-func (db *DB) Tasks(ctx context.Context, p troupe.ProjectID) ([]task.Task, error) {
+func (db *TaskStore) Tasks(ctx context.Context, p troupe.ProjectID) ([]task.Task, error) {
 	ts, err := db.queryTasks(ctx, `SELECT `+taskCols+` FROM tasks WHERE project = ? ORDER BY seq`, string(p))
 	if err != nil {
 		return nil, fmt.Errorf("list tasks of %s: %w", p, err)
@@ -120,7 +126,7 @@ func (db *DB) Tasks(ctx context.Context, p troupe.ProjectID) ([]task.Task, error
 }
 
 // RunningTasks implements task.Store.
-func (db *DB) RunningTasks(ctx context.Context) ([]task.Task, error) {
+func (db *TaskStore) RunningTasks(ctx context.Context) ([]task.Task, error) {
 	// The WHERE term repeats the partial index tasks_running's word for word.
 	ts, err := db.queryTasks(ctx, `SELECT `+taskCols+` FROM tasks WHERE state = 'running' ORDER BY seq`)
 	if err != nil {
@@ -132,7 +138,7 @@ func (db *DB) RunningTasks(ctx context.Context) ([]task.Task, error) {
 // CompleteTask implements task.Store: one IMMEDIATE transaction,
 // committed with synchronous=FULL. The message id must be a stored
 // message's (a foreign key).
-func (db *DB) CompleteTask(ctx context.Context, id task.ID, end task.Result, msgID int64) (bool, error) {
+func (db *TaskStore) CompleteTask(ctx context.Context, id task.ID, end task.Result, msgID int64) (bool, error) {
 	if err := task.CheckEnd(id, end, msgID); err != nil {
 		return false, err
 	}

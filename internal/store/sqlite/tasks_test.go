@@ -15,7 +15,7 @@ import (
 func TestTaskStoreContract(t *testing.T) {
 	tasktest.RunStore(t, func(t *testing.T) (task.Store, task.Inbox) {
 		db := openTest(t, newPath(t))
-		return db, db
+		return db.Tasks(), db.Inbox()
 	})
 }
 
@@ -36,20 +36,20 @@ func TestTaskCompletionReachesTheInboxAndSurvivesReopen(t *testing.T) {
 	ended := running
 	ended.ID = "bb"
 	for _, tk := range []task.Task{running, ended} {
-		if err := db.CreateTask(ctx, tk); err != nil {
+		if err := db.Tasks().CreateTask(ctx, tk); err != nil {
 			t.Fatal(err)
 		}
 	}
 	msg := troupe.Message{Project: "p1", To: "dev", From: task.From, Kind: troupe.KindTask, Text: "task bb exited 2"}
-	stored, added, err := db.AppendOnce(ctx, task.CompletionKey("bb"), msg)
+	stored, added, err := db.Inbox().AppendOnce(ctx, task.CompletionKey("bb"), msg)
 	if err != nil || !added {
 		t.Fatalf("AppendOnce: %v, %v", added, err)
 	}
-	done, err := db.CompleteTask(ctx, "bb", task.Result{State: task.Exited, ExitCode: 2}, stored.ID)
+	done, err := db.Tasks().CompleteTask(ctx, "bb", task.Result{State: task.Exited, ExitCode: 2}, stored.ID)
 	if err != nil || !done {
 		t.Fatalf("CompleteTask: %v, %v", done, err)
 	}
-	pending, err := db.Pending(ctx, key, 0)
+	pending, err := db.Inbox().Pending(ctx, key, 0)
 	if err != nil || len(pending) != 1 || pending[0].ID != stored.ID || pending[0].Kind != troupe.KindTask {
 		t.Fatalf("Pending(p1/dev) = %+v, %v; want the task's completion", pending, err)
 	}
@@ -58,18 +58,18 @@ func TestTaskCompletionReachesTheInboxAndSurvivesReopen(t *testing.T) {
 	}
 
 	db = openTest(t, path)
-	ts, err := db.RunningTasks(ctx)
+	ts, err := db.Tasks().RunningTasks(ctx)
 	if err != nil || len(ts) != 1 || ts[0].ID != "aa" || ts[0].SupervisorStart != 12345 || !ts[0].StartedAt.Equal(running.StartedAt) {
 		t.Errorf("RunningTasks after reopen: %+v, %v", ts, err)
 	}
-	got, err := db.Task(ctx, "p1", "bb")
+	got, err := db.Tasks().Task(ctx, "p1", "bb")
 	if err != nil || got.State != task.Exited || got.ExitCode != 2 || !got.Notified || got.MessageID != stored.ID {
 		t.Errorf("Task(bb) after reopen: %+v, %v; want exited 2, notified, message %d", got, err, stored.ID)
 	}
-	if again, added, err := db.AppendOnce(ctx, task.CompletionKey("bb"), msg); err != nil || added || again.ID != stored.ID {
+	if again, added, err := db.Inbox().AppendOnce(ctx, task.CompletionKey("bb"), msg); err != nil || added || again.ID != stored.ID {
 		t.Errorf("AppendOnce again after reopen: %+v, added %v, %v; want message %d, not added", again, added, err, stored.ID)
 	}
-	if pending, _ := db.Pending(ctx, key, 0); len(pending) != 1 {
+	if pending, _ := db.Inbox().Pending(ctx, key, 0); len(pending) != 1 {
 		t.Errorf("Pending after reopen: %+v", pending)
 	}
 }
@@ -77,11 +77,11 @@ func TestTaskCompletionReachesTheInboxAndSurvivesReopen(t *testing.T) {
 func TestCreateTaskRefusesOutOfRange(t *testing.T) {
 	db := openTest(t, newPath(t))
 	tk := task.Task{ID: "aa", Project: "p1", Owner: "dev", Command: "true", Cwd: "/", SupervisorStart: math.MaxUint64}
-	if err := db.CreateTask(t.Context(), tk); !errors.Is(err, troupe.ErrInvalid) {
+	if err := db.Tasks().CreateTask(t.Context(), tk); !errors.Is(err, troupe.ErrInvalid) {
 		t.Errorf("huge supervisor start: %v, want ErrInvalid", err)
 	}
 	tk.SupervisorStart, tk.StartedAt = 1, time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
-	if err := db.CreateTask(t.Context(), tk); !errors.Is(err, troupe.ErrInvalid) {
+	if err := db.Tasks().CreateTask(t.Context(), tk); !errors.Is(err, troupe.ErrInvalid) {
 		t.Errorf("started in 2300: %v, want ErrInvalid", err)
 	}
 }
