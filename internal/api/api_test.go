@@ -50,13 +50,13 @@ func newFixtureWith(t testing.TB, o api.Options) *fixture {
 func newFixtureHub(t testing.TB, o api.Options, ho events.Options) *fixture {
 	t.Helper()
 	hub := events.New(ho)
-	reg, err := project.Open(context.Background(), project.Options{Store: project.NewMemStore(),
-		OnTeamChange: func(c troupe.TeamChange) {
-			hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})
-		}})
+	reg, err := project.Open(context.Background(), project.Options{Store: project.NewMemStore()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	reg.Listen(func(c troupe.TeamChange) {
+		hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})
+	}, nil)
 	if o.Token == "" {
 		o.Token = token
 	}

@@ -38,14 +38,6 @@ type Info struct {
 type Options struct {
 	Store  Store
 	Logger *slog.Logger
-	// OnTeamChange, if set, is called after a team changes, and with the
-	// whole team (as added) of a project when it is added. Open calls
-	// neither: read the teams loaded at start with List. It must not block
-	// for long and must not call back into the Registry while holding its
-	// own locks. Listen sets it after Open instead.
-	OnTeamChange func(troupe.TeamChange)
-	// OnRemove, if set, is called after a project is removed.
-	OnRemove func(troupe.ProjectID)
 	// Check, if set, validates each agent's engine options whenever a team
 	// is loaded (engine.Engine.Check); a failing check is a team error, as a
 	// parse error is. See ParseTeamChecked.
@@ -124,7 +116,7 @@ func Open(ctx context.Context, o Options) (*Registry, error) {
 	if o.Debounce <= 0 {
 		o.Debounce = 50 * time.Millisecond
 	}
-	r := &Registry{store: o.Store, log: o.Logger, onChange: o.OnTeamChange, onRemove: o.OnRemove,
+	r := &Registry{store: o.Store, log: o.Logger,
 		check: o.Check, debounce: o.Debounce, memory: o.Memory, projects: map[troupe.ProjectID]*entry{},
 		memWatched: map[troupe.ProjectID]string{}}
 	ps, err := o.Store.Projects(ctx)
@@ -159,9 +151,12 @@ func Open(ctx context.Context, o Options) (*Registry, error) {
 	return r, nil
 }
 
-// Listen sets the functions called after later team changes and project
-// removals, replacing Options.OnTeamChange and OnRemove: for a caller whose
-// listeners need the registry built first. Call it before Run and Add.
+// Listen sets the functions called after a team changes (and with the
+// whole team, as added, of a project when it is added; Open calls
+// neither: read the teams loaded at start with List) and after a project
+// is removed. They must not block for long nor call back into the
+// Registry. A setter, not an option: the listeners (the runtime) need the
+// registry built first. Call it before Run and Add.
 func (r *Registry) Listen(onChange func(troupe.TeamChange), onRemove func(troupe.ProjectID)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -59,11 +59,11 @@ func TestFailingCheckKeepsLastGoodTeam(t *testing.T) {
 	good := leadHead + "[agent.fake]\nrespond = \"ok\"\n"
 	os.WriteFile(file, []byte(good), 0o644)
 	var changes []troupe.TeamChange
-	r, err := Open(context.Background(), Options{Store: NewMemStore(), Check: checkFake,
-		OnTeamChange: func(c troupe.TeamChange) { changes = append(changes, c) }})
+	r, err := Open(context.Background(), Options{Store: NewMemStore(), Check: checkFake})
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.Listen(func(c troupe.TeamChange) { changes = append(changes, c) }, nil)
 	info, err := r.Add(context.Background(), dir)
 	if err != nil || info.TeamError != "" || len(info.Team.Agents) != 1 {
 		t.Fatalf("Add = %+v, %v; want the good team", info, err)
@@ -112,14 +112,11 @@ func TestOpenNotifiesNobody(t *testing.T) {
 	}
 
 	changes := make(chan troupe.TeamChange, 10)
-	r, err := Open(context.Background(), Options{Store: store, Debounce: time.Millisecond,
-		OnTeamChange: func(c troupe.TeamChange) { changes <- c }})
+	r, err := Open(context.Background(), Options{Store: store, Debounce: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(changes) != 0 {
-		t.Fatalf("Open notified %+v", <-changes)
-	}
+	r.Listen(func(c troupe.TeamChange) { changes <- c }, nil)
 	ps := r.List()
 	if len(ps) != 1 || ps[0].Team == nil || len(ps[0].Team.Agents) != 1 {
 		t.Fatalf("List after Open = %+v, want the project and its team", ps)

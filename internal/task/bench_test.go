@@ -20,10 +20,8 @@ func BenchmarkTaskExitToNotify(b *testing.B) {
 		at  time.Time
 	}
 	notes := make(chan stamped, 16)
-	h := newHarness(b, func(o *Options) {
-		o.Logger = nil
-		o.Notify = func(m troupe.Message) { notes <- stamped{m, time.Now()} }
-	})
+	h := newHarness(b, func(o *Options) { o.Logger = nil })
+	h.notify = func(m troupe.Message) { notes <- stamped{m, time.Now()} }
 	m, stop := h.run(b)
 	defer stop()
 	lat := make([]time.Duration, 0, b.N)

@@ -55,7 +55,7 @@ func TestC6_CompletionExactlyOnceAfterACrashBetweenItsSteps(t *testing.T) {
 			res := Result{State: Exited, ExitCode: 0, EndedAt: time.Now().UTC()}
 
 			// The first daemon: step one, then it dies.
-			first, added, err := New(h.opts).post(ctx, tk, "task t1 exited 0 (first daemon)")
+			first, added, err := h.manager().post(ctx, tk, "task t1 exited 0 (first daemon)")
 			if err != nil || !added {
 				t.Fatalf("post: added %v, %v", added, err)
 			}
@@ -70,7 +70,7 @@ func TestC6_CompletionExactlyOnceAfterACrashBetweenItsSteps(t *testing.T) {
 			}
 
 			// The next daemon adopts the task and completes it again.
-			m := New(h.opts)
+			m := h.manager()
 			m.finish(ctx, m.log, tk, res, nil)
 			ms := h.completions(t, "p1")
 			if len(ms) != 1 || ms[0].ID != first.ID || ms[0].Text != first.Text {
@@ -132,7 +132,7 @@ func TestCompletionRaceStoresAndNotifiesOnce(t *testing.T) {
 	const racers = 8
 	var wg sync.WaitGroup
 	for i := range racers {
-		m := New(h.opts)
+		m := h.manager()
 		wg.Go(func() {
 			m.finish(context.Background(), m.log, tk, Result{State: Exited, ExitCode: i}, nil)
 		})
@@ -156,7 +156,7 @@ func TestCompletionRaceStoresAndNotifiesOnce(t *testing.T) {
 func TestCompletionMessageComesFromTheTask(t *testing.T) {
 	h := newHarness(t, nil)
 	tk := h.record(t, "t1", "dev")
-	m := New(h.opts)
+	m := h.manager()
 	msg, _, err := m.post(t.Context(), tk, "text")
 	if err != nil {
 		t.Fatal(err)

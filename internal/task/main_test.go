@@ -40,7 +40,9 @@ type harness struct {
 	dir   string // Options.Dir
 	proj  string // the project folder, real path
 	notes chan troupe.Message
-	opts  Options
+	// notify is the Manager's OnComplete: to notes unless a test sets it.
+	notify func(troupe.Message)
+	opts   Options
 }
 
 func newHarness(tb testing.TB, edit func(*Options)) *harness {
@@ -61,7 +63,6 @@ func newHarness(tb testing.TB, edit func(*Options)) *harness {
 		Inbox:      h.inbox,
 		Dir:        h.dir,
 		Supervisor: TestSupervisorCommand(),
-		Notify:     func(m troupe.Message) { h.notes <- m },
 		KillGrace:  2 * time.Second,
 		Logger:     slog.New(slog.NewTextHandler(testWriter{tb}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
@@ -92,10 +93,21 @@ func (w testWriter) Write(b []byte) (int, error) {
 }
 
 // run starts a Manager's Run and waits until it adopted the running tasks.
+// manager is a Manager of h.opts whose completions go to h.notify (by
+// default, to h.notes).
+func (h *harness) manager() *Manager {
+	m := New(h.opts)
+	if h.notify == nil {
+		h.notify = func(m troupe.Message) { h.notes <- m }
+	}
+	m.OnComplete(h.notify)
+	return m
+}
+
 // stop cancels Run and waits for it to return; it also runs at cleanup.
 func (h *harness) run(tb testing.TB) (*Manager, func()) {
 	tb.Helper()
-	m := New(h.opts)
+	m := h.manager()
 	adopted := make(chan struct{})
 	m.adopted = func() { close(adopted) }
 	ctx, cancel := context.WithCancel(context.Background())

@@ -62,13 +62,6 @@ type Options struct {
 	// is appended. Default: this executable with "task-supervise". Tests
 	// use TestSupervisorCommand.
 	Supervisor []string
-	// Notify is called once per completion, after the store recorded it,
-	// with the stored message: queued for an agent owner (the runtime wakes
-	// it), already delivered for troupe.Person. A completion whose message
-	// an earlier daemon appended before it died is notified only if the
-	// message is still queued. It is called from a watcher goroutine and
-	// should not block for long.
-	Notify func(troupe.Message)
 	// MaxPerProject bounds the running tasks of one project. Default 8.
 	MaxPerProject int
 	// Env is added to every job's environment, "KEY=VALUE" each, after
@@ -153,7 +146,6 @@ func New(o Options) *Manager {
 		inbox:      o.Inbox,
 		dir:        o.Dir,
 		supervisor: o.Supervisor,
-		notify:     o.Notify,
 		max:        o.MaxPerProject,
 		grace:      o.KillGrace,
 		retention:  o.Retention,
@@ -516,9 +508,14 @@ func (m *Manager) OnChange(fn func(Task)) {
 	m.changed = fn
 }
 
-// OnComplete sets the function Options.Notify names, for a caller built
-// after the Manager (the runtime, whose tools include the Manager's). Call
-// it before Run.
+// OnComplete sets the function called once per completion, after the
+// store recorded it, with the stored message: queued for an agent owner
+// (the runtime wakes it), already delivered for troupe.Person. A
+// completion whose message an earlier daemon appended before it died is
+// notified only if the message is still queued. It is called from a
+// watcher goroutine and should not block for long. A setter, not an
+// option: its caller (the runtime, whose tools include the Manager's) is
+// built after the Manager. Call it before Run.
 func (m *Manager) OnComplete(fn func(troupe.Message)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

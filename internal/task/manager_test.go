@@ -358,7 +358,7 @@ func TestC6_TaskRunningAcrossARestartIsAdoptedAndReportedOnce(t *testing.T) {
 // A task started while Run is not running is watched by the next Run.
 func TestStartWithoutRun(t *testing.T) {
 	h := newHarness(t, nil)
-	m := New(h.opts)
+	m := h.manager()
 	tk := h.start(t, m, "echo early", 0)
 	_, stop := h.run(t)
 	msg := h.next(t)
@@ -573,7 +573,7 @@ func TestSuperviseRecordsStartFailure(t *testing.T) {
 // here): the job never runs and the supervisor records why.
 func TestC6_AJobNeverRunsUnrecorded(t *testing.T) {
 	h := newHarness(t, nil)
-	m := New(h.opts)
+	m := h.manager()
 	_, taskDir, err := m.newTaskDir()
 	if err != nil {
 		t.Fatal(err)
