@@ -90,6 +90,7 @@ type Index struct {
 	report   SyncReport
 
 	deepen chan struct{} // poked when a sync left files read at head and tail only
+	noted  chan struct{} // poked (coalesced) after Watching or Changed: what tests wait on
 }
 
 // SyncReport says what the last Sync did.
@@ -134,7 +135,7 @@ func NewIndex(o Options) *Index {
 		o.Workers = runtime.GOMAXPROCS(0)
 	}
 	return &Index{o: o, log: o.Logger, root: filepath.Join(o.Dir, "projects"),
-		files: map[string]*File{}, dirty: map[string]bool{}, full: true, deepen: make(chan struct{}, 1)}
+		files: map[string]*File{}, dirty: map[string]bool{}, full: true, deepen: make(chan struct{}, 1), noted: make(chan struct{}, 1)}
 }
 
 // Root is the folder of the transcripts' project folders.
@@ -149,6 +150,15 @@ func (x *Index) Watching(on bool) {
 	defer x.mu.Unlock()
 	x.watching = on
 	x.full = true
+	x.note()
+}
+
+// note pokes noted without blocking.
+func (x *Index) note() {
+	select {
+	case x.noted <- struct{}{}:
+	default:
+	}
 }
 
 // Changed reports a change under Root: a transcript's path, or "" when
@@ -157,6 +167,7 @@ func (x *Index) Watching(on bool) {
 func (x *Index) Changed(path string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	defer x.note()
 	if path == "" {
 		x.full = true
 		return

@@ -18,13 +18,16 @@ func TestRunWatchesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- x.Run(ctx) }()
+	// Each report of the watcher pokes x.noted: waited on, no polling.
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !ok(); {
-			if time.Now().After(deadline) {
+		deadline := time.After(10 * time.Second)
+		for !ok() {
+			select {
+			case <-x.noted:
+			case <-deadline:
 				t.Fatalf("%s: not within 10 s", what)
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	waitFor("watching", func() bool { x.mu.Lock(); defer x.mu.Unlock(); return x.watching })
