@@ -588,6 +588,9 @@ func (a *actor) next(ctx context.Context) {
 	}
 	if err := a.rt.o.Store.StartTurn(ctx, a.key, ids, id); err != nil {
 		a.log.Error("start turn", "err", err)
+		if st, _ := a.status(); st == troupe.StateStarting {
+			a.setState(troupe.StateIdle, "") // the session it just started is up, with no turn
+		}
 		return
 	}
 	window := spec.TurnTimeout
