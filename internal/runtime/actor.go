@@ -46,8 +46,7 @@ type actor struct {
 
 	// mu guards the fields below; the loop writes them, others read.
 	mu         sync.Mutex
-	state      troupe.AgentState
-	reason     string
+	life       lifecycle // its state, moved by apply only
 	quitReason string
 	sess       engine.Session
 	appr       *approver // the session's permission flow
@@ -56,15 +55,11 @@ type actor struct {
 	turn       *turn
 	actAt      time.Time     // last activity seen by the actor itself (turn starts, tool results)
 	toolCalls  int           // troupe tool calls of this agent in flight
-	waiting    int           // permission requests of this agent waiting on the person
-	blocked    bool          // its terminal shows a dialog troupe does not know (EventBlocked)
-	starting   bool          // its engine's session is starting (a CLI's start takes seconds)
 	cold       bool          // its session has not reported a turn's event yet
 	coldUntil  time.Time     // while a cold session's first turn waits for its first event, at most StartTimeout
 	restart    bool          // the definition changed: new session at the next boundary
 	engine     troupe.Engine // the session's engine, recorded with its conversation id
 	slot       bool          // it holds one of the runtime's session slots (slots.go)
-	slotWait   bool          // it waits for a session slot
 
 	spec troupe.AgentSpec // the definition the session started with
 }
@@ -85,7 +80,7 @@ func newActor(r *Runtime, k troupe.RuntimeKey) *actor {
 	idleStop.Stop()
 	return &actor{rt: r, key: k, log: r.log.With("project", k.Project, "agent", k.Agent),
 		pokeC: make(chan struct{}, 1), ctlC: make(chan ctl), quit: make(chan struct{}), exited: make(chan struct{}),
-		state: troupe.StateStopped, idle: idle, retry: retry, idleStop: idleStop, jl: turnLog{w: r.jw, key: k}}
+		life: lifecycle{state: troupe.StateStopped}, idle: idle, retry: retry, idleStop: idleStop, jl: turnLog{w: r.jw, key: k}}
 }
 
 // The backoff of the retries of a start whose project folder is gone.
@@ -120,7 +115,7 @@ func (a *actor) restartAtBoundary() {
 func (a *actor) status() (troupe.AgentState, string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.state, a.reason
+	return a.life.state, a.life.reason
 }
 
 // activity is the agent's activity: its session's output, its turn starts,
@@ -137,7 +132,7 @@ func (a *actor) activity() engine.Activity {
 	a.mu.Lock()
 	act := engine.Activity{At: a.actAt}
 	now := time.Now()
-	if a.toolCalls > 0 || a.waiting > 0 || a.starting || a.blocked || now.Before(a.coldUntil) {
+	if a.toolCalls > 0 || a.life.waits > 0 || a.life.state == troupe.StateStarting || a.life.blocked || now.Before(a.coldUntil) {
 		act.At = now
 	}
 	s := a.sess
@@ -158,13 +153,21 @@ func (a *actor) currentTurn() *turn {
 	return a.turn
 }
 
-func (a *actor) setState(s troupe.AgentState, reason string) {
+// apply moves the agent's lifecycle by one event (lifecycle.next) and
+// publishes its state when that changed. An event the table refuses is a
+// bug: logged, and the state stays as it was.
+func (a *actor) apply(kind lifeKind, reason string) {
 	a.mu.Lock()
-	changed := a.state != s || a.reason != reason
-	a.state, a.reason = s, reason
+	old := a.life
+	n, err := old.next(lifeEvent{kind: kind, reason: reason}, a.turn != nil)
+	a.life = n
 	a.mu.Unlock()
-	if changed {
-		a.rt.publish(a.key, events.AgentState{State: s, Reason: reason})
+	if err != nil {
+		a.log.Error("agent state: a bug", "err", err)
+		return
+	}
+	if n.state != old.state || n.reason != old.reason {
+		a.rt.publish(a.key, events.AgentState{State: n.state, Reason: n.reason})
 	}
 }
 
@@ -174,31 +177,17 @@ func (a *actor) session() engine.Session {
 	return a.sess
 }
 
-// waitOnPerson counts a permission request of the agent that waits on the
-// person (delta 1, reason "asks to use Bash") or no longer does (delta -1):
-// the agent is waiting while one does, then busy again (idle if its turn
-// ended meanwhile).
-func (a *actor) waitOnPerson(delta int, reason string) {
-	a.mu.Lock()
-	a.waiting += delta
-	if delta < 0 {
+// waitOnPerson marks a permission request of the agent that waits on the
+// person (reason: "asks to use Bash"); the returned func ends the wait.
+// The agent is waiting while one does, then busy again (idle if its turn
+// ended meanwhile): evPermWait, evPermDone.
+func (a *actor) waitOnPerson(reason string) (done func()) {
+	a.apply(evPermWait, reason)
+	return func() {
+		a.mu.Lock()
 		a.actAt = time.Now() // the person's answer is news: the window counts from here
-	}
-	st, why := a.state, a.reason
-	switch {
-	case delta > 0 && (a.state == troupe.StateBusy || a.state == troupe.StateWaiting):
-		st, why = troupe.StateWaiting, reason
-	case a.waiting == 0 && a.state == troupe.StateWaiting:
-		st, why = troupe.StateIdle, ""
-		if a.turn != nil {
-			st = troupe.StateBusy
-		}
-	}
-	changed := st != a.state || why != a.reason
-	a.state, a.reason = st, why
-	a.mu.Unlock()
-	if changed {
-		a.rt.publish(a.key, events.AgentState{State: st, Reason: why})
+		a.mu.Unlock()
+		a.apply(evPermDone, "")
 	}
 }
 
@@ -252,7 +241,7 @@ func (a *actor) run(ctx context.Context) {
 			if a.currentTurn() != nil {
 				a.endTurn(ctx, "", "agent stopped: "+reason)
 			}
-			a.setState(troupe.StateStopped, reason)
+			a.apply(evStop, reason)
 			return
 		case <-a.pokeC:
 		case c := <-a.ctlC:
@@ -334,7 +323,7 @@ func (a *actor) sessionEnded(ctx context.Context) {
 		a.endTurn(ctx, "", reason)
 	}
 	a.log.Warn("session ended", "reason", reason)
-	a.setState(troupe.StateFailed, reason)
+	a.apply(evSessionDied, reason)
 }
 
 // handle acts on one event of the session: the turn's end ends the turn;
@@ -396,22 +385,17 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 	case engine.EventBlocked:
 		// A terminal agent's unknown dialog waits on the person, like a
 		// permission request: blocked (never idle), not silent.
+		if ev.Text != "" {
+			text, _ := events.Clip(ev.Text)
+			a.apply(evBlockSeen, text)
+			return
+		}
 		a.mu.Lock()
-		if a.blocked && ev.Text == "" {
+		if a.life.blocked {
 			a.actAt = time.Now() // the block's end is news: the window counts from here
 		}
-		a.blocked = ev.Text != ""
-		busy := a.turn != nil
 		a.mu.Unlock()
-		switch {
-		case ev.Text != "":
-			text, _ := events.Clip(ev.Text)
-			a.setState(troupe.StateBlocked, text)
-		case busy:
-			a.setState(troupe.StateBusy, "")
-		default:
-			a.setState(troupe.StateIdle, "")
-		}
+		a.apply(evBlockCleared, "")
 	case engine.EventTurnEnd:
 		t := a.currentTurn()
 		if t == nil || ev.Turn != t.id {
@@ -423,9 +407,9 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 		// ...) leaves the agent failed with the engine's own words until
 		// its next turn; an interrupted one is the person's doing.
 		if ev.Error != "" && ev.Error != "interrupted" {
-			a.setState(troupe.StateFailed, ev.Error)
+			a.apply(evTurnFailed, ev.Error)
 		} else {
-			a.setState(troupe.StateIdle, "")
+			a.apply(evTurnEnded, "")
 		}
 	default:
 		a.log.Debug("event of an unknown kind", "kind", ev.Kind)
@@ -483,7 +467,7 @@ func (a *actor) checkIdle(ctx context.Context) {
 	a.finishTurn(ctx, "", reason, troupe.ReqNoReply, fmt.Sprintf(
 		"no reply from %s: no activity for its whole inactivity window of %v (its turn_timeout); last activity %s; troupe cut the turn",
 		a.key.Agent, t.window, last))
-	a.setState(troupe.StateFailed, reason)
+	a.apply(evTurnCut, reason)
 }
 
 // endTurn records the end of the turn in flight and the outcome of the
@@ -576,7 +560,7 @@ func (a *actor) next(ctx context.Context) {
 		if err != nil {
 			reason := err.Error()
 			a.failBatch(ctx, batch, reason)
-			a.setState(troupe.StateFailed, reason)
+			a.apply(evStartFailed, reason)
 			a.poke() // the rest of the inbox gets its own answer
 			return
 		}
@@ -589,7 +573,7 @@ func (a *actor) next(ctx context.Context) {
 	if err := a.rt.o.Store.StartTurn(ctx, a.key, ids, id); err != nil {
 		a.log.Error("start turn", "err", err)
 		if st, _ := a.status(); st == troupe.StateStarting {
-			a.setState(troupe.StateIdle, "") // the session it just started is up, with no turn
+			a.apply(evStarted, "") // the session it just started is up, with no turn
 		}
 		return
 	}
@@ -608,12 +592,12 @@ func (a *actor) next(ctx context.Context) {
 	}
 	a.mu.Unlock()
 	a.idle.Reset(window)
-	a.setState(troupe.StateBusy, "")
+	a.apply(evTurnStarted, "")
 	a.rt.publish(a.key, events.TurnStarted{Turn: id, Messages: ids})
 	a.jl.start(id, batch)
 	if err := s.Send(ctx, engine.Input{Turn: id, Messages: batch, Tag: tag}); err != nil {
 		a.endTurn(ctx, "", "give the turn to the agent: "+err.Error())
-		a.setState(troupe.StateIdle, "")
+		a.apply(evTurnEnded, "")
 		a.poke()
 	}
 }
@@ -636,7 +620,7 @@ func (a *actor) folderGone(dir string) bool {
 	if a.retryIn == 0 {
 		a.log.Warn("project folder gone; its mail waits", "path", dir)
 	}
-	a.setState(troupe.StateBlocked, fmt.Sprintf("the project folder %s is gone; troupe retries when it is back", dir))
+	a.apply(evFolderGone, fmt.Sprintf("the project folder %s is gone; troupe retries when it is back", dir))
 	if !a.armed {
 		a.retryIn = min(max(2*a.retryIn, firstRetry), maxRetry)
 		a.retry.Reset(a.retryIn)
@@ -669,16 +653,10 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 		return nil, fmt.Errorf("engine %q is not available in this daemon", spec.Engine)
 	}
 	if !a.takeSlot() {
-		a.mu.Lock()
-		a.slotWait = true
-		a.mu.Unlock()
-		a.setState(troupe.StateWaiting, a.rt.slots.slotReason())
+		a.apply(evSlotWait, a.rt.slots.slotReason())
 		return nil, errNoSlot
 	}
-	a.mu.Lock()
-	a.slotWait = false
-	a.mu.Unlock()
-	a.setState(troupe.StateStarting, "")
+	a.apply(evStarting, "")
 	started := false
 	defer func() {
 		if !started {
@@ -715,14 +693,12 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 	}
 	ap := &approver{a: a}
 	// A session that is starting is not silent (some CLIs take seconds to
-	// start, longer than a short turn_timeout); the start is bounded on
-	// its own instead, so one that hangs does not hold the actor.
-	a.mu.Lock()
-	a.starting = true
-	a.mu.Unlock()
+	// start, longer than a short turn_timeout: state starting counts as
+	// activity); the start is bounded on its own instead, so one that
+	// hangs does not hold the actor.
 	defer func() {
 		a.mu.Lock()
-		a.starting, a.actAt = false, time.Now()
+		a.actAt = time.Now()
 		a.mu.Unlock()
 	}()
 	ctx, cancel := context.WithTimeoutCause(ctx, StartTimeout, fmt.Errorf("its %s session did not start within %v", spec.Engine, StartTimeout))

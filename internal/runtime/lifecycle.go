@@ -155,7 +155,7 @@ func (l lifecycle) next(e lifeEvent, turn bool) (lifecycle, error) {
 		from = inTurn
 		n.state, n.reason = troupe.StateFailed, e.reason
 	case evTurnCut:
-		from = []troupe.AgentState{troupe.StateBusy, troupe.StateWaiting, troupe.StateBlocked}
+		from = inTurn
 		n.state, n.reason = troupe.StateFailed, e.reason
 	case evPermWait:
 		// Counted in every state; the agent shows it only inside a turn.

@@ -47,7 +47,7 @@ func lifeTable() map[lifeKind]map[troupe.AgentState]troupe.AgentState {
 		evTurnStarted:  to(busy, starting, idle, blocked, failed),
 		evTurnEnded:    to(idle, busy, waiting, blocked, idle),
 		evTurnFailed:   to(failed, busy, waiting, blocked, idle),
-		evTurnCut:      to(failed, busy, waiting, blocked),
+		evTurnCut:      to(failed, busy, waiting, blocked, idle),
 		evPermWait:     {stopped: same, starting: same, idle: same, busy: waiting, blocked: same, waiting: waiting, failed: same},
 		evPermDone:     {stopped: same, starting: same, idle: same, busy: same, blocked: same, waiting: busyOrIdle, failed: same},
 		evBlockSeen:    to(blocked, idle, busy, waiting, blocked, failed),
