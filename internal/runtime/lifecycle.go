@@ -44,8 +44,9 @@ type lifecycle struct {
 	reason string
 	// waits counts the agent's permission requests waiting on the person.
 	waits int
-	// blocked: its terminal shows a dialog troupe does not know
-	// (engine.EventBlocked).
+	// blocked: its session's terminal shows a dialog troupe does not
+	// know (engine.EventBlocked); it counts as activity. A block ends
+	// with its session (stop, session died, turn cut, a new start).
 	blocked bool
 	// slotWait: it waits for a session slot (slots.go); set by
 	// evSlotWait, ended by evStarting or evSlotDropped.
@@ -138,7 +139,7 @@ func (l lifecycle) next(e lifeEvent, turn bool) (lifecycle, error) {
 		n.state, n.reason = troupe.StateBlocked, e.reason
 	case evStarting:
 		from = noSession
-		n.state, n.reason, n.slotWait = troupe.StateStarting, "", false
+		n.state, n.reason, n.slotWait, n.blocked = troupe.StateStarting, "", false, false
 	case evStarted:
 		from = []troupe.AgentState{troupe.StateStarting}
 		n.state, n.reason = troupe.StateIdle, ""
@@ -156,7 +157,7 @@ func (l lifecycle) next(e lifeEvent, turn bool) (lifecycle, error) {
 		n.state, n.reason = troupe.StateFailed, e.reason
 	case evTurnCut:
 		from = inTurn
-		n.state, n.reason = troupe.StateFailed, e.reason
+		n.state, n.reason, n.blocked = troupe.StateFailed, e.reason, false
 	case evPermWait:
 		// Counted in every state; the agent shows it only inside a turn.
 		n.waits++
@@ -179,11 +180,11 @@ func (l lifecycle) next(e lifeEvent, turn bool) (lifecycle, error) {
 		n.state, n.reason, n.blocked = busyOrIdle, "", false
 	case evSessionDied:
 		from = withSession
-		n.state, n.reason = troupe.StateFailed, e.reason
+		n.state, n.reason, n.blocked = troupe.StateFailed, e.reason, false
 	case evStop:
 		// slotWait stays: the actor still leaves the slots' queue
 		// (evSlotDropped) when its mail is gone.
-		n.state, n.reason = troupe.StateStopped, e.reason
+		n.state, n.reason, n.blocked = troupe.StateStopped, e.reason, false
 	default:
 		return l, fmt.Errorf("move agent state: unknown event %s: %w", e.kind, errTransition)
 	}

@@ -144,6 +144,15 @@ func TestLifecycleFacts(t *testing.T) {
 	if l.blocked || l.state != troupe.StateBusy {
 		t.Fatalf("block cleared: %+v, want busy, not blocked", l)
 	}
+	// A block is its session's: it ends when the session does.
+	for _, k := range []lifeKind{evStop, evSessionDied, evTurnCut} {
+		if n := step(lifecycle{state: troupe.StateBlocked, blocked: true}, k, true); n.blocked {
+			t.Errorf("%s while blocked: %+v, want the block ended", k, n)
+		}
+	}
+	if n := step(lifecycle{state: troupe.StateFailed, blocked: true}, evStarting, false); n.blocked {
+		t.Errorf("a new start: %+v, want no block", n)
+	}
 
 	l = lifecycle{state: troupe.StateStopped}
 	l = step(l, evSlotWait, false)
