@@ -159,9 +159,10 @@ func (l lifecycle) next(e lifeEvent, turn bool) (lifecycle, error) {
 		from = inTurn
 		n.state, n.reason, n.blocked = troupe.StateFailed, e.reason, false
 	case evPermWait:
-		// Counted in every state; the agent shows it only inside a turn.
+		// Counted in every state; the agent shows it only inside a turn
+		// (a wait for a session slot is another waiting, kept).
 		n.waits++
-		if l.state == troupe.StateBusy || l.state == troupe.StateWaiting {
+		if l.state == troupe.StateBusy || l.permWaiting() {
 			n.state, n.reason = troupe.StateWaiting, e.reason
 		}
 	case evPermDone:
@@ -169,7 +170,7 @@ func (l lifecycle) next(e lifeEvent, turn bool) (lifecycle, error) {
 			return l, fmt.Errorf("end permission wait of an agent with none waiting: %w", errTransition)
 		}
 		n.waits--
-		if n.waits == 0 && l.state == troupe.StateWaiting {
+		if n.waits == 0 && l.permWaiting() {
 			n.state, n.reason = busyOrIdle, ""
 		}
 	case evBlockSeen:
@@ -192,4 +193,10 @@ func (l lifecycle) next(e lifeEvent, turn bool) (lifecycle, error) {
 		return l, fmt.Errorf("move agent state: %s in state %s: %w", e.kind, l.state, errTransition)
 	}
 	return n, nil
+}
+
+// permWaiting reports whether l is waiting on the person's permission
+// decisions, not for a session slot.
+func (l lifecycle) permWaiting() bool {
+	return l.state == troupe.StateWaiting && !l.slotWait
 }

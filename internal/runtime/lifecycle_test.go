@@ -169,6 +169,16 @@ func TestLifecycleFacts(t *testing.T) {
 	if n := step(l, evStarting, false); n.slotWait || n.state != troupe.StateStarting {
 		t.Fatalf("starting: %+v, want starting without slotWait", n)
 	}
+	// A permission request of a closed session that ends while the agent
+	// waits for a slot (reset, then mail before the request's end was
+	// seen) leaves the slot's wait as it is; so does one that begins.
+	w := lifecycle{state: troupe.StateWaiting, reason: "waiting for a session slot", slotWait: true, waits: 1}
+	if n := step(w, evPermDone, false); n.state != troupe.StateWaiting || n.reason != w.reason || n.waits != 0 {
+		t.Errorf("a permission's end while waiting for a slot: %+v, want the slot's wait kept", n)
+	}
+	if n := step(w, evPermWait, false); n.state != troupe.StateWaiting || n.reason != w.reason || n.waits != 2 {
+		t.Errorf("a permission wait while waiting for a slot: %+v, want the slot's wait kept", n)
+	}
 	if _, err := l.next(lifeEvent{kind: lifeKinds}, false); !errors.Is(err, errTransition) {
 		t.Errorf("an unknown event: %v, want refused", err)
 	}
