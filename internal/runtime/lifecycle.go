@@ -16,29 +16,39 @@ import (
 // sends the events of its session and turns; the permission flow
 // (evPermWait, evPermDone) sends its own from the goroutine that waits.
 //
-// The states and what moves between them (S = any state; "no session" =
-// stopped, waiting, blocked, failed):
+// The usual path, and the table (next's switch, walked pair by pair by
+// lifecycle_test.go):
 //
-//	           slot wait ┌──────────┐ folder gone ┌─────────┐
-//	no session ─────────▶│ waiting  │────────────▶│ blocked │
-//	    │                └──────────┘             └─────────┘
-//	    │ starting            │ starting               │ starting
-//	    ▼                     ▼                        ▼
-//	┌──────────┐ start failed ┌────────┐
-//	│ starting │─────────────▶│ failed │◀── session died, turn failed, turn cut
-//	└──────────┘              └────────┘
-//	    │ started     turn started │  ▲ turn failed
-//	    ▼                          ▼  │
-//	┌──────┐ turn started      ┌──────┐ permission wait ┌─────────┐
-//	│ idle │──────────────────▶│ busy │────────────────▶│ waiting │
-//	│      │◀──────────────────│      │◀────────────────│         │
-//	└──────┘ turn ended        └──────┘ none left       └─────────┘
-//	   ▲  block seen: blocked (from any state with a session);
-//	   │  block cleared: busy in a turn, else idle
-//	S ─┘  stop (idle stop, slot yield, definition changed, reset,
-//	      restart, agent stopped) → stopped
+//	stopped ─▶ (waiting for a slot) ─▶ starting ─▶ busy ⇄ idle ─▶ stopped
+//	                                      │        │ ▲
+//	                                      ▼        ▼ │
+//	                                   failed   waiting (on the person's
+//	                                            permission) or blocked (a dialog)
 //
-// The exact table is next's switch; lifecycle_test.go walks every pair.
+//	event            allowed in                                 leads to
+//	slot wait        stopped waiting blocked failed             waiting, the slot's reason
+//	slot dropped     stopped waiting blocked failed             stopped
+//	folder gone      stopped waiting blocked failed             blocked, the folder's reason
+//	starting         stopped waiting blocked failed             starting
+//	started          starting                                   idle
+//	start failed     starting stopped waiting blocked failed    failed
+//	turn started     starting idle blocked failed               busy
+//	turn ended       busy waiting blocked idle                  idle
+//	turn failed      busy waiting blocked idle                  failed
+//	turn cut         busy waiting blocked idle                  failed
+//	permission wait  any                                        waiting from busy or a permission's
+//	                                                            waiting, else unchanged
+//	permission done  any, with one waiting                      busy in a turn (else idle) from a
+//	                                                            permission's waiting once none is
+//	                                                            left, else unchanged
+//	block seen       idle busy waiting blocked failed           blocked, the dialog
+//	block cleared    idle busy waiting blocked failed           busy in a turn, else idle
+//	session died     idle busy waiting blocked failed           failed
+//	stop             any                                        stopped
+//
+// A turn ends from idle too when the end of its permission requests was
+// seen first. failed keeps the session after an engine's failed turn, so
+// its next turn starts from failed.
 type lifecycle struct {
 	state  troupe.AgentState
 	reason string
