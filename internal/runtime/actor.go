@@ -113,7 +113,7 @@ func (a *actor) activity() engine.Activity {
 	a.mu.Lock()
 	act := engine.Activity{At: a.actAt}
 	now := time.Now()
-	if a.toolCalls > 0 || a.life.waits > 0 || a.life.state == troupe.StateStarting || a.life.blocked || now.Before(a.coldUntil) {
+	if a.toolCalls > 0 || a.life.occupied() || now.Before(a.coldUntil) {
 		act.At = now
 	}
 	s := a.sess

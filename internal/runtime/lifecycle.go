@@ -210,3 +210,12 @@ func (l lifecycle) next(e lifeEvent, turn bool) (lifecycle, error) {
 func (l lifecycle) permWaiting() bool {
 	return l.state == troupe.StateWaiting && !l.slotWait
 }
+
+// occupied reports whether the agent is not silent whatever its session
+// writes: its session is starting (a CLI's start takes seconds), it waits
+// on the person's permission decision, or its terminal shows a dialog.
+// The watchdogs count it as activity (actor.activity). A wait for a
+// session slot or a gone folder is no such thing: the agent does nothing.
+func (l lifecycle) occupied() bool {
+	return l.state == troupe.StateStarting || l.waits > 0 || l.blocked
+}

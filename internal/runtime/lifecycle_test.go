@@ -183,3 +183,28 @@ func TestLifecycleFacts(t *testing.T) {
 		t.Errorf("an unknown event: %v, want refused", err)
 	}
 }
+
+// TestLifecycleOccupied: what the watchdogs count as activity whatever the
+// session writes, and what they do not.
+func TestLifecycleOccupied(t *testing.T) {
+	for _, c := range []struct {
+		what string
+		l    lifecycle
+		want bool
+	}{
+		{"starting", lifecycle{state: troupe.StateStarting}, true},
+		{"a permission waits", lifecycle{state: troupe.StateWaiting, waits: 1}, true},
+		{"a dialog", lifecycle{state: troupe.StateBlocked, blocked: true}, true},
+		{"a permission waits after a block cleared", lifecycle{state: troupe.StateBusy, waits: 1}, true},
+		{"busy", lifecycle{state: troupe.StateBusy}, false},
+		{"idle", lifecycle{state: troupe.StateIdle}, false},
+		{"waiting for a slot", lifecycle{state: troupe.StateWaiting, slotWait: true}, false},
+		{"its folder gone", lifecycle{state: troupe.StateBlocked, reason: "the project folder is gone"}, false},
+		{"failed", lifecycle{state: troupe.StateFailed}, false},
+		{"stopped", lifecycle{state: troupe.StateStopped}, false},
+	} {
+		if got := c.l.occupied(); got != c.want {
+			t.Errorf("%s: occupied = %v, want %v", c.what, got, c.want)
+		}
+	}
+}
