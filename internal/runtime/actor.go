@@ -38,9 +38,11 @@ type actor struct {
 	idleStop  *time.Timer
 	idleSince time.Time
 
-	// mu guards the fields below; the loop writes them, others read.
+	// mu guards the fields below; the loop writes them, others read
+	// (but life's permission waits and toolCalls, which the goroutines of
+	// the requests and calls count).
 	mu         sync.Mutex
-	life       lifecycle // its state, moved by apply only
+	life       lifecycle // its state and the facts it follows from: moved by apply only (lifecycle.go)
 	quitReason string
 	sess       engine.Session
 	appr       *approver // the session's permission flow
