@@ -2,6 +2,11 @@ package runtime
 
 import (
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -205,6 +210,63 @@ func TestLifecycleOccupied(t *testing.T) {
 	} {
 		if got := c.l.occupied(); got != c.want {
 			t.Errorf("%s: occupied = %v, want %v", c.what, got, c.want)
+		}
+	}
+}
+
+// TestLifeMovedOnlyByApply keeps the machine the only writer of an agent's
+// state: no code of the package assigns to an actor's life, or to one of
+// its fields, but apply (newActor sets the first state in its literal).
+func TestLifeMovedOnlyByApply(t *testing.T) {
+	fset := token.NewFileSet()
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]*ast.File{}
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[name] = f
+	}
+	if files["actor.go"] == nil {
+		t.Fatal("actor.go not found: the test runs in the package's folder")
+	}
+	// writesLife reports whether e is x.life or a field of it (x.life.state).
+	var writesLife func(e ast.Expr) bool
+	writesLife = func(e ast.Expr) bool {
+		sel, ok := e.(*ast.SelectorExpr)
+		if !ok {
+			return false
+		}
+		return sel.Sel.Name == "life" || writesLife(sel.X)
+	}
+	for name, f := range files {
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil || fn.Name.Name == "apply" {
+				continue
+			}
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				var lhs []ast.Expr
+				switch s := n.(type) {
+				case *ast.AssignStmt:
+					lhs = s.Lhs
+				case *ast.IncDecStmt:
+					lhs = []ast.Expr{s.X}
+				}
+				for _, e := range lhs {
+					if writesLife(e) {
+						t.Errorf("%s: %s writes an actor's life at %s; send an event through apply", name, fn.Name.Name, fset.Position(e.Pos()))
+					}
+				}
+				return true
+			})
 		}
 	}
 }
