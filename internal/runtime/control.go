@@ -39,7 +39,7 @@ func (a *actor) reset(ctx context.Context) error {
 	if t != nil {
 		a.endTurn(ctx, "", ResetReason)
 	}
-	a.setState(troupe.StateStopped, ResetReason)
+	a.apply(evStop, ResetReason)
 	if err := a.rt.o.Sessions.ClearSessionID(ctx, a.key); err != nil {
 		return fmt.Errorf("reset %s: %w", a.key.Agent, err)
 	}
@@ -117,7 +117,7 @@ func (a *actor) restartSession(ctx context.Context) error {
 	if t != nil {
 		a.endTurn(ctx, "", RestartReason)
 	}
-	a.setState(troupe.StateStopped, RestartReason)
+	a.apply(evStop, RestartReason)
 	a.log.Info("session restarted by the person")
 	return nil
 }

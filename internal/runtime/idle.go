@@ -75,7 +75,7 @@ func (a *actor) stopIfIdle() {
 		return
 	}
 	a.mu.Lock()
-	live, busy := a.sess != nil, a.turn != nil || a.waiting > 0 || a.toolCalls > 0 || attached(a.sess)
+	live, busy := a.sess != nil, a.turn != nil || a.life.waits > 0 || a.toolCalls > 0 || attached(a.sess)
 	a.mu.Unlock()
 	switch {
 	case !live:
@@ -92,7 +92,7 @@ func (a *actor) stopIfIdle() {
 	a.idleSince = time.Time{}
 	reason := fmt.Sprintf("idle for %s: stopped; the next message starts it again", shortDuration(d))
 	a.log.Info("idle session stopped", "idle_timeout", d)
-	a.setState(troupe.StateStopped, reason)
+	a.apply(evStop, reason)
 }
 
 // applyDefinition runs at a turn boundary once the agent's definition
@@ -113,7 +113,7 @@ func (a *actor) applyDefinition() {
 		return
 	}
 	a.closeSession()
-	a.setState(troupe.StateStopped, "definition changed")
+	a.apply(evStop, "definition changed")
 }
 
 // sameBesidesIdle compares two definitions, ignoring idle_timeout and

@@ -97,8 +97,7 @@ func (ap *approver) Approve(ctx context.Context, p engine.Permission) (engine.De
 		r.publishPermission(perm)
 		return engine.Decision{Reason: perm.Reason}, nil
 	}
-	a.waitOnPerson(1, "asks to use "+p.Tool)
-	defer a.waitOnPerson(-1, "")
+	defer a.waitOnPerson("asks to use " + p.Tool)()
 	select {
 	case <-pp.done:
 	case <-ctx.Done():

@@ -43,7 +43,14 @@ func newHarnessOn(t *testing.T, teams staticTeams, o Options) *harness {
 	if o.Store == nil {
 		o.Store = inbox.NewMemStore()
 	}
-	h := &harness{store: o.Store.(*inbox.MemStore), journal: journal.NewMemStore(), eng: &memEngine{}}
+	store, ok := o.Store.(*inbox.MemStore)
+	if w, wrapped := o.Store.(*startTurnFails); wrapped {
+		store, ok = w.MemStore, true
+	}
+	if !ok {
+		t.Fatalf("the harness runs on an inbox.MemStore, not a %T", o.Store)
+	}
+	h := &harness{store: store, journal: journal.NewMemStore(), eng: &memEngine{}}
 	if o.Journal == nil {
 		o.Journal = h.journal
 	}

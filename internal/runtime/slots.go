@@ -141,12 +141,11 @@ func (a *actor) giveSlot() {
 // mail left, or the person's attach was refused): stopped, as it was.
 func (a *actor) stopWaiting() {
 	a.mu.Lock()
-	was := a.slotWait
-	a.slotWait = false
+	was := a.life.slotWait
 	a.mu.Unlock()
 	if was {
 		a.rt.slots.forget(a)
-		a.setState(troupe.StateStopped, "")
+		a.apply(evSlotDropped, "")
 	}
 }
 
@@ -158,12 +157,12 @@ func (a *actor) stopWaiting() {
 // end of a turn, its own mail waiting for the next free slot.
 func (a *actor) yieldIfIdle() {
 	a.mu.Lock()
-	idle := a.slot && a.sess != nil && a.turn == nil && a.waiting == 0 && a.toolCalls == 0 && !attached(a.sess)
+	idle := a.slot && a.sess != nil && a.turn == nil && a.life.waits == 0 && a.toolCalls == 0 && !attached(a.sess)
 	a.mu.Unlock()
 	if !idle || !a.rt.slots.wanted() {
 		return
 	}
 	a.closeSession()
 	a.log.Info("idle session stopped to free a session slot")
-	a.setState(troupe.StateStopped, "stopped to free a session slot for another agent; the next message starts it again")
+	a.apply(evStop, "stopped to free a session slot for another agent; the next message starts it again")
 }

@@ -43,10 +43,10 @@ func (r *Runtime) Terminal(ctx context.Context, k troupe.RuntimeKey) (engine.Ter
 				a.stopWaiting()
 				return fmt.Errorf("attach to %s: %s: try again when another agent's session stops: %w", a.key.Agent, a.rt.slots.slotReason(), troupe.ErrConflict)
 			} else if err != nil {
-				a.setState(troupe.StateFailed, err.Error())
+				a.apply(evStartFailed, err.Error())
 				return err
 			}
-			a.setState(troupe.StateIdle, "")
+			a.apply(evStarted, "")
 		}
 		ts, ok := s.(engine.TerminalSession)
 		if !ok || ts.Terminal() == nil {
