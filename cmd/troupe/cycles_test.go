@@ -126,9 +126,9 @@ func watchRefusal(ctx context.Context, cl *client.Client, since uint64, p troupe
 		if ev.Project != p || ev.Agent != "critic" || ev.Type != events.TypeAgentToolResult {
 			return nil
 		}
-		var r events.AgentToolResult
-		if json.Unmarshal(ev.Data, &r) == nil && r.IsError && strings.Contains(r.Output, cycle) {
-			refused <- r.Output
+		var r events.AgentActivity
+		if json.Unmarshal(ev.Data, &r) == nil && r.Tool != nil && r.Tool.IsError && strings.Contains(r.Tool.Output, cycle) {
+			refused <- r.Tool.Output
 			return errStop
 		}
 		return nil

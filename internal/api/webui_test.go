@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"github.com/troupe-dev/troupe/internal/journal"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -188,9 +189,9 @@ func TestAPIEventsScopedToProject(t *testing.T) {
 		t.Errorf("unknown project: %d, want 404", code)
 	}
 	k1, k2 := troupe.RuntimeKey{Project: p1.ID, Agent: "a"}, troupe.RuntimeKey{Project: p2.ID, Agent: "a"}
-	f.hub.Publish(k2, events.AgentOutput{Turn: "t", Text: "p2 output"})
+	f.hub.Publish(k2, events.AgentActivity{Turn: "t", Event: journal.Event{Kind: journal.KindOutput, Text: "p2 output"}})
 	f.hub.Publish(k2, events.AgentState{State: troupe.StateFailed, Reason: "p2 failed"})
-	f.hub.Publish(k1, events.AgentOutput{Turn: "t", Text: "p1 output"})
+	f.hub.Publish(k1, events.AgentActivity{Turn: "t", Event: journal.Event{Kind: journal.KindOutput, Text: "p1 output"}})
 	f.hub.Publish(troupe.RuntimeKey{}, events.DaemonStarted{Addr: "x"})
 	f.hub.Publish(k2, events.TurnStarted{Turn: "t2"})
 	last := f.hub.Publish(k1, events.TurnEnded{Turn: "t"})

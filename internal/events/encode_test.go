@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/troupe-dev/troupe/internal/journal"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,7 +25,7 @@ func TestEventIsEncodedOnceForAllSubscribers(t *testing.T) {
 		subs = append(subs, s)
 	}
 	for i := range 3 {
-		h.Publish(troupe.RuntimeKey{Project: "p", Agent: "a"}, AgentOutput{Turn: "t1", Text: fmt.Sprint("line ", i)})
+		h.Publish(troupe.RuntimeKey{Project: "p", Agent: "a"}, AgentActivity{Turn: "t1", Event: journal.Event{Kind: journal.KindOutput, Text: fmt.Sprint("line ", i)}})
 	}
 	if n := encodes.Load(); n != 3 {
 		t.Fatalf("%d encodes for 3 events and 10 subscribers, want 3", n)
@@ -58,7 +59,7 @@ func TestSSEFrameIsTheEventAsJSON(t *testing.T) {
 	}{
 		{troupe.RuntimeKey{}, DaemonStarted{Addr: "127.0.0.1:1"}},
 		{troupe.RuntimeKey{Project: "p<1>"}, ProjectRemoved{Project: "p<1>"}},
-		{troupe.RuntimeKey{Project: "p", Agent: "a&b"}, AgentOutput{Turn: "t3", Text: "<b>\"é\"\n\u2028"}},
+		{troupe.RuntimeKey{Project: "p", Agent: "a&b"}, AgentActivity{Turn: "t3", Event: journal.Event{Kind: journal.KindOutput, Text: "<b>\"é\"\n\u2028"}}},
 		{troupe.RuntimeKey{Project: "p\"q\\", Agent: "é\u2028\x7f\x01"}, InboxExpired{Messages: 2}},
 		{troupe.RuntimeKey{Project: "p", Agent: "a"}, bigPayload{Text: strings.Repeat("x", 9000)}},
 	} {

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"github.com/troupe-dev/troupe/internal/journal"
 	"strings"
 	"testing"
 
@@ -14,7 +15,7 @@ import (
 func BenchmarkPublish(b *testing.B) {
 	h := New(Options{})
 	k := troupe.RuntimeKey{Project: "p1", Agent: "architect"}
-	p := AgentOutput{Turn: "t1", Text: strings.Repeat("x", 180)}
+	p := AgentActivity{Turn: "t1", Event: journal.Event{Kind: journal.KindOutput, Text: strings.Repeat("x", 180)}}
 	for b.Loop() {
 		h.Publish(k, p)
 	}

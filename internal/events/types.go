@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/troupe-dev/troupe/internal/journal"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -11,19 +12,20 @@ import (
 // daemon publishes; docs/API.md shows their data.
 type Type string
 
-// The event catalogue. Each type has one payload struct of the same name
+// The event catalogue. Each type has one payload struct, named beside it
 // (its data on the wire).
 const (
 	TypeDaemonStarted   Type = "daemon.started"    // DaemonStarted
 	TypeTeamChanged     Type = "team.changed"      // TeamChanged
 	TypeProjectRemoved  Type = "project.removed"   // ProjectRemoved
 	TypeAgentState      Type = "agent.state"       // AgentState
-	TypeAgentOutput     Type = "agent.output"      // AgentOutput
-	TypeAgentThinking   Type = "agent.thinking"    // AgentThinking
-	TypeAgentToolCall   Type = "agent.tool_call"   // AgentToolCall
-	TypeAgentToolResult Type = "agent.tool_result" // AgentToolResult
-	TypeAgentUsage      Type = "agent.usage"       // AgentUsage
-	TypeAgentSession    Type = "agent.session"     // AgentSession
+	TypeAgentOutput     Type = "agent.output"      // AgentActivity
+	TypeAgentThinking   Type = "agent.thinking"    // AgentActivity
+	TypeAgentToolCall   Type = "agent.tool_call"   // AgentActivity
+	TypeAgentToolResult Type = "agent.tool_result" // AgentActivity
+	TypeAgentUsage      Type = "agent.usage"       // AgentActivity
+	TypeAgentSession    Type = "agent.session"     // AgentActivity
+	TypeAgentNotice     Type = "agent.notice"      // AgentActivity
 	TypeAgentPermission Type = "agent.permission"  // AgentPermission
 	TypeTurnStarted     Type = "turn.started"      // TurnStarted
 	TypeTurnEnded       Type = "turn.ended"        // TurnEnded
@@ -76,54 +78,20 @@ type AgentState struct {
 	Reason string            `json:"reason"`
 }
 
-// AgentOutput: text the agent wrote in a turn (clipped to MaxText).
-type AgentOutput struct {
-	Turn troupe.TurnID `json:"turn"`
-	Text string        `json:"text"`
-	Cut  bool          `json:"cut,omitempty"`
+// AgentActivity: what an agent did in a turn, in the journal's words:
+// the event is the journal.Event the turn's log records (its Kind gives
+// the feed's type, "agent." + kind: output, thinking, tool_call,
+// tool_result, usage, session, notice), its texts clipped to MaxText (Cut;
+// Size is the original size), its Seq unset. One vocabulary from the
+// engine to the UI: the web UI renders a live event and a logged one with
+// the same code.
+type AgentActivity struct {
+	Turn troupe.TurnID `json:"turn,omitempty"`
+	journal.Event
 }
 
-// AgentThinking: the model's reasoning in a turn (clipped to MaxText).
-type AgentThinking struct {
-	Turn troupe.TurnID `json:"turn"`
-	Text string        `json:"text"`
-	Cut  bool          `json:"cut,omitempty"`
-}
-
-// AgentToolCall: the agent called a tool; Input is its JSON input as text
-// (clipped to MaxText).
-type AgentToolCall struct {
-	Turn  troupe.TurnID `json:"turn"`
-	ID    string        `json:"id"`
-	Name  string        `json:"name"`
-	Input string        `json:"input"`
-	Cut   bool          `json:"cut,omitempty"`
-}
-
-// AgentToolResult: a tool call's result (clipped to MaxText).
-type AgentToolResult struct {
-	Turn    troupe.TurnID `json:"turn"`
-	ID      string        `json:"id"`
-	Output  string        `json:"output"`
-	IsError bool          `json:"is_error,omitempty"`
-	Cut     bool          `json:"cut,omitempty"`
-}
-
-// AgentUsage: a turn's tokens and cost so far.
-type AgentUsage struct {
-	Turn             troupe.TurnID `json:"turn"`
-	InputTokens      int64         `json:"input_tokens"`
-	OutputTokens     int64         `json:"output_tokens"`
-	CacheReadTokens  int64         `json:"cache_read_tokens,omitempty"`
-	CacheWriteTokens int64         `json:"cache_write_tokens,omitempty"`
-	CostUSD          float64       `json:"cost_usd,omitempty"`
-}
-
-// AgentSession: the engine's own id of the agent's conversation (a Claude
-// session id, a Codex thread id), which a restarted session resumes.
-type AgentSession struct {
-	SessionID string `json:"session_id"`
-}
+// EventType is "agent." + the event's kind.
+func (a AgentActivity) EventType() Type { return Type("agent." + string(a.Kind)) }
 
 // AgentPermission: an engine asked to use a tool (State pending: it waits
 // on the person, who decides it by ID), or the request was decided (State
@@ -215,12 +183,6 @@ func (DaemonStarted) EventType() Type   { return TypeDaemonStarted }
 func (TeamChanged) EventType() Type     { return TypeTeamChanged }
 func (ProjectRemoved) EventType() Type  { return TypeProjectRemoved }
 func (AgentState) EventType() Type      { return TypeAgentState }
-func (AgentOutput) EventType() Type     { return TypeAgentOutput }
-func (AgentThinking) EventType() Type   { return TypeAgentThinking }
-func (AgentToolCall) EventType() Type   { return TypeAgentToolCall }
-func (AgentToolResult) EventType() Type { return TypeAgentToolResult }
-func (AgentUsage) EventType() Type      { return TypeAgentUsage }
-func (AgentSession) EventType() Type    { return TypeAgentSession }
 func (AgentPermission) EventType() Type { return TypeAgentPermission }
 func (TurnStarted) EventType() Type     { return TypeTurnStarted }
 func (TurnEnded) EventType() Type       { return TypeTurnEnded }

@@ -69,16 +69,16 @@ func TestEngineEventsReachTheFeedTypedAndClipped(t *testing.T) {
 				perms = append(perms, p)
 			}
 		}
-		var call events.AgentToolCall
-		if err := json.Unmarshal(got[events.TypeAgentToolCall], &call); err != nil || call.Name != "Bash" || !call.Cut ||
-			len(call.Input) > events.MaxText+len("…") || !strings.HasSuffix(call.Input, "…") {
+		var call events.AgentActivity
+		if err := json.Unmarshal(got[events.TypeAgentToolCall], &call); err != nil || call.Tool == nil || call.Tool.Name != "Bash" || !call.Cut ||
+			len(call.Tool.Input) > events.MaxText+len("…") || !strings.HasSuffix(call.Tool.Input, "…") {
 			t.Errorf("tool call event = %s (%v), want Bash with its input cut at %d bytes", got[events.TypeAgentToolCall], err, events.MaxText)
 		}
 		for typ, want := range map[events.Type]string{
 			events.TypeAgentThinking:   `"text":"let me see\nwhat to do"`,
 			events.TypeAgentToolResult: `"is_error":true`,
 			events.TypeAgentUsage:      `"cost_usd":0.25`,
-			events.TypeAgentSession:    `{"session_id":"sess-1"}`,
+			events.TypeAgentSession:    `"session_id":"sess-1"`,
 			events.TypeTurnEnded:       `"error":""`,
 		} {
 			if !strings.Contains(string(got[typ]), want) {

@@ -24,26 +24,9 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 		a.mu.Unlock()
 	}
 	switch ev.Kind {
-	case engine.EventOutput:
-		text, cut := events.Clip(ev.Text)
-		a.rt.publish(a.key, events.AgentOutput{Turn: ev.Turn, Text: text, Cut: cut})
-	case engine.EventThinking:
-		text, cut := events.Clip(ev.Text)
-		a.rt.publish(a.key, events.AgentThinking{Turn: ev.Turn, Text: text, Cut: cut})
-	case engine.EventToolCall:
-		if ev.Tool != nil {
-			in, cut := events.Clip(string(ev.Tool.Input))
-			a.rt.publish(a.key, events.AgentToolCall{Turn: ev.Turn, ID: ev.Tool.ID, Name: ev.Tool.Name, Input: in, Cut: cut})
-		}
-	case engine.EventToolResult:
-		if ev.Tool != nil {
-			out, cut := events.Clip(ev.Tool.Output)
-			a.rt.publish(a.key, events.AgentToolResult{Turn: ev.Turn, ID: ev.Tool.ID, Output: out, IsError: ev.Tool.IsError, Cut: cut})
-		}
-	case engine.EventUsage:
-		if u := ev.Usage; u != nil {
-			a.rt.publish(a.key, events.AgentUsage{Turn: ev.Turn, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-				CacheReadTokens: u.CacheReadTokens, CacheWriteTokens: u.CacheWriteTokens, CostUSD: u.CostUSD})
+	case engine.EventOutput, engine.EventThinking, engine.EventNotice, engine.EventToolCall, engine.EventToolResult, engine.EventUsage:
+		if e, ok := activity(ev, time.Now(), feedClip); ok {
+			a.rt.publish(a.key, events.AgentActivity{Turn: ev.Turn, Event: e})
 		}
 	case engine.EventSession:
 		if ev.SessionID != "" {
@@ -53,7 +36,8 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 			if err := a.rt.o.Sessions.SetSessionID(ctx, a.key, eng, ev.SessionID); err != nil {
 				a.log.Error("store session id", "session", ev.SessionID, "err", err)
 			}
-			a.rt.publish(a.key, events.AgentSession{SessionID: ev.SessionID})
+			e, _ := activity(ev, time.Now(), feedClip)
+			a.rt.publish(a.key, events.AgentActivity{Turn: ev.Turn, Event: e})
 		}
 	case engine.EventPermission:
 		// A request that went through the session's Approver is on the
@@ -100,6 +84,16 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 	default:
 		a.log.Debug("event of an unknown kind", "kind", ev.Kind)
 	}
+}
+
+// feedClip cuts a text of the feed at events.MaxText, saying its size when
+// it cut.
+func feedClip(s string) (string, bool, int) {
+	t, cut := events.Clip(s)
+	if !cut {
+		return t, false, 0
+	}
+	return t, true, len(s)
 }
 
 // echoed reports whether the session's Approver published the decision of

@@ -96,48 +96,70 @@ func (l *turnLog) event(ev engine.Event) {
 		}
 		return
 	}
-	e := journal.Event{At: now}
+	e, ok := activity(ev, now, journal.Cap)
+	if !ok {
+		return // the turn's end is recorded by end; unknown kinds are not kept
+	}
+	if e.Kind == journal.KindUsage {
+		l.usage = e.Usage
+	}
+	l.flushOutput()
+	l.add(e)
+}
+
+// activity is engine event ev in the journal's words, at time at, its
+// texts cut by cut: what the journal records and, clipped shorter, what
+// the feed shows (events.AgentActivity). ok is false for what is no
+// activity: a turn's end (recorded as the turn's end), a block (a state),
+// an event missing its content.
+func activity(ev engine.Event, at time.Time, cut func(string) (string, bool, int)) (e journal.Event, ok bool) {
+	e = journal.Event{At: at}
 	switch ev.Kind {
+	case engine.EventOutput:
+		e.Kind = journal.KindOutput
+		e.Text, e.Cut, e.Size = cut(ev.Text)
 	case engine.EventThinking:
 		e.Kind = journal.KindThinking
-		e.Text, e.Cut, e.Size = journal.Cap(ev.Text)
+		e.Text, e.Cut, e.Size = cut(ev.Text)
 	case engine.EventNotice:
 		e.Kind = journal.KindNotice
-		e.Text, e.Cut, e.Size = journal.Cap(ev.Text)
+		e.Text, e.Cut, e.Size = cut(ev.Text)
 	case engine.EventToolCall, engine.EventToolResult:
 		if ev.Tool == nil {
-			return
+			return e, false
 		}
 		t := &journal.Tool{ID: ev.Tool.ID, Name: ev.Tool.Name, IsError: ev.Tool.IsError}
 		if ev.Kind == engine.EventToolCall {
 			e.Kind = journal.KindToolCall
-			t.Input, e.Cut, e.Size = journal.Cap(string(ev.Tool.Input))
+			t.Input, e.Cut, e.Size = cut(string(ev.Tool.Input))
 		} else {
 			e.Kind = journal.KindToolResult
-			t.Output, e.Cut, e.Size = journal.Cap(ev.Tool.Output)
+			t.Output, e.Cut, e.Size = cut(ev.Tool.Output)
 		}
 		e.Tool = t
 	case engine.EventUsage:
 		if ev.Usage == nil {
-			return
+			return e, false
 		}
 		u := journal.Usage(*ev.Usage)
-		e.Kind, e.Usage, l.usage = journal.KindUsage, &u, &u
+		e.Kind, e.Usage = journal.KindUsage, &u
 	case engine.EventSession:
+		if ev.SessionID == "" {
+			return e, false
+		}
 		e.Kind, e.SessionID = journal.KindSession, ev.SessionID
 	case engine.EventPermission:
 		p, d := ev.Permission, ev.Decision
 		if p == nil || d == nil {
-			return
+			return e, false
 		}
 		e.Kind = journal.KindPermission
 		e.Permission = &journal.Permission{ID: p.ID, Tool: p.Tool, Title: p.Title, Allow: d.Allow, Reason: d.Reason}
-		e.Permission.Input, e.Cut, e.Size = journal.Cap(string(p.Input))
-	default: // the turn's end is recorded by end; unknown kinds are not kept
-		return
+		e.Permission.Input, e.Cut, e.Size = cut(string(p.Input))
+	default:
+		return e, false
 	}
-	l.flushOutput()
-	l.add(e)
+	return e, true
 }
 
 // flushOutput records the run of output, if any, as one text entry.

@@ -35,7 +35,7 @@ export interface Status { version: string; pid: number; addr: string; state_dir:
 export interface JournalTool { id: string; name?: string; input?: string; output?: string; is_error?: boolean }
 export interface Usage { input_tokens: number; output_tokens: number; cache_read_tokens?: number; cache_write_tokens?: number; cost_usd?: number }
 export interface JournalEvent {
-  seq: number; at: string; kind: "output" | "thinking" | "tool_call" | "tool_result" | "usage" | "session" | "permission";
+  seq: number; at: string; kind: "output" | "thinking" | "tool_call" | "tool_result" | "usage" | "session" | "permission" | "notice";
   /** cut: text is the head of size bytes. */
   text?: string; tool?: JournalTool; usage?: Usage; session_id?: string; cut?: boolean; size?: number;
   permission?: { id: string; tool: string; title?: string; input?: string; allow: boolean; reason?: string };

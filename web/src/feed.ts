@@ -11,7 +11,7 @@ export type Conn = "connecting" | "live" | "reconnecting";
 // Every type of the catalogue (internal/events/types.go).
 export const eventTypes = [
   "daemon.started", "team.changed", "project.removed", "agent.state", "agent.output", "agent.thinking",
-  "agent.tool_call", "agent.tool_result", "agent.usage", "agent.session", "agent.permission",
+  "agent.tool_call", "agent.tool_result", "agent.usage", "agent.session", "agent.notice", "agent.permission",
   "turn.started", "turn.ended", "message.queued", "request.done", "inbox.expired",
   "task.started", "task.ended",
 ];

@@ -14,6 +14,7 @@ import { Route, parseRoute, routeHash } from "./router";
 export type Item =
   | { kind: "text"; text: string; cut?: boolean }
   | { kind: "thinking"; text: string; cut?: boolean }
+  | { kind: "notice"; text: string; cut?: boolean }
   | { kind: "tool"; id: string; name: string; input: string; output?: string; isError?: boolean; done: boolean; cut?: boolean }
   | { kind: "permission"; id: string; tool: string; title?: string; input: string; state: string; allow?: boolean; reason?: string };
 
@@ -407,6 +408,7 @@ function addJournalEvent(v: TurnView, e: JournalEvent) {
     case "tool_call": addItem(v, { kind: "tool", id: e.tool!.id, name: e.tool!.name || "", input: e.tool!.input || "", done: false, cut: e.cut }); break;
     case "tool_result": toolResult(v, e.tool!.id, e.tool!.output || "", !!e.tool!.is_error); break;
     case "usage": v.usage = e.usage; break;
+    case "notice": addItem(v, { kind: "notice", text: e.text || "", cut: e.cut }); break;
     case "permission": {
       const p = e.permission!;
       putPermission(v, { kind: "permission", id: p.id, tool: p.tool, title: p.title, input: p.input || "", state: p.allow ? "allowed" : "denied", allow: p.allow, reason: p.reason });
@@ -508,11 +510,10 @@ function onEvent(e: FeedEvent) {
       if (here && e.agent) { const v = liveTurn(e.agent, d.turn, e.time); v.ended = true; v.error = d.error || undefined; v.durationMs = Date.parse(e.time) - Date.parse(v.startedAt); }
       msgTimer = soon(msgTimer, () => { msgTimer = 0; refreshMessages(); }, 100);
       break;
-    case "agent.output": if (here && e.agent) addText(liveTurn(e.agent, d.turn, e.time), "text", d.text, d.cut); break;
-    case "agent.thinking": if (here && e.agent) addText(liveTurn(e.agent, d.turn, e.time), "thinking", d.text, d.cut); break;
-    case "agent.tool_call": if (here && e.agent) addItem(liveTurn(e.agent, d.turn, e.time), { kind: "tool", id: d.id, name: d.name, input: d.input, done: false, cut: d.cut }); break;
-    case "agent.tool_result": if (here && e.agent) toolResult(liveTurn(e.agent, d.turn, e.time), d.id, d.output, !!d.is_error); break;
-    case "agent.usage": if (here && e.agent) liveTurn(e.agent, d.turn, e.time).usage = d; break;
+    // An agent's activity comes in its log's words: one journal event.
+    case "agent.output": case "agent.thinking": case "agent.tool_call": case "agent.tool_result": case "agent.usage": case "agent.notice":
+      if (here && e.agent && d.turn) addJournalEvent(liveTurn(e.agent, d.turn, e.time), d as JournalEvent);
+      break;
     case "message.queued":
       if (!here) break;
       if (d.id && (!app.convAgent || d.from === app.convAgent || d.to === app.convAgent)) {

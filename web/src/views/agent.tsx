@@ -21,6 +21,8 @@ function ItemView({ it }: { it: Item }) {
   switch (it.kind) {
     case "text":
       return <div class="item text"><Clip text={it.text} cut={it.cut} /></div>;
+    case "notice":
+      return <div class="item notice"><Clip text={it.text} cut={it.cut} /></div>;
     case "thinking":
       return (
         <details class="item thinking">
