@@ -78,6 +78,11 @@ type Agent struct {
 	// (internal/sandbox); false: sandbox = false in its team, or an engine
 	// not sandboxed by default.
 	Sandboxed bool `json:"sandboxed"`
+	// Doing is what it does when its engine runs a tool of its own ("running:
+	// go test ./..."), since DoingSince; such a call counts as activity up
+	// to its limit (the agent's tool_timeout when the engine states none).
+	Doing      string    `json:"doing,omitempty"`
+	DoingSince time.Time `json:"doing_since,omitzero"`
 }
 
 // Duration is a time.Duration that travels as text ("10m0s").

@@ -34,6 +34,13 @@ func (f *fakeRuntime) record(s string) {
 func (f *fakeRuntime) AgentState(troupe.RuntimeKey) (troupe.AgentState, string) {
 	return troupe.StateWaiting, "asks to use Bash"
 }
+func (f *fakeRuntime) Doing(troupe.RuntimeKey) (string, time.Time) {
+	return "running: go test ./...", doingSince
+}
+
+// doingSince is when the fake runtime's agents began their command.
+var doingSince = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
 func (f *fakeRuntime) Ask(context.Context, troupe.RuntimeKey, troupe.AgentID, string, time.Duration) (troupe.Request, error) {
 	return troupe.Request{}, errors.New("not in this test")
 }
@@ -134,6 +141,9 @@ func TestAPIAgentControlAndPermissions(t *testing.T) {
 	as, err := cl.Agents(ctx, p.ID)
 	if err != nil || len(as) != 1 || as[0].SessionID != "conv-a" || as[0].State != troupe.StateWaiting {
 		t.Fatalf("agents = %+v, %v; want a waiting with its session id", as, err)
+	}
+	if as[0].Doing != "running: go test ./..." || !as[0].DoingSince.Equal(doingSince) {
+		t.Errorf("agent a doing %q since %v, want the runtime's command since %v", as[0].Doing, as[0].DoingSince, doingSince)
 	}
 	if err := cl.Reset(ctx, p.ID, "a"); err != nil {
 		t.Fatal(err)

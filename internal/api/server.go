@@ -26,6 +26,9 @@ import (
 type Runtime interface {
 	// AgentState tells an agent's state and, when blocked or failed, why.
 	AgentState(k troupe.RuntimeKey) (troupe.AgentState, string)
+	// Doing tells what an agent is doing, when its engine runs a tool of
+	// its own (a command, a build), and since when; "" when not.
+	Doing(k troupe.RuntimeKey) (string, time.Time)
 	Ask(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, question string, wait time.Duration) (troupe.Request, error)
 	Await(ctx context.Context, p troupe.ProjectID, id troupe.RequestID, wait time.Duration) (troupe.Request, error)
 	Send(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, kind troupe.MessageKind, text string) (troupe.Message, error)
@@ -253,9 +256,12 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	if info.Team != nil {
 		for _, a := range info.Team.Agents {
 			st, reason, sess := troupe.StateStopped, "", ""
+			var doing string
+			var since time.Time
 			if s.o.Runtime != nil {
 				k := troupe.RuntimeKey{Project: id, Agent: a.Name}
 				st, reason = s.o.Runtime.AgentState(k)
+				doing, since = s.o.Runtime.Doing(k)
 				var err error
 				if sess, err = s.o.Runtime.ResumeID(r.Context(), k); err != nil {
 					s.log.Warn("read session id", "project", id, "agent", a.Name, "err", err)
@@ -267,7 +273,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 			}
 			out = append(out, Agent{Project: id, Name: a.Name, Engine: a.Engine, Model: a.Model, Mode: mode,
 				TurnTimeout: Duration(a.TurnTimeout), IdleTimeout: Duration(a.IdleTimeout), State: st, Reason: reason, SessionID: sess,
-				Sandboxed: sandbox.Enabled(a)})
+				Sandboxed: sandbox.Enabled(a), Doing: doing, DoingSince: since})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

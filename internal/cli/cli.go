@@ -403,6 +403,9 @@ func agentsCmd(g *globals) *cobra.Command {
 				if a.Reason != "" {
 					st += " (" + a.Reason + ")"
 				}
+				if a.Doing != "" {
+					st += fmt.Sprintf(" (%s for %s)", safeText(a.Doing), time.Since(a.DoingSince).Round(time.Second))
+				}
 				sess := a.SessionID
 				if sess == "" {
 					sess = "-"

@@ -264,6 +264,11 @@ type ToolUse struct {
 	Input   json.RawMessage // on a call
 	Output  string          // on a result
 	IsError bool            // on a result
+	// Limit is how long the engine lets this call run (its own timeout for
+	// it: a Bash command's timeout), 0 when it does not say; on a call.
+	// While the call runs, up to its Limit (else the agent's tool_timeout),
+	// the agent counts as active though silent.
+	Limit time.Duration
 }
 
 // Usage counts a turn's tokens and, when the engine reports it, its cost.

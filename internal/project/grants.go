@@ -25,7 +25,8 @@ import (
 //     limits). Any change to one of them widens: it is held.
 //   - bounds that can also narrow: allowed_tools (losing tools narrows,
 //     gaining one widens) and permission_mode (ordered by permission.Rank).
-//   - the rest (prompt, prompt_file, model, turn_timeout, idle_timeout)
+//   - the rest (prompt, prompt_file, model, turn_timeout, idle_timeout,
+//     tool_timeout)
 //     applies at once.
 //
 // A new agent is held whole; a removed agent is gone at once.
@@ -275,6 +276,7 @@ func EncodeTeam(t *Team) ([]byte, error) {
 				"mode":         string(a.Mode),
 				"turn_timeout": a.TurnTimeout.String(),
 				"idle_timeout": durationText(a.IdleTimeout),
+				"tool_timeout": a.ToolTimeout.String(),
 			}
 			set := func(k, v string) {
 				if v != "" {

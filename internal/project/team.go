@@ -25,7 +25,7 @@ var (
 // agentKeys are the keys an [[agent]] table may hold, besides the table named
 // after its engine.
 var agentKeys = []string{
-	"name", "engine", "model", "mode", "turn_timeout", "idle_timeout",
+	"name", "engine", "model", "mode", "turn_timeout", "idle_timeout", "tool_timeout",
 	"prompt", "prompt_file", "allowed_tools", "permission_mode", "env",
 	"command", "args", "workspace", "base", "sandbox",
 }
@@ -206,6 +206,7 @@ func (p *teamParser) startAgent(i int) error {
 		Mode:        troupe.ModeStructured,
 		TurnTimeout: troupe.DefaultTurnTimeout,
 		IdleTimeout: troupe.DefaultIdleTimeout,
+		ToolTimeout: troupe.DefaultToolTimeout,
 		Line:        p.line(i),
 	}
 	p.seen = make(map[string]struct{})
@@ -311,6 +312,12 @@ func (p *teamParser) agentKey(i int, rel toml.Key) error {
 			return err
 		}
 		a.IdleTimeout = d
+	case "tool_timeout":
+		d, err := p.duration(i, field, v, "tool_timeout", false)
+		if err != nil {
+			return err
+		}
+		a.ToolTimeout = d
 	case "prompt", "prompt_file":
 		other := "prompt_file"
 		if name == "prompt_file" {

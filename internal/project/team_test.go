@@ -25,6 +25,7 @@ func teamAgent(name string, engine troupe.Engine, line int) troupe.AgentSpec {
 		Mode:        troupe.ModeStructured,
 		TurnTimeout: troupe.DefaultTurnTimeout,
 		IdleTimeout: troupe.DefaultIdleTimeout,
+		ToolTimeout: troupe.DefaultToolTimeout,
 		Line:        line,
 	}
 }
@@ -58,6 +59,7 @@ model = "opus"
 mode = "terminal"
 turn_timeout = "1h30m"
 idle_timeout = "2h"
+tool_timeout = "45m"
 prompt = "You lead."
 allowed_tools = ["Read", "Edit"]
 env = { GOFLAGS = "-count=1", _X1 = "" }
@@ -81,6 +83,7 @@ HOME = "/tmp/home"
 				a.Mode = troupe.ModeTerminal
 				a.TurnTimeout = 90 * time.Minute
 				a.IdleTimeout = 2 * time.Hour
+				a.ToolTimeout = 45 * time.Minute
 				a.Prompt = "You lead."
 				a.AllowedTools = []string{"Read", "Edit"}
 				a.Env = map[string]string{"GOFLAGS": "-count=1", "_X1": ""}
@@ -90,7 +93,7 @@ HOME = "/tmp/home"
 					"nested":          map[string]any{"a": []any{int64(1), int64(2)}},
 				}
 			}),
-			withSpec(teamAgent("reviewer-2", troupe.EngineFake, 19), func(a *troupe.AgentSpec) {
+			withSpec(teamAgent("reviewer-2", troupe.EngineFake, 20), func(a *troupe.AgentSpec) {
 				a.PromptFile = "prompts/review.md"
 				a.Env = map[string]string{"HOME": "/tmp/home"}
 			}),
@@ -318,15 +321,15 @@ var badTeams = []struct {
 
 	// Unknown keys and engine tables.
 	{"unknown key", leadHead + "temperature = 0.2\n",
-		`.troupe/team.toml:4: agent "lead": temperature: unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args, workspace, base, sandbox and an [agent.<engine>] table of engine options`},
+		`.troupe/team.toml:4: agent "lead": temperature: unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, tool_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args, workspace, base, sandbox and an [agent.<engine>] table of engine options`},
 	{"key in the wrong case", leadHead + "Model = \"x\"\n",
 		`.troupe/team.toml:4: agent "lead": Model: unknown key: did you mean model?`},
 	{"key with a dash", leadHead + "turn-timeout = \"5m\"\n",
 		`.troupe/team.toml:4: agent "lead": turn-timeout: unknown key: did you mean turn_timeout?`},
 	{"quoted unknown key", leadHead + "\"allowed tools\" = []\n",
-		`.troupe/team.toml:4: agent "lead": "allowed tools": unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args, workspace, base, sandbox and an [agent.<engine>] table of engine options`},
+		`.troupe/team.toml:4: agent "lead": "allowed tools": unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, tool_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args, workspace, base, sandbox and an [agent.<engine>] table of engine options`},
 	{"unknown sub-table", leadHead + "\n[agent.settings]\nx = 1\n",
-		`.troupe/team.toml:5: agent "lead": settings: unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args, workspace, base, sandbox and an [agent.<engine>] table of engine options`},
+		`.troupe/team.toml:5: agent "lead": settings: unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, tool_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args, workspace, base, sandbox and an [agent.<engine>] table of engine options`},
 	{"engine table in the wrong case", leadHead + "[agent.Fake]\nx = 1\n",
 		`.troupe/team.toml:4: agent "lead": Fake: unknown key: did you mean fake?`},
 	{"table for another engine", leadHead + "\n[agent.claude]\nmodel = \"opus\"\n",

@@ -49,13 +49,14 @@ type actor struct {
 	token      string    // the session's MCP token; "" when none
 	unclaim    func()    // ends the session's claim on the conversation it resumed; nil when none
 	turn       *turn
-	actAt      time.Time     // last activity seen by the actor itself (turn starts, tool results)
-	toolCalls  int           // troupe tool calls of this agent in flight
-	cold       bool          // its session has not reported a turn's event yet
-	coldUntil  time.Time     // while a cold session's first turn waits for its first event, at most StartTimeout
-	restart    bool          // the definition changed: new session at the next boundary
-	engine     troupe.Engine // the session's engine, recorded with its conversation id
-	slot       bool          // it holds one of the runtime's session slots (slots.go)
+	actAt      time.Time         // last activity seen by the actor itself (turn starts, tool results)
+	toolCalls  int               // troupe tool calls of this agent in flight
+	flights    map[string]flight // the engine's own tool calls in flight, by the engine's call id (flight.go)
+	cold       bool              // its session has not reported a turn's event yet
+	coldUntil  time.Time         // while a cold session's first turn waits for its first event, at most StartTimeout
+	restart    bool              // the definition changed: new session at the next boundary
+	engine     troupe.Engine     // the session's engine, recorded with its conversation id
+	slot       bool              // it holds one of the runtime's session slots (slots.go)
 
 	spec troupe.AgentSpec // the definition the session started with
 }
@@ -117,6 +118,8 @@ func (a *actor) activity() engine.Activity {
 	now := time.Now()
 	if a.toolCalls > 0 || a.life.occupied() || now.Before(a.coldUntil) {
 		act.At = now
+	} else if f := a.flightActivity(now); f.After(act.At) {
+		act.At = f
 	}
 	s := a.sess
 	a.mu.Unlock()

@@ -23,6 +23,12 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 		a.cold, a.coldUntil = false, time.Time{}
 		a.mu.Unlock()
 	}
+	switch {
+	case ev.Kind == engine.EventToolCall && ev.Tool != nil:
+		a.toolStarted(ev.Tool, time.Now())
+	case ev.Kind == engine.EventToolResult && ev.Tool != nil:
+		a.toolEnded(ev.Tool.ID)
+	}
 	switch ev.Kind {
 	case engine.EventOutput, engine.EventThinking, engine.EventNotice, engine.EventToolCall, engine.EventToolResult, engine.EventUsage:
 		if e, ok := activity(ev, time.Now(), feedClip); ok {

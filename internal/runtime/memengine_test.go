@@ -42,6 +42,9 @@ import (
 //	blocked DUR then TEXT        report EventBlocked ("a dialog"), no output
 //	                             for DUR, unblock, end with TEXT
 //	session ID                   report conversation id ID, answer "ok"
+//	running DUR limit LIM then TEXT  call the engine's own tool Bash (go test
+//	                             ./..., its Limit LIM, "none": 0), silent for
+//	                             DUR, its result, end with TEXT
 //	anything else                "echo: " + the texts of the batch
 type memEngine struct {
 	mu        sync.Mutex // guards the fields below
@@ -337,6 +340,20 @@ func (s *memSession) play(in engine.Input) {
 			return
 		}
 		if s.emit(engine.Event{Kind: engine.EventBlocked, Turn: in.Turn}) {
+			end(text[strings.Index(text, " then ")+6:])
+		}
+	case len(f) >= 6 && f[0] == "running":
+		dur, _ := time.ParseDuration(f[1])
+		limit, _ := time.ParseDuration(f[3])
+		use := &engine.ToolUse{ID: "call-1", Name: "Bash", Input: json.RawMessage(`{"command":"go test ./..."}`), Limit: limit}
+		if !s.emit(engine.Event{Kind: engine.EventToolCall, Turn: in.Turn, Tool: use}) {
+			return
+		}
+		if !s.wait(dur) {
+			s.endInterrupted(in.Turn)
+			return
+		}
+		if s.emit(engine.Event{Kind: engine.EventToolResult, Turn: in.Turn, Tool: &engine.ToolUse{ID: "call-1", Name: "Bash", Output: "ok"}}) {
 			end(text[strings.Index(text, " then ")+6:])
 		}
 	case len(f) >= 4 && f[0] == "silent":

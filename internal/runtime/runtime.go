@@ -287,6 +287,15 @@ func (r *Runtime) Activity(k troupe.RuntimeKey) engine.Activity {
 	return engine.Activity{}
 }
 
+// Doing is what k is doing: the oldest of its engine's tool calls in
+// flight (a command, a build), zero when none.
+func (r *Runtime) Doing(k troupe.RuntimeKey) (title string, since time.Time) {
+	if a := r.actor(k); a != nil {
+		return a.doing()
+	}
+	return "", time.Time{}
+}
+
 // TeamChanged applies a team reload: removed agents stop and their
 // undelivered mail expires; changed agents get a new session at their next
 // turn boundary; unchanged agents are not touched.

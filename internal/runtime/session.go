@@ -40,6 +40,7 @@ func (a *actor) detach() engine.Session {
 	s, ap, unclaim := a.sess, a.appr, a.unclaim
 	a.sess, a.appr, a.unclaim = nil, nil, nil
 	a.cold, a.coldUntil = false, time.Time{}
+	a.clearFlights()
 	a.mu.Unlock()
 	a.revoke()
 	if unclaim != nil {

@@ -188,6 +188,7 @@ func (a *actor) finishTurn(ctx context.Context, text, errText string, failState 
 	a.mu.Lock()
 	t := a.turn
 	a.turn, a.coldUntil = nil, time.Time{}
+	a.clearFlights()
 	a.mu.Unlock()
 	a.idle.Stop()
 	a.rt.dropPermissions(func(pp *pendingPerm) bool { return pp.perm.Key() == a.key && pp.perm.Turn == t.id },

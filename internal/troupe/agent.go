@@ -12,7 +12,11 @@ type AgentSpec struct {
 	// IdleTimeout is how long the agent's session may stay idle before
 	// troupe stops it (the next message starts it again); zero keeps it.
 	// The team file's default is DefaultIdleTimeout.
-	IdleTimeout  time.Duration `json:"idle_timeout"`
+	IdleTimeout time.Duration `json:"idle_timeout"`
+	// ToolTimeout is how long one of the engine's own tool calls counts as
+	// activity while it runs, when the engine states no timeout for it
+	// (DefaultToolTimeout when the team file does not say).
+	ToolTimeout  time.Duration `json:"tool_timeout"`
 	Prompt       string        `json:"prompt,omitempty"`
 	PromptFile   string        `json:"prompt_file,omitempty"`
 	AllowedTools []string      `json:"allowed_tools,omitempty"`

@@ -79,6 +79,12 @@ const (
 // profile does not set turn_timeout (contract C4).
 const DefaultTurnTimeout = 10 * time.Minute
 
+// DefaultToolTimeout is how long a tool call of an engine's own (a Bash
+// command, a build) counts as activity while it runs silent, when the
+// engine states no timeout of its own for it and the agent's profile does
+// not set tool_timeout. Past it, silence counts again (contract C3).
+const DefaultToolTimeout = 10 * time.Minute
+
 // DefaultIdleTimeout is how long an agent's session may stay idle (no turn
 // in flight) before troupe stops it, when its profile does not set
 // idle_timeout. The next message starts it again, resuming its

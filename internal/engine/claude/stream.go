@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
 )
@@ -260,10 +261,27 @@ func (m *mapper) assistant(l line) []engine.Event {
 			if len(input) == 0 {
 				input = json.RawMessage("{}")
 			}
-			evs = append(evs, engine.Event{Kind: engine.EventToolCall, Tool: &engine.ToolUse{ID: b.ID, Name: b.Name, Input: input}})
+			evs = append(evs, engine.Event{Kind: engine.EventToolCall, Tool: &engine.ToolUse{ID: b.ID, Name: b.Name, Input: input, Limit: bashLimit(b.Name, input)}})
 		}
 	}
 	return evs
+}
+
+// bashLimit is the limit Claude Code puts on a call of its tool name: a
+// Bash command's own timeout (milliseconds in its input), when given; 0
+// otherwise (its default depends on the person's settings: troupe falls
+// back on the agent's tool_timeout).
+func bashLimit(name string, input json.RawMessage) time.Duration {
+	if name != "Bash" {
+		return 0
+	}
+	var in struct {
+		Timeout float64 `json:"timeout"`
+	}
+	if json.Unmarshal(input, &in) != nil || in.Timeout <= 0 {
+		return 0
+	}
+	return time.Duration(in.Timeout * float64(time.Millisecond))
 }
 
 func userEvents(l line) []engine.Event {

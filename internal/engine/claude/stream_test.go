@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
 )
@@ -315,4 +316,23 @@ func FuzzParseLine(f *testing.F) {
 		l.lostResume()
 		l.errorText()
 	})
+}
+
+// TestBashLimit: a Bash call's own timeout (milliseconds) is its limit;
+// other tools, and a Bash call without one, state none.
+func TestBashLimit(t *testing.T) {
+	for _, c := range []struct {
+		name, input string
+		want        time.Duration
+	}{
+		{"Bash", `{"command":"go test ./...","timeout":600000}`, 10 * time.Minute},
+		{"Bash", `{"command":"ls","timeout":1500.5}`, 1500500 * time.Microsecond},
+		{"Bash", `{"command":"ls"}`, 0},
+		{"Bash", `{"command":"ls","timeout":-1}`, 0},
+		{"Read", `{"file_path":"x","timeout":5000}`, 0},
+	} {
+		if got := bashLimit(c.name, json.RawMessage(c.input)); got != c.want {
+			t.Errorf("bashLimit(%s, %s) = %v, want %v", c.name, c.input, got, c.want)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/permission"
@@ -55,7 +56,13 @@ func (s *Session) call(ctx context.Context, turn troupe.TurnID, c toolCall) stri
 	if perr != nil {
 		input, _ = json.Marshal(c.Function.Arguments) // shown as the model wrote it
 	}
-	s.Emit(engine.Event{Kind: engine.EventToolCall, Turn: turn, Tool: &engine.ToolUse{ID: c.ID, Name: name, Input: input}})
+	use := &engine.ToolUse{ID: c.ID, Name: name, Input: input}
+	if name == "run_command" {
+		var a commandArgs
+		json.Unmarshal(args, &a)
+		use.Limit = time.Duration(commandLimit(a.TimeoutSeconds)) * time.Second
+	}
+	s.Emit(engine.Event{Kind: engine.EventToolCall, Turn: turn, Tool: use})
 	out, err := s.dispatch(ctx, turn, c.ID, name, args, perr)
 	isErr := err != nil
 	if isErr {

@@ -58,6 +58,15 @@ type commandArgs struct {
 	TimeoutSeconds int    `json:"timeout_seconds"`
 }
 
+// commandLimit is a command's limit in seconds: what the model asked for,
+// else defaultCmdLimit, at most maxCmdLimit.
+func commandLimit(asked int) int {
+	if asked <= 0 {
+		asked = defaultCmdLimit
+	}
+	return min(asked, maxCmdLimit)
+}
+
 // commandStopTimeout bounds each wait of a command's stop.
 const commandStopTimeout = time.Second
 
@@ -84,11 +93,7 @@ func runCommand(ctx context.Context, args json.RawMessage, dir string, env []str
 	if err := tool.DecodeArgs(args, &a, "command"); err != nil {
 		return "", err
 	}
-	limit := a.TimeoutSeconds
-	if limit <= 0 {
-		limit = defaultCmdLimit
-	}
-	limit = min(limit, maxCmdLimit)
+	limit := commandLimit(a.TimeoutSeconds)
 	out := &headTail{max: maxToolOutput}
 	start := time.Now()
 	p, err := proc.Start(proc.Spec{

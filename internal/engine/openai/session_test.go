@@ -141,6 +141,13 @@ func TestToolLoopReadsEditsAndRuns(t *testing.T) {
 	if res[3].IsError || res[3].Output != "agents: alice, bob" {
 		t.Errorf("list_agents: %+v", res[3])
 	}
+	// A command's call states its limit (the default 120 s): the runtime
+	// counts it as activity that long.
+	for _, ev := range evs {
+		if ev.Kind == engine.EventToolCall && (ev.Tool.Name == "run_command") != (ev.Tool.Limit == 120*time.Second) {
+			t.Errorf("call %s states the limit %v", ev.Tool.Name, ev.Tool.Limit)
+		}
+	}
 	if b, _ := os.ReadFile(filepath.Join(r.dir, "greet.txt")); string(b) != "line one\nhello world\nline three\n" {
 		t.Errorf("file after the edit: %q", b)
 	}
