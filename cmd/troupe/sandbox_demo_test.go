@@ -96,13 +96,30 @@ func TestBinaryDemoAgentsRunSandboxed(t *testing.T) {
 }
 
 // fakeAgentProcs are the descendants of pid running `troupe fake-agent`
-// (not the bubblewrap process around one), sorted.
+// (not the bubblewrap process around one), sorted; /proc read once.
 func fakeAgentProcs(t testing.TB, pid int) []int {
 	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kids := map[int][]int{}
+	for _, e := range entries {
+		var self, ppid int
+		if _, err := fmt.Sscan(e.Name(), &self); err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		fmt.Sscan(strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))[1], &ppid)
+		kids[ppid] = append(kids[ppid], self)
+	}
 	var out []int
 	var walk func(int)
 	walk = func(p int) {
-		for _, kid := range children(t, p) {
+		for _, kid := range kids[p] {
 			raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", kid))
 			args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
 			if len(args) == 2 && args[1] == "fake-agent" {
