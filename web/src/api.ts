@@ -4,7 +4,11 @@
 export type AgentState = "stopped" | "starting" | "idle" | "busy" | "waiting" | "blocked" | "failed";
 
 export interface Project { id: string; path: string; name: string; agents: number; team: string; team_error?: string; team_held?: boolean }
-export interface Agent { project: string; name: string; engine: string; model?: string; mode: string; state: AgentState; reason?: string; session_id: string }
+export interface Agent {
+  project: string; name: string; engine: string; model?: string; mode: string; state: AgentState; reason?: string; session_id: string;
+  /** whether its processes run in its sandbox (false: sandbox = false in its team, or an engine not sandboxed by default) */
+  sandboxed: boolean;
+}
 export interface Message {
   id: number; project: string; to: string; from: string; kind: string; text: string; request?: string;
   state: string; reason?: string; turn?: string; redelivered?: boolean; created_at: string; done_at?: string;
