@@ -117,6 +117,7 @@ bench: build tools $(XTERM)
 	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToNotify$$' ./internal/task | tee -a bench.out
 	$(BENCH) -benchtime 50x -bench '^BenchmarkStart$$' ./internal/sandbox | tee -a bench.out
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkEchoTurn$$' ./internal/engine/fake | tee -a bench.out
+	$(BENCH) -benchtime 2000x -bench '^BenchmarkEchoTurnSandbox$$' ./internal/engine/fake | tee -a bench.out
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkLoopStep$$' ./internal/engine/openai | tee -a bench.out
 	$(BENCH) -benchtime 200000x -bench '^BenchmarkPublish$$' ./internal/events | tee -a bench.out
 	$(BENCH) -benchtime 40x -bench '^BenchmarkFanout$$' ./internal/api | tee -a bench.out

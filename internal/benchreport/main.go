@@ -47,6 +47,7 @@ var targets = []target{
 	{bench: "internal/runtime BenchmarkWakeLatency", metric: "p99-ms", value: 50},
 	{bench: "internal/sandbox BenchmarkStart/mechanism=bubblewrap", metric: "p50-ms", value: 20},
 	{bench: "cmd/troupe BenchmarkSandboxWarmTurn/engine=fake", metric: "on/off", value: 1.2, note: "a warm turn no slower in the sandbox"},
+	{bench: "internal/engine/fake BenchmarkEchoTurnSandbox", metric: "on/off", value: 1.2, note: "a fake agent's turn no slower in the sandbox"},
 	{bench: "cmd/troupe BenchmarkSandboxWarmTurn/engine=openai", metric: "on-off-ms", value: 20, note: "one sandboxed run_command: its start cost"},
 	{bench: "internal/store/sqlite BenchmarkInboxAppend", metric: "msgs/s", value: 2000, min: true},
 	{bench: "cmd/troupe BenchmarkWebFirstLoad", metric: "p50-ms", value: 300},
