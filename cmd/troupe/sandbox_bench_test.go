@@ -112,17 +112,18 @@ func BenchmarkSandboxWarmTurn(b *testing.B) {
 }
 
 // BenchmarkSandboxIdleMemory: N fake agents (in projects of 10: a team
-// holds at most 64), each woken by one ask so its session is up, then idle; sandboxed (the default) or all with sandbox =
-// false. Reported once the asks are answered: the processes troupe
-// started for them (every descendant of the daemon: the fake agents, and
-// when sandboxed the bubblewrap process around each; the Landlock helper
-// execs the agent, so adds none), their summed RSS and PSS read from
-// /proc/<pid>/smaps_rollup (PSS: each shared page divided among the
-// processes sharing it, what they cost together), PSS per agent, and the
-// daemon's own RSS (its children excluded); and how long the N asks took
-// from idle (start-all-s: every session started, each agent's first turn)
-// and the daemon's stop with them all up (stop-s). Two sizes, 10 and 100, so the
-// growth shows; benchreport prints the ratios.
+// holds at most 64; --max-sessions N keeps them all live), each woken by
+// one ask so its session is up, then idle; sandboxed (the default) or all
+// with sandbox = false. Reported once the asks are answered: the processes
+// troupe started for them (every descendant of the daemon: the fake
+// agents, and when sandboxed the bubblewrap process around each; the
+// Landlock helper execs the agent, so adds none), their summed RSS and PSS
+// read from /proc/<pid>/smaps_rollup (PSS: each shared page divided among
+// the processes sharing it, what they cost together), PSS per agent, and
+// the daemon's own RSS (its children excluded); and how long the N asks
+// took from idle (start-all-s: every session started, each agent's first
+// turn) and the daemon's stop with them all up (stop-s). Two sizes, 10 and
+// 100, so the growth shows; benchreport prints the ratios.
 func BenchmarkSandboxIdleMemory(b *testing.B) {
 	if r := sandbox.Detect(); r.Mechanism == sandbox.None {
 		b.Skipf("no sandbox mechanism here: %s", r.Why)
