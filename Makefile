@@ -101,6 +101,8 @@ bench: build tools $(XTERM)
 	$(BENCH) -count 1 -benchtime 5x -bench '^BenchmarkOpenCodeRunPerTurn$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkIdleAgentsThreadsAndMemory$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkQueueDrain$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -benchtime 30x -bench '^BenchmarkSandboxWarmTurn$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkSandboxIdleMemory$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 500x -bench '^Benchmark(AskRoundTrip|WakeLatency)$$' ./internal/runtime | tee -a bench.out
 	$(BENCH) -benchtime 2x -bench '^BenchmarkSessionStart$$' ./internal/runtime | tee -a bench.out
 	$(BENCH) -benchtime 500x -bench '^BenchmarkMCPAskRoundTrip$$' ./internal/mcp | tee -a bench.out
@@ -115,6 +117,7 @@ bench: build tools $(XTERM)
 	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToNotify$$' ./internal/task | tee -a bench.out
 	$(BENCH) -benchtime 50x -bench '^BenchmarkStart$$' ./internal/sandbox | tee -a bench.out
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkEchoTurn$$' ./internal/engine/fake | tee -a bench.out
+	$(BENCH) -benchtime 2000x -bench '^BenchmarkEchoTurnSandbox$$' ./internal/engine/fake | tee -a bench.out
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkLoopStep$$' ./internal/engine/openai | tee -a bench.out
 	$(BENCH) -benchtime 200000x -bench '^BenchmarkPublish$$' ./internal/events | tee -a bench.out
 	$(BENCH) -benchtime 40x -bench '^BenchmarkFanout$$' ./internal/api | tee -a bench.out

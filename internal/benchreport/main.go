@@ -46,6 +46,9 @@ var targets = []target{
 	{bench: "internal/mcp BenchmarkMCPListAgents", metric: "p50-ms", value: 1.5},
 	{bench: "internal/runtime BenchmarkWakeLatency", metric: "p99-ms", value: 50},
 	{bench: "internal/sandbox BenchmarkStart/mechanism=bubblewrap", metric: "p50-ms", value: 20},
+	{bench: "cmd/troupe BenchmarkSandboxWarmTurn/engine=fake", metric: "on/off", value: 1.2, note: "a warm turn no slower in the sandbox"},
+	{bench: "internal/engine/fake BenchmarkEchoTurnSandbox", metric: "on/off", value: 1.2, note: "a fake agent's turn no slower in the sandbox"},
+	{bench: "cmd/troupe BenchmarkSandboxWarmTurn/engine=openai", metric: "on-off-ms", value: 20, note: "one sandboxed run_command: its start cost"},
 	{bench: "internal/store/sqlite BenchmarkInboxAppend", metric: "msgs/s", value: 2000, min: true},
 	{bench: "cmd/troupe BenchmarkWebFirstLoad", metric: "p50-ms", value: 300},
 	{bench: "cmd/troupe BenchmarkWebEventBurst", metric: "p99-ms", value: 100},
@@ -62,8 +65,9 @@ var targets = []target{
 	{bench: "internal/term BenchmarkEmulator/tui_trust_flow", metric: "same-screen", value: 1, min: true},
 }
 
-// ratio compares a benchmark run at two sizes: the median of metric at the
-// big size over the median at the small one should be at most value.
+// ratio compares a benchmark run at two sizes (or two ways): the median of
+// metric at the big size over the median at the small one should be at
+// most value. With neither value nor min the ratio is only shown.
 type ratio struct {
 	big, small string
 	metric     string
@@ -74,6 +78,9 @@ type ratio struct {
 
 // goal is how r's bound reads.
 func (r ratio) goal() string {
+	if r.value == 0 && r.min == 0 {
+		return "-"
+	}
 	if r.min > 0 {
 		return "≥ " + num(r.min) + "×"
 	}
@@ -105,6 +112,16 @@ var ratios = []ratio{
 		metric: "ms/start-all", value: 10, note: "linear: 10× the agents"},
 	{big: "internal/runtime BenchmarkSessionStart/agents=100", small: "internal/runtime BenchmarkSessionStart/agents=10",
 		metric: "cpu-ms/agent", value: 1.2, note: "CPU per session start, flat"},
+	{big: "cmd/troupe BenchmarkSandboxIdleMemory/agents=100/sandbox=true", small: "cmd/troupe BenchmarkSandboxIdleMemory/agents=100/sandbox=false",
+		metric: "children-pss-MB", note: "100 idle agents' processes, sandboxed ÷ not"},
+	{big: "cmd/troupe BenchmarkSandboxIdleMemory/agents=10/sandbox=true", small: "cmd/troupe BenchmarkSandboxIdleMemory/agents=10/sandbox=false",
+		metric: "children-pss-MB", note: "10 idle agents' processes, sandboxed ÷ not"},
+	{big: "cmd/troupe BenchmarkSandboxIdleMemory/agents=100/sandbox=true", small: "cmd/troupe BenchmarkSandboxIdleMemory/agents=10/sandbox=true",
+		metric: "children-pss-MB", value: 10, note: "sandboxed: linear at most, 10× the agents"},
+	{big: "cmd/troupe BenchmarkSandboxIdleMemory/agents=100/sandbox=false", small: "cmd/troupe BenchmarkSandboxIdleMemory/agents=10/sandbox=false",
+		metric: "children-pss-MB", value: 10, note: "unsandboxed: linear at most, 10× the agents"},
+	{big: "cmd/troupe BenchmarkSandboxIdleMemory/agents=100/sandbox=true", small: "cmd/troupe BenchmarkSandboxIdleMemory/agents=100/sandbox=false",
+		metric: "start-all-s", note: "100 sessions started, sandboxed ÷ not"},
 }
 
 func main() {
@@ -235,7 +252,7 @@ func report(w io.Writer, res *results) {
 	fmt.Fprintf(w, "\n%-58s %-14s %10s %-10s %s\n", "ratio big/small", "metric", "ratio", "goal", "verdict")
 	for _, r := range ratios {
 		b, s := res.values[r.big][r.metric], res.values[r.small][r.metric]
-		name := r.big + " ÷ " + r.small[strings.LastIndexByte(r.small, '/')+1:]
+		name := r.big + " ÷ " + shortName(r.big, r.small)
 		if len(b) == 0 || len(s) == 0 {
 			fmt.Fprintf(w, "%-58s %-14s %10s %-10s %s\n", name, r.metric, "-", r.goal(), "MISSING")
 			continue
@@ -243,6 +260,8 @@ func report(w io.Writer, res *results) {
 		q := median(b) / median(s)
 		verdict := "PASS"
 		switch {
+		case r.value == 0 && r.min == 0:
+			verdict = "shown"
 		case r.min > 0 && q < r.min:
 			verdict = "UNDER"
 		case r.min == 0 && q > r.value:
@@ -250,6 +269,16 @@ func report(w io.Writer, res *results) {
 		}
 		fmt.Fprintf(w, "%-58s %-14s %10s %-10s %s (%s)\n", name, r.metric, num(q)+"×", r.goal(), verdict, r.note)
 	}
+}
+
+// shortName is small as the ratio's name gives it after big: from the
+// path element where the two names part.
+func shortName(big, small string) string {
+	i := 0
+	for i < len(big) && i < len(small) && big[i] == small[i] {
+		i++
+	}
+	return small[strings.LastIndexByte(small[:i], '/')+1:]
 }
 
 func bound(t target) string {

@@ -16,6 +16,11 @@ BenchmarkFanout/subs=10-2         	      40	   1000 ns/op	         1.2 cpu-us/ev
 BenchmarkFanout/subs=10-2         	      40	   1000 ns/op	         1.4 cpu-us/ev/sub
 BenchmarkFanout/subs=200-2        	      40	   1000 ns/op	         1.5 cpu-us/ev/sub
 BenchmarkFanout/subs=200-2        	      40	   1000 ns/op	         1.7 cpu-us/ev/sub
+pkg: github.com/troupe-dev/troupe/cmd/troupe
+BenchmarkSandboxIdleMemory/agents=10/sandbox=true-2         	       1	1568892102 ns/op	        40 children-pss-MB
+BenchmarkSandboxIdleMemory/agents=10/sandbox=false-2        	       1	1870670285 ns/op	        35 children-pss-MB
+BenchmarkSandboxIdleMemory/agents=100/sandbox=true-2        	       1	1917064630 ns/op	       240 children-pss-MB
+BenchmarkSandboxIdleMemory/agents=100/sandbox=false-2       	       1	9878431524 ns/op	       220 children-pss-MB
 PASS
 `
 
@@ -38,6 +43,11 @@ func TestReport(t *testing.T) {
 		"MISSING",                             //
 		"1.231×",                              // 1.6 / 1.3
 		"internal/api BenchmarkFanout/subs=200 ÷ subs=10",
+		// Named from where the two part; a ratio without a goal only shown.
+		"cmd/troupe BenchmarkSandboxIdleMemory/agents=100/sandbox=true ÷ agents=10/sandbox=true children-pss-MB",
+		"6× ≤ 10×      PASS (sandboxed",
+		"cmd/troupe BenchmarkSandboxIdleMemory/agents=100/sandbox=true ÷ sandbox=false children-pss-MB",
+		"1.091× -          shown (100",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("report lacks %q:\n%s", want, s)

@@ -6,6 +6,7 @@ import { useEffect } from "preact/hooks";
 import "./style.css";
 import { app, boot, clearError, navigate, needsCount, useApp } from "./store";
 import { findView, views } from "./router";
+import { Unsandboxed } from "./sandbox";
 import "./views/conversation";
 import "./views/agent";
 import "./views/tasks";
@@ -66,8 +67,9 @@ function Sidebar() {
         <thead><tr><th>agent</th><th>engine</th><th>state</th></tr></thead>
         <tbody>
           {a.agents.map((ag) => (
-            <tr key={ag.name} data-agent={ag.name} class={a.route.view === "agent" && a.route.arg === ag.name ? "selected" : ""}>
-              <td><a href={`#/p/${encodeURIComponent(a.route.project)}/agent/${encodeURIComponent(ag.name)}`}>{ag.name}</a></td>
+            <tr key={ag.name} data-agent={ag.name} data-sandboxed={String(ag.sandboxed)} class={a.route.view === "agent" && a.route.arg === ag.name ? "selected" : ""}>
+              <td><a href={`#/p/${encodeURIComponent(a.route.project)}/agent/${encodeURIComponent(ag.name)}`}>{ag.name}</a>
+                {!ag.sandboxed && <> <Unsandboxed /></>}</td>
               <td>{ag.engine}</td>
               <td class={`state state-${ag.state}`}>{ag.state}{ag.reason ? ` (${ag.reason})` : ""}</td>
             </tr>
