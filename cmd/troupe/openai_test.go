@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/fakemodel"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -377,4 +379,48 @@ func processIn(dir, cmdline string) int {
 		}
 	}
 	return 0
+}
+
+// TestOpenAIQuietCommandIsWork (C3, issue 22): a command that prints
+// nothing for twice the agent's turn_timeout, within its own limit, is
+// work, not silence: the ask is answered, and while it runs troupe agents
+// says what runs.
+func TestOpenAIQuietCommandIsWork(t *testing.T) {
+	r := newOpenAIRig(t, nil, "bypassPermissions", func(dir string) {
+		file := filepath.Join(dir, ".troupe", "team.toml")
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(file, []byte(strings.Replace(string(b), `turn_timeout = "2m"`, `turn_timeout = "2s"`, 1)), 0o644)
+	})
+	st, err := r.cl.Status(r.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan troupe.Request, 1)
+	go func() {
+		req, _ := r.cl.Ask(r.ctx, r.p, "x", `[[tool:run_command {"command":"sleep 4; echo slept","timeout_seconds":30}]]`, 0)
+		done <- req
+	}()
+	// The command's call is on the feed: troupe follows it from there.
+	_, err = r.cl.Events(r.ctx, st.LastEvent, nil, func(ev events.Event) error {
+		if ev.Agent == "x" && ev.Type == events.TypeAgentToolCall {
+			return errStop
+		}
+		return nil
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("no tool call on the feed: %v", err)
+	}
+	if out := mustTroupe(t, r.state, r.proj, "agents"); !strings.Contains(out, "running: sleep 4; echo slept for") {
+		t.Errorf("troupe agents while the command runs:\n%s", out)
+	}
+	req := <-done
+	if req.State != troupe.ReqAnswered || !strings.Contains(req.Answer, "slept") {
+		t.Fatalf("ask = %s %q (%s), want answered with the command's output", req.State, req.Answer, req.Error)
+	}
+	if a := r.agent("x"); a.Doing != "" {
+		t.Errorf("after the turn the agent still runs %q", a.Doing)
+	}
 }

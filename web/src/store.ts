@@ -475,7 +475,7 @@ function liveTurn(agent: string, turn: string, time: string): TurnView {
 
 // ---- events -----------------------------------------------------------
 
-let needsTimer = 0, msgTimer = 0, taskTimer = 0, agentTimer = 0;
+let needsTimer = 0, msgTimer = 0, taskTimer = 0, agentTimer = 0, doingTimer = 0;
 const soon = (t: number, f: () => unknown, ms: number) => t || window.setTimeout(f, ms);
 
 function onEvent(e: FeedEvent) {
@@ -513,6 +513,11 @@ function onEvent(e: FeedEvent) {
     // An agent's activity comes in its log's words: one journal event.
     case "agent.output": case "agent.thinking": case "agent.tool_call": case "agent.tool_result": case "agent.usage": case "agent.notice":
       if (here && e.agent && d.turn) addJournalEvent(liveTurn(e.agent, d.turn, e.time), d as JournalEvent);
+      // What the agent runs (its engine's tool calls in flight) is in its
+      // line of the agents' list: read again when a call starts or ends.
+      if (here && (e.type === "agent.tool_call" || e.type === "agent.tool_result")) {
+        doingTimer = soon(doingTimer, () => { doingTimer = 0; loadAgents().then(changed, fail); }, 250);
+      }
       break;
     case "message.queued":
       if (!here) break;

@@ -4,7 +4,7 @@ import { registerView } from "../router";
 import { Item, TurnView, app, control, decide, loadLog, useApp } from "../store";
 import { Clip } from "../clip";
 import { Unsandboxed } from "../sandbox";
-import { ago, clock, duration, prettyJSON } from "../format";
+import { ago, clock, duration, prettyJSON, visible } from "../format";
 import { useEffect } from "preact/hooks";
 import type { Usage } from "../api";
 
@@ -116,6 +116,7 @@ function AgentView({ arg }: { arg: string }) {
       <div class="agent-head">
         <h2>{arg}</h2>
         <span class={`state state-${ag.state}`} id="agent-state">{ag.state}{ag.reason ? ` — ${ag.reason}` : ""}</span>
+        {ag.doing && <span class="note" id="agent-doing">{visible(ag.doing)}{ag.doing_since ? `, since ${ago(Date.parse(ag.doing_since))}` : ""}</span>}
         <span class="note">{ag.engine}{ag.model ? ` · ${ag.model}` : ""}{last ? ` · last activity ${ago(last)}` : ""}</span>
         {ag.sandboxed ? <span class="note" id="agent-sandbox">sandboxed</span> : <span id="agent-sandbox"><Unsandboxed /></span>}
         {(ag.mode === "terminal" || ag.engine === "terminal") && (
