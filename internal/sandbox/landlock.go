@@ -116,21 +116,25 @@ var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/d
 // mechanism cannot give that bubblewrap does.
 func LandlockRules(p Policy) []landlock.Rule {
 	var rules []landlock.Rule
+	// A path may go between the listing here and the helper's use of the
+	// rule (a file in /tmp or HOME removed meanwhile): its rule is then
+	// skipped (IgnoreIfMissing), not a failed start. What is gone needs
+	// no access.
 	ro := func(paths []string) {
 		for _, x := range paths {
 			if isDir, ok := exists(x); ok && isDir {
-				rules = append(rules, landlock.RODirs(x))
+				rules = append(rules, landlock.RODirs(x).IgnoreIfMissing())
 			} else if ok {
-				rules = append(rules, landlock.ROFiles(x))
+				rules = append(rules, landlock.ROFiles(x).IgnoreIfMissing())
 			}
 		}
 	}
 	rw := func(paths []string) {
 		for _, x := range paths {
 			if isDir, ok := exists(x); ok && isDir {
-				rules = append(rules, landlock.RWDirs(x).WithRefer())
+				rules = append(rules, landlock.RWDirs(x).WithRefer().IgnoreIfMissing())
 			} else if ok {
-				rules = append(rules, landlock.RWFiles(x))
+				rules = append(rules, landlock.RWFiles(x).IgnoreIfMissing())
 			}
 		}
 	}

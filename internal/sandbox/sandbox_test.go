@@ -14,7 +14,50 @@ import (
 
 func TestMain(m *testing.M) {
 	MaybeRunHelper()
+	if dir := os.Getenv(goneEnv); dir != "" {
+		os.Exit(restrictAfterRemoval(dir))
+	}
 	os.Exit(m.Run())
+}
+
+// goneEnv names the folder restrictAfterRemoval works in: set, the test
+// binary runs it instead of the tests.
+const goneEnv = "TROUPE_TEST_LANDLOCK_GONE"
+
+// restrictAfterRemoval computes the Landlock rules of a policy that hides
+// dir/hidden (so dir's other entries get rules of their own), removes one
+// of those entries, then restricts this process with the rules: 0 when
+// that works.
+func restrictAfterRemoval(dir string) int {
+	p := Policy{On: true, Hidden: []string{filepath.Join(dir, "hidden")}, Writable: []string{dir}}
+	rules := LandlockRules(p)
+	if err := os.Remove(filepath.Join(dir, "gone")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if err := landlockConfig.RestrictPaths(rules...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// TestLandlockRuleOfAGonePath: an entry removed between the rules'
+// making and their use does not fail the restriction (a file of /tmp or
+// HOME may go while an agent starts).
+func TestLandlockRuleOfAGonePath(t *testing.T) {
+	needLandlock(t)
+	dir := t.TempDir()
+	for _, name := range []string{"hidden", "kept", "gone"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), goneEnv+"="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("restricting after an entry went: %v\n%s", err, out)
+	}
 }
 
 // needBwrap fails under CI=true when bubblewrap is missing, else skips.
