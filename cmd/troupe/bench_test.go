@@ -61,33 +61,50 @@ func BenchmarkIdleAgentsThreadsAndMemory(b *testing.B) {
 			name += "/idle_timeout=" + bc.idle
 		}
 		b.Run(name, func(b *testing.B) {
-			var team strings.Builder
+			// A team holds at most 64 agents: the agents are spread over
+			// projects of 50, and the daemon keeps them all live
+			// (--max-sessions).
+			const perProject = 50
+			teams := make([]strings.Builder, (bc.agents+perProject-1)/perProject)
 			for i := range bc.agents {
-				fmt.Fprintf(&team, "[[agent]]\nname = \"a%03d\"\nengine = \"fake\"\n", i)
+				team := &teams[i/perProject]
+				fmt.Fprintf(team, "[[agent]]\nname = \"a%03d\"\nengine = \"fake\"\n", i)
 				if bc.idle != "" {
-					fmt.Fprintf(&team, "idle_timeout = %q\n", bc.idle)
+					fmt.Fprintf(team, "idle_timeout = %q\n", bc.idle)
 				}
 				team.WriteString("\n")
 			}
 			for b.Loop() {
-				state, proj := b.TempDir(), b.TempDir()
-				writeTeam(b, proj, team.String())
-				d := startDaemon(b, state, "--project", proj)
+				state := b.TempDir()
+				args := []string{"--max-sessions", fmt.Sprint(bc.agents)}
+				var projs []string
+				for i := range teams {
+					proj := b.TempDir()
+					writeTeam(b, proj, teams[i].String())
+					projs = append(projs, proj)
+					args = append(args, "--project", proj)
+				}
+				d := startDaemon(b, state, args...)
 				pid := d.cmd.Process.Pid
 				cl, err := client.FromStateDir(state)
 				if err != nil {
 					b.Fatal(err)
 				}
 				ctx := context.Background()
-				p, err := cl.ResolveProject(ctx, proj)
-				if err != nil {
-					b.Fatal(err)
+				var ids []troupe.ProjectID
+				for _, proj := range projs {
+					p, err := cl.ResolveProject(ctx, proj)
+					if err != nil {
+						b.Fatal(err)
+					}
+					ids = append(ids, p.ID)
 				}
 				var wg sync.WaitGroup
 				for i := range bc.agents {
 					wg.Go(func() {
-						if _, err := cl.Ask(ctx, p.ID, troupe.AgentID(fmt.Sprintf("a%03d", i)), "hi", 0); err != nil {
-							b.Error(err)
+						req, err := cl.Ask(ctx, ids[i/perProject], troupe.AgentID(fmt.Sprintf("a%03d", i)), "hi", 0)
+						if err != nil || req.State != troupe.ReqAnswered {
+							b.Errorf("ask a%03d: %+v %v", i, req, err)
 						}
 					})
 				}
