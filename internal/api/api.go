@@ -58,6 +58,10 @@ type AddProjectRequest struct {
 	Path string `json:"path"`
 }
 
+// VersionHeader names the version of troupe the daemon runs, on every
+// answer to an authorized request: the CLI warns when it is not its own.
+const VersionHeader = "Troupe-Version"
+
 // Agent is one team member with its runtime state.
 type Agent struct {
 	Project     troupe.ProjectID `json:"project"`

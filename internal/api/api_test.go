@@ -539,3 +539,26 @@ func (f *fixture) getBody(t *testing.T, path string) string {
 	}
 	return a.Body
 }
+
+// TestVersionHeader: an authorized answer names the daemon's version (the
+// CLI warns when it is not its own); a refused one does not.
+func TestVersionHeader(t *testing.T) {
+	f := newFixture(t) // its daemon says it runs "test"
+	for _, c := range []struct {
+		auth string
+		want string
+	}{{"Bearer " + token, "test"}, {"", ""}} {
+		req, _ := http.NewRequest("GET", f.ts.URL+"/api/status", nil)
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get(api.VersionHeader); got != c.want {
+			t.Errorf("auth %q: %s = %q, want %q", c.auth, api.VersionHeader, got, c.want)
+		}
+	}
+}

@@ -312,6 +312,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "the request's path or query contains a NUL byte (%00): no name or path troupe knows has one")
 		return
 	}
+	if s.o.Version != "" {
+		w.Header().Set(VersionHeader, s.o.Version)
+	}
 	s.mux.ServeHTTP(w, r)
 }
 

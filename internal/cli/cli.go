@@ -66,12 +66,27 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, outTTY, errTTY bool) int {
 	root, g := newRoot(stdout, stderr, outTTY, errTTY)
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
+	err := root.ExecuteContext(ctx)
+	g.warnVersion()
+	if err != nil {
 		msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
 		fmt.Fprintln(g.errw, "troupe: "+msg)
 		return 1
 	}
 	return 0
+}
+
+// warnVersion says, once, when the daemon the command talked to runs
+// another version of troupe than this CLI: answers may lack what this CLI
+// expects, or hold what it does not know.
+func (g *globals) warnVersion() {
+	mine := version()
+	for _, c := range g.clients {
+		if theirs := c.DaemonVersion(); theirs != "" && theirs != mine {
+			fmt.Fprintf(g.errw, "warning: the daemon runs troupe %s, this CLI is %s: restart the daemon (troupe serve) to run this version\n", theirs, mine)
+			return
+		}
+	}
 }
 
 type globals struct {
@@ -85,6 +100,9 @@ type globals struct {
 	out    io.Writer
 	errw   io.Writer
 	stdout io.Writer
+	// clients are the clients the command made: the daemon's version is
+	// read from them when it ends (warnVersion).
+	clients []*client.Client
 }
 
 func (g *globals) dir() (string, error) {
@@ -99,7 +117,11 @@ func (g *globals) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.FromStateDir(dir)
+	c, err := client.FromStateDir(dir)
+	if err == nil {
+		g.clients = append(g.clients, c)
+	}
+	return c, err
 }
 
 // resolveProject finds --project, or the project containing the cwd.

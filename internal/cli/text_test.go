@@ -181,3 +181,30 @@ func TestResumeFolderNeutralised(t *testing.T) {
 		t.Errorf("stderr %q", s)
 	}
 }
+
+// TestWarnsOfAnotherDaemonVersion: a daemon that says it runs another
+// version of troupe gets one warning on stderr; the same version none.
+func TestWarnsOfAnotherDaemonVersion(t *testing.T) {
+	for _, c := range []struct {
+		daemon string
+		warns  bool
+	}{{"9.9.9", true}, {version(), false}, {"", false}} {
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET /api/status", func(w http.ResponseWriter, _ *http.Request) {
+			if c.daemon != "" {
+				w.Header().Set(api.VersionHeader, c.daemon)
+			}
+			json.NewEncoder(w).Encode(api.Status{Version: c.daemon, PID: 1})
+		})
+		dir := serveFake(t, mux)
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{"--state-dir", dir, "status"}, &out, &errb, false, false); code != 0 {
+			t.Fatalf("status: exit %d: %s", code, errb.String())
+		}
+		want := "warning: the daemon runs troupe 9.9.9, this CLI is " + version()
+		if got := strings.Count(errb.String(), "warning: the daemon runs"); got != map[bool]int{true: 1, false: 0}[c.warns] ||
+			c.warns && !strings.Contains(errb.String(), want) {
+			t.Errorf("daemon %q: stderr %q, want a warning: %v", c.daemon, errb.String(), c.warns)
+		}
+	}
+}

@@ -20,6 +20,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/troupe-dev/troupe/internal/api"
@@ -62,6 +63,24 @@ type Client struct {
 	token string
 	hc    *http.Client
 	dir   string // state dir, for error messages; may be empty
+
+	version atomic.Pointer[string] // the daemon's, from its last answer (api.VersionHeader)
+}
+
+// DaemonVersion is the version of troupe the daemon said it runs in its
+// last answer; "" before any.
+func (c *Client) DaemonVersion() string {
+	if v := c.version.Load(); v != nil {
+		return *v
+	}
+	return ""
+}
+
+// noteVersion keeps the version resp names.
+func (c *Client) noteVersion(resp *http.Response) {
+	if v := resp.Header.Get(api.VersionHeader); v != "" {
+		c.version.Store(&v)
+	}
 }
 
 // New returns a client of the daemon at base ("http://127.0.0.1:7433").
@@ -160,6 +179,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
+	c.noteVersion(resp)
 	if resp.StatusCode >= 300 {
 		var e api.Error
 		if json.NewDecoder(resp.Body).Decode(&e) != nil || e.Error == "" {
@@ -236,6 +256,7 @@ func (c *Client) Events(ctx context.Context, since uint64, reset func(), fn func
 		return since, fmt.Errorf("open event stream: %w", err)
 	}
 	defer resp.Body.Close()
+	c.noteVersion(resp)
 	if resp.StatusCode != http.StatusOK {
 		var e api.Error
 		_ = json.NewDecoder(resp.Body).Decode(&e)
