@@ -63,9 +63,18 @@ func (x *Index) Run(ctx context.Context) error {
 }
 
 // addWatches watches the config folder, projects/ and its folders; false
-// when one of them could not be watched.
+// when one of them could not be watched. A config folder that does not
+// exist yet (Claude Code never ran as this user) is waited for through its
+// parent folder, so that its first session is seen at once.
 func (x *Index) addWatches(w *fsnotify.Watcher) bool {
-	if err := w.Add(x.o.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := w.Add(x.o.Dir); errors.Is(err, os.ErrNotExist) {
+		parent := filepath.Dir(filepath.Clean(x.o.Dir))
+		if err := w.Add(parent); err != nil {
+			x.log.Warn("watch claude sessions: every listing stats every transcript", "dir", parent, "err", err)
+			return false
+		}
+		return true
+	} else if err != nil {
 		x.log.Warn("watch claude sessions", "dir", x.o.Dir, "err", err)
 		return false
 	}
@@ -95,6 +104,15 @@ func (x *Index) addWatches(w *fsnotify.Watcher) bool {
 func (x *Index) event(w *fsnotify.Watcher, ev fsnotify.Event) {
 	name := filepath.Clean(ev.Name)
 	switch {
+	case name == filepath.Clean(x.o.Dir):
+		// The config folder came (it was watched for through its parent):
+		// watch it and what it holds now.
+		if ev.Has(fsnotify.Create) && !x.addWatches(w) {
+			x.Watching(false)
+		}
+		x.Changed("")
+	case filepath.Dir(name) == filepath.Dir(filepath.Clean(x.o.Dir)):
+		// another entry of the config folder's parent: not ours
 	case name == x.root || filepath.Dir(name) == x.root:
 		// projects/ itself or one of its folders came or went
 		if ev.Has(fsnotify.Create) {

@@ -58,3 +58,35 @@ func TestRunWatchesAndStops(t *testing.T) {
 		t.Error("still watching after Run returned")
 	}
 }
+
+// TestRunSeesAClaudeFolderMadeLater: Claude Code's config folder does not
+// exist when Run starts (it never ran as this user); its first session
+// is reported as soon as the files appear, not at the next full pass.
+func TestRunSeesAClaudeFolderMadeLater(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), ".claude")
+	x := NewIndex(Options{Dir: dir})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- x.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitNoted := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for !ok() {
+			select {
+			case <-x.noted:
+			case <-deadline:
+				t.Fatalf("%s: not within 10 s", what)
+			}
+		}
+	}
+	waitNoted("watching", func() bool { x.mu.Lock(); defer x.mu.Unlock(); return x.watching })
+	if rep, err := x.Sync(ctx); err != nil || len(x.Files()) != 0 {
+		t.Fatalf("first sync: %+v %v", rep, err)
+	}
+	writeT(t, filepath.Join(dir, "projects", "-w", sid1+".jsonl"), userLine(sid1, "/w", "2026-11-29T10:00:00Z", "a"), false)
+	waitNoted("the new config folder reported", func() bool { x.mu.Lock(); defer x.mu.Unlock(); return x.full })
+	if _, err := x.Sync(ctx); err != nil || len(x.Files()) != 1 {
+		t.Fatalf("sync after the folder appeared: %d files, %v", len(x.Files()), err)
+	}
+}
