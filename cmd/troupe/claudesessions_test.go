@@ -279,6 +279,17 @@ func TestBinaryClaudeResumeAsAgent(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "only a Claude agent") {
 		t.Errorf("hand-off to a fake agent: exit %d: %s", code, errs)
 	}
+	// A session started in another folder (here a subfolder) would not be
+	// found by the agent's CLI: refused, naming both folders.
+	sub := filepath.Join(r.proj, "sub")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := claudePrint(t, r.env, sub, "started elsewhere [[text:OK]]")
+	_, errs, code = runCLIEnv(t, r.env, r.state, r.proj, "resume", elsewhere, "--as", "claude")
+	if code == 0 || !strings.Contains(errs, "/sub, and agent claude works in") {
+		t.Errorf("hand-off of a session started in a subfolder: exit %d: %s", code, errs)
+	}
 	out, errs, code := runCLIEnv(t, r.env, r.state, r.proj, "resume", sid, "--as", "claude")
 	if code != 0 || !strings.Contains(out, "handed to agent claude") {
 		t.Fatalf("hand-off: exit %d: %s %s", code, out, errs)

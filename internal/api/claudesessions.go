@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/claudesessions"
 	"github.com/troupe-dev/troupe/internal/troupe"
+	"github.com/troupe-dev/troupe/internal/worktree"
 )
 
 // ClaudeSessions is what the API needs of internal/claudesessions (its
@@ -278,6 +280,22 @@ func (s *Server) claudeHandOff(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	// Claude Code finds a conversation by the folder it runs in: one
+	// started elsewhere is "No conversation found" there, and the agent
+	// would silently begin a new one.
+	p, _ := s.o.Registry.Get(k.Project)
+	work := p.Path
+	if spec.Workspace == worktree.Worktree && s.o.Worktrees != nil {
+		work = s.o.Worktrees.Path(k)
+	}
+	if c.Cwd == "" || !sameDir(c.Cwd, work) {
+		started := c.Cwd
+		if started == "" {
+			started = "a folder its transcript does not name"
+		}
+		writeError(w, http.StatusConflict, "conflict", fmt.Sprintf("session %s was started in %s, and agent %s works in %s: Claude Code resumes a conversation only in the folder it started in; resume it there yourself (troupe resume %s), or hand it to an agent working in that folder", id, started, k.Agent, work, id))
+		return
+	}
 	if cur, err := s.o.Runtime.ResumeID(r.Context(), k); err == nil && cur != "" && cur != id {
 		if lv, live := s.o.Claude.Live(cur); live {
 			pid := 0
@@ -293,6 +311,16 @@ func (s *Server) claudeHandOff(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, wireClaude(c))
+}
+
+// sameDir reports whether a and b name the same folder, links resolved.
+func sameDir(a, b string) bool {
+	ra, err1 := filepath.EvalSymlinks(a)
+	rb, err2 := filepath.EvalSymlinks(b)
+	if err1 != nil || err2 != nil {
+		return filepath.Clean(a) == filepath.Clean(b)
+	}
+	return ra == rb
 }
 
 func (s *Server) claudeTranscript(w http.ResponseWriter, r *http.Request) {
