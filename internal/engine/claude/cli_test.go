@@ -308,6 +308,11 @@ func TestCLIResumeUnknownStartsFresh(t *testing.T) {
 	if len(ids) != 1 || ids[0].SessionID == lost || ids[0].SessionID != s.ID() {
 		t.Fatalf("session events %+v, want one new id (the session's %s)", ids, s.ID())
 	}
+	// The person is told, in the turn: a notice naming both ids.
+	notes := enginetest.Kinds(evs, engine.EventNotice)
+	if len(notes) != 1 || notes[0].Turn != "t1" || !strings.Contains(notes[0].Text, lost) || !strings.Contains(notes[0].Text, s.ID()) {
+		t.Errorf("notices %+v, want one in turn t1 naming the lost and the new conversation", notes)
+	}
 	reqs := modelRequests(t, r.model)
 	if reqs[len(reqs)-1].SessionID != s.ID() {
 		t.Errorf("model request of session %s, want %s", reqs[len(reqs)-1].SessionID, s.ID())

@@ -245,13 +245,18 @@ func (s *Session) startFresh(old *proc.Process) bool {
 	}
 	s.proc, s.id, s.resuming = p, id, false
 	input := s.input
-	if turn, _ := s.TurnLocked(); turn == "" {
+	turn, _ := s.TurnLocked()
+	if turn == "" {
 		input = nil
 	}
 	s.Mu.Unlock()
-	s.log.Warn("claude has no conversation to resume: started a new one", "lost_session", lostID, "new_session", id,
-		"reason", strings.TrimSpace(old.LastStderrLine()))
+	why := strings.TrimSpace(old.LastStderrLine())
+	s.log.Warn("claude has no conversation to resume: started a new one", "lost_session", lostID, "new_session", id, "reason", why)
 	s.Emit(engine.Event{Kind: engine.EventSession, SessionID: id})
+	// The person sees it in the agent's log and the web UI, not only in
+	// the daemon's log: the agent goes on without its earlier history.
+	s.Emit(engine.Event{Kind: engine.EventNotice, Turn: turn, Text: fmt.Sprintf(
+		"Claude Code could not resume conversation %s (%s): troupe started a new conversation, %s, without the earlier history", lostID, why, id)})
 	if input != nil {
 		if _, err := p.Stdin().Write(input); err != nil {
 			s.log.Warn("send the turn to the new claude session", "err", err)
