@@ -342,3 +342,43 @@ func TestAWaitingAskerIsNotCut(t *testing.T) {
 		}
 	})
 }
+
+// TestAskerWindowDiffersFromTargets (C4): an ask is held to its target's
+// window, whatever the asker's own. A lead with a 1 min turn_timeout asks
+// a researcher with 10 min who is silent 5 min: answered, and the lead's
+// turn is not cut meanwhile. The other way round, a lead with 10 min asks
+// a researcher with 1 min who is silent 5 min: no reply after about 1
+// min, which the lead's turn gets as the tool's error.
+func TestAskerWindowDiffersFromTargets(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		asker, target   time.Duration
+		answered        bool
+		within, atLeast time.Duration
+	}{
+		{"short asker, long target", time.Minute, 10 * time.Minute, true, 6 * time.Minute, 5 * time.Minute},
+		{"long asker, short target", 10 * time.Minute, time.Minute, false, 2 * time.Minute, time.Minute},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, staticTeams{p1: {spec("lead", c.asker), spec("researcher", c.target)}}, 0)
+				start := time.Now()
+				req, err := h.rt.Ask(t.Context(), key(p1, "lead"), troupe.Person,
+					`tool ask_agent {"to":"researcher","question":"silent 5m then found"}`, 0)
+				took := time.Since(start)
+				if err != nil || req.State != troupe.ReqAnswered {
+					t.Fatalf("the lead's turn = %+v %v, want it answered (not cut for its own silence)", req, err)
+				}
+				if got := req.Answer == "found"; got != c.answered {
+					t.Errorf("the lead's turn ended with %q, want the researcher's answer: %v", req.Answer, c.answered)
+				}
+				if !c.answered && !strings.Contains(req.Answer, "no reply from researcher") {
+					t.Errorf("the lead got %q, want the no reply naming the researcher", req.Answer)
+				}
+				if took < c.atLeast || took > c.within {
+					t.Errorf("took %v, want between %v and %v", took, c.atLeast, c.within)
+				}
+			})
+		})
+	}
+}
