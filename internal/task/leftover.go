@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/pidfd"
+	"github.com/troupe-dev/troupe/internal/procstat"
 )
 
 // Stopped is what a supervisor found still running of a task when its job
@@ -90,7 +91,7 @@ func becomeSubreaper() error {
 type descendant struct {
 	pid   int
 	start uint64
-	stat  procStat
+	stat  procstat.Stat
 }
 
 // descendants lists the live (not zombie) descendants of process root,
@@ -106,7 +107,7 @@ func descendants(root int) []descendant {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		st, err := readProcStat(pid)
+		st, err := procstat.Read(pid)
 		if err != nil {
 			continue
 		}
@@ -135,7 +136,7 @@ func signalDescendant(d descendant, sig unix.Signal) {
 		return
 	}
 	defer p.Close()
-	if st, err := readProcStat(d.pid); err == nil && st.Start == d.start && st.State != 'Z' {
+	if st, err := procstat.Read(d.pid); err == nil && st.Start == d.start && st.State != 'Z' {
 		p.Signal(sig)
 	}
 }

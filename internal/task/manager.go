@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/pidfd"
+	"github.com/troupe-dev/troupe/internal/procstat"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -797,9 +798,9 @@ func (m *Manager) spawn(taskDir string) (*supervisorProc, uint64, error) {
 	// Until it is reaped, the child's pid cannot be reused: the pidfd and
 	// the start time are both the child's.
 	fd, err := pidfd.Open(proc.Pid)
-	var st procStat
+	var st procstat.Stat
 	if err == nil {
-		if st, err = readProcStat(proc.Pid); err != nil {
+		if st, err = procstat.Read(proc.Pid); err != nil {
 			fd.Close()
 		}
 	}

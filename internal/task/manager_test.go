@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/inbox"
+	"github.com/troupe-dev/troupe/internal/procstat"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -461,7 +462,7 @@ func TestC6_SupervisorHasItsOwnSession(t *testing.T) {
 			job = p
 		}
 	}
-	if st, err := readProcStat(job); err != nil || st.PGRP != job || st.PPID != pid {
+	if st, err := procstat.Read(job); err != nil || st.PGRP != job || st.PPID != pid {
 		t.Errorf("job %d: %+v, %v; want its own group, child of the supervisor", job, st, err)
 	}
 	// Its output goes through a pipe the supervisor copies (and caps).

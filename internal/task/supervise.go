@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/pidfd"
+	"github.com/troupe-dev/troupe/internal/procstat"
 )
 
 // The files of a task directory, <Options.Dir>/<task id>/. This is the
@@ -338,7 +339,7 @@ wait:
 	}
 	ended := time.Now().UTC()
 	// What the job left behind, in its group or out of it, goes with it.
-	self, _ := readProcStat(os.Getpid())
+	self, _ := procstat.Read(os.Getpid())
 	left := stopLeftovers(self.Session, pgid, sp.KillGrace)
 	// Every writer is gone: the copier drains the pipe and ends. A process
 	// outside this tree that holds the pipe (handed over a socket) gets a
