@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/claudesessions"
 	"github.com/troupe-dev/troupe/internal/engine/openai"
 	"github.com/troupe-dev/troupe/internal/events"
@@ -347,7 +348,7 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Error("register project", "path", p, "err", err)
 		}
 	}
-	if err := statedir.WriteFileAtomic(dir.AddrFile(), []byte(local+"\n"), 0o600); err != nil {
+	if err := atomicfile.Write(dir.AddrFile(), []byte(local+"\n"), 0o600); err != nil {
 		cancel()
 		hs.Close()
 		wg.Wait()

@@ -104,6 +104,8 @@ var never = map[string][]string{
 	// The one reader of /proc/<pid>/stat is below everything that checks a
 	// process by its pid.
 	"internal/procstat": {mod + "internal"},
+	// The one atomic write is below everything that writes a file.
+	"internal/atomicfile": {mod + "internal"},
 	// The sandbox is below every owner of an agent's processes: it knows
 	// paths and the vocabulary, no runtime, project registry or engine.
 	"internal/sandbox": {mod + "internal/runtime", mod + "internal/project", mod + "internal/engine", mod + "internal/task", mod + "internal/daemon"},

@@ -11,8 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/engine"
-	"github.com/troupe-dev/troupe/internal/statedir"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -213,7 +213,7 @@ func (r *Runtime) spillText(project troupe.ProjectID, name, text string) (string
 		return "", err
 	}
 	path := filepath.Join(dir, name)
-	if err := statedir.WriteFileAtomic(path, []byte(text), 0o600); err != nil {
+	if err := atomicfile.Write(path, []byte(text), 0o600); err != nil {
 		return "", err
 	}
 	if err := pruneSpill(dir, name, time.Now()); err != nil {

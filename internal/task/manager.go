@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/pidfd"
 	"github.com/troupe-dev/troupe/internal/procstat"
 	"github.com/troupe-dev/troupe/internal/sandbox"
@@ -675,12 +676,12 @@ func noSpace(err error) error {
 func (m *Manager) startIn(ctx context.Context, owner troupe.RuntimeKey, id ID, taskDir string, sp spec) (Task, error) {
 	b, err := json.Marshal(sp)
 	if err == nil {
-		err = writeFileAtomic(taskDir, specFile, b)
+		err = atomicfile.Write(filepath.Join(taskDir, specFile), b, 0o600)
 	}
 	if err != nil {
 		return Task{}, fmt.Errorf("write spec: %w", err)
 	}
-	if err := writeFileAtomic(taskDir, reserveFile, make([]byte, reserveSize)); err != nil {
+	if err := atomicfile.Write(filepath.Join(taskDir, reserveFile), make([]byte, reserveSize), 0o600); err != nil {
 		return Task{}, fmt.Errorf("reserve room for the status: %w", err)
 	}
 	t := Task{ID: id, Project: owner.Project, Owner: owner.Agent, Command: sp.Command, Cwd: sp.Cwd,

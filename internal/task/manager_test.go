@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/procstat"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -581,7 +582,7 @@ func TestC6_AJobNeverRunsUnrecorded(t *testing.T) {
 	}
 	marker := filepath.Join(h.proj, "ran")
 	b, _ := json.Marshal(spec{ID: "x", Command: "touch " + marker, Cwd: h.proj, KillGrace: time.Second})
-	if err := writeFileAtomic(taskDir, specFile, b); err != nil {
+	if err := atomicfile.Write(filepath.Join(taskDir, specFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	sup, _, err := m.spawn(taskDir)

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/pidfd"
 	"github.com/troupe-dev/troupe/internal/procstat"
 )
@@ -179,10 +180,10 @@ func writeStatus(dir string, st status) error {
 	if err != nil {
 		return err
 	}
-	err = writeFileAtomic(dir, statusFile, b)
+	err = atomicfile.Write(filepath.Join(dir, statusFile), b, 0o600)
 	if errors.Is(err, syscall.ENOSPC) {
 		if rerr := os.Remove(filepath.Join(dir, reserveFile)); rerr == nil {
-			err = writeFileAtomic(dir, statusFile, b)
+			err = atomicfile.Write(filepath.Join(dir, statusFile), b, 0o600)
 		}
 	}
 	if err != nil {
@@ -421,38 +422,4 @@ func signalGroup(pgid int, sig syscall.Signal) {
 	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		fmt.Fprintf(os.Stderr, "%s: signal job group %d: %v\n", supervisorName, pgid, err)
 	}
-}
-
-// writeFileAtomic writes dir/name so that a reader sees either no file or
-// the whole of b, also after a crash: temporary file, fsync, rename, fsync
-// of the directory.
-func writeFileAtomic(dir, name string, b []byte) (err error) {
-	f, err := os.CreateTemp(dir, "."+name+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(b); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
