@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/pidfd"
 	"github.com/troupe-dev/troupe/internal/procstat"
 )
@@ -167,13 +167,7 @@ func cmdline(pid int) string {
 	b = bytes.TrimRight(b, "\x00")
 	b = bytes.ReplaceAll(b, []byte{0}, []byte{' '})
 	s := strings.ToValidUTF8(string(b), "\uFFFD")
-	if len(s) > maxStoppedCommand {
-		cut := maxStoppedCommand
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
+	s, _ = clip.Ellipsis(s, maxStoppedCommand)
 	return s
 }
 

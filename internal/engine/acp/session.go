@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/proc"
 	"github.com/troupe-dev/troupe/internal/sandbox"
@@ -146,7 +147,7 @@ func (s *Session) handshake(ctx context.Context, spec sessionSpec) error {
 		}
 		var res newSessionResult
 		if err := json.Unmarshal(raw, &res); err != nil || res.SessionID == "" {
-			return fmt.Errorf("new session: no session id in %s", clip(raw))
+			return fmt.Errorf("new session: no session id in %s", clipRaw(raw))
 		}
 		id = res.SessionID
 		s.Mu.Lock()
@@ -493,9 +494,7 @@ func (s *Session) endTurnLocked() {
 }
 
 // clip shortens a raw message for an error.
-func clip(b []byte) string {
-	if len(b) > 200 {
-		return string(b[:200]) + "…"
-	}
-	return string(b)
+func clipRaw(b []byte) string {
+	s, _ := clip.Ellipsis(string(b), 200)
+	return s
 }
