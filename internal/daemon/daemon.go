@@ -286,21 +286,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		rt.TeamChanged(c)
 		keptWorktrees(c, trees, hub, log)
-	}, func(id troupe.ProjectID) {
-		hub.Publish(troupe.RuntimeKey{Project: id}, events.ProjectRemoved{Project: id})
-		rt.ProjectRemoved(id)
-		notes.Forget(id)
-		killTasks(ctx, log, tasks, id) // nobody is left to hear of them
-		// Its messages go at once (the retention rule).
-		select {
-		case pruneNow <- struct{}{}:
-		default:
-		}
-	})
+	}, nil) // a removal is removal.Remove's to carry out
+	removed := &removal{ctx: ctx, log: log, reg: reg, hub: hub, rt: rt, notes: notes, tasks: tasks, trees: trees, pruneNow: pruneNow}
 
 	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db, Token: token, Logger: log,
 		MCP:       mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
-		Worktrees: trees, Memory: notes, Claude: claude,
+		Worktrees: trees, Memory: notes, Claude: claude, RemoveProject: removed.Remove,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
 		SessionFile: filepath.Join(cfg.StateDir, "sessions"),
 		PublicName:  cfg.PublicName})
