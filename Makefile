@@ -70,8 +70,17 @@ $(OPENCODE_BIN):
 	npm install --no-audit --no-fund --prefix $(OPENCODE_DIR) opencode-ai@$(OPENCODE_VERSION)
 	$(OPENCODE_BIN) --version
 
+# Besides vet: go.mod and go.sum are what `go mod tidy` makes (-diff
+# prints the change and fails, touching nothing); staticcheck (pinned by the
+# tool directive in go.mod) reports nothing. A finding that is a justified
+# exception gets a `//lint:ignore CHECK reason` at its line. Measured on 2
+# cores: tidy 0.2 s; staticcheck 1.3 s with the build cache warm, 16 s
+# after a few packages changed, about 5 min cold (it analyses every
+# dependency once).
 test: tools web
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
+	$(GO) tool staticcheck ./...
 	$(TOOL_ENV) $(GO) test -race -timeout 12m ./...
 
 # The method of BENCHMARKS.md: each benchmark with a fixed number of
