@@ -74,9 +74,10 @@ $(OPENCODE_BIN):
 # prints the change and fails, touching nothing); staticcheck (pinned by the
 # tool directive in go.mod) reports nothing. A finding that is a justified
 # exception gets a `//lint:ignore CHECK reason` at its line. Measured on 2
-# cores: tidy 0.2 s; staticcheck 1.3 s with the build cache warm, 16 s
-# after a few packages changed, about 5 min cold (it analyses every
-# dependency once).
+# shared cores: tidy 0.2 s; staticcheck 1.3 s with its cache warm, 16 s
+# after a few packages changed, 67 s with its cache empty (it analyses
+# every dependency once), about 5 min on a first run that also downloads
+# and builds staticcheck.
 test: tools web
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
