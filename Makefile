@@ -70,8 +70,18 @@ $(OPENCODE_BIN):
 	npm install --no-audit --no-fund --prefix $(OPENCODE_DIR) opencode-ai@$(OPENCODE_VERSION)
 	$(OPENCODE_BIN) --version
 
+# Besides vet: go.mod and go.sum are what `go mod tidy` makes (-diff
+# prints the change and fails, touching nothing); staticcheck (pinned by the
+# tool directive in go.mod) reports nothing. A finding that is a justified
+# exception gets a `//lint:ignore CHECK reason` at its line. Measured on 2
+# shared cores: tidy 0.2 s; staticcheck 1.3 s with its cache warm, 16 s
+# after a few packages changed, 67 s with its cache empty (it analyses
+# every dependency once), about 5 min on a first run that also downloads
+# and builds staticcheck.
 test: tools web
 	$(GO) vet ./...
+	$(GO) mod tidy -diff
+	$(GO) tool staticcheck ./...
 	$(TOOL_ENV) $(GO) test -race -timeout 12m ./...
 
 # The method of BENCHMARKS.md: each benchmark with a fixed number of

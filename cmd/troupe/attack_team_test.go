@@ -244,7 +244,7 @@ func TestAttackTeamAgentGrantsItselfRunCommand(t *testing.T) {
 	if out := mustTroupe(t, r.state, r.proj, "team", "approve"); !strings.Contains(out, "approved") {
 		t.Fatalf("troupe team approve:\n%s", out)
 	}
-	_, asked = askDeciding(r, "x", run, func(string) bool { return true })
+	askDeciding(r, "x", run, func(string) bool { return true })
 	if b, _ := os.ReadFile(filepath.Join(r.proj, "proof.txt")); string(b) != "ran\n" {
 		t.Fatalf("after the approval proof.txt = %q", b)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/procstat"
 	"golang.org/x/sys/unix"
 )
 
@@ -490,15 +491,11 @@ func children(t testing.TB, pid int) []int {
 	}
 	var out []int
 	for _, e := range entries {
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		self, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-		var ppid, self int
-		fmt.Sscan(f[1], &ppid) // field 4 of the whole line
-		fmt.Sscan(e.Name(), &self)
-		if ppid == pid {
+		if st, err := procstat.Read(self); err == nil && st.PPID == pid {
 			out = append(out, self)
 		}
 	}
@@ -549,21 +546,12 @@ func groupMembers(pgid int) []member {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
+		st, err := procstat.Read(pid)
+		if err != nil || st.PGRP != pgid {
 			continue
 		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:])) // state ppid pgrp ...
-		if len(f) < 3 || f[2] != strconv.Itoa(pgid) {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
 		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		out = append(out, member{pid: pid, ppid: ppid, state: f[0], cmdline: strings.ReplaceAll(string(cmd), "\x00", " ")})
+		out = append(out, member{pid: pid, ppid: st.PPID, state: string(st.State), cmdline: strings.ReplaceAll(string(cmd), "\x00", " ")})
 	}
 	return out
 }

@@ -246,7 +246,7 @@ engine = "claude"
 	p.shot("terminal")
 	// The program is told the view's size, and follows when the box changes.
 	sizeIs := func() string {
-		return fmt.Sprintf(`"size is " + window.troupe.terminal.term.rows + " " + window.troupe.terminal.term.cols`)
+		return `"size is " + window.troupe.terminal.term.rows + " " + window.troupe.terminal.term.cols`
 	}
 	p.do("ask the size", typeKeys("size\r"))
 	p.wait("the program has the view's size", screen+`.includes(`+sizeIs()+`)`, 20*time.Second)

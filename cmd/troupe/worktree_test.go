@@ -109,12 +109,10 @@ func TestWorktreeTwoAgentsDiffMergeConflict(t *testing.T) {
 		t.Fatalf("daemon stop: %v", err)
 	}
 	startDaemon(t, state, "--project", proj)
-	cl, _ = client.FromStateDir(state)
 	if out := mustTroupe(t, state, proj, "diff", "b"); !strings.Contains(out, "+from b") {
 		t.Fatalf("diff b after restart:\n%s", out)
 	}
 
-	head := gitIn(t, proj, "rev-parse", "HEAD")
 	if out := mustTroupe(t, state, proj, "merge", "a"); !strings.Contains(out, "merged troupe/a into main") {
 		t.Fatalf("merge a: %s", out)
 	}
@@ -124,7 +122,7 @@ func TestWorktreeTwoAgentsDiffMergeConflict(t *testing.T) {
 	if author := gitIn(t, proj, "log", "-1", "--format=%an", "troupe/a"); author != "a" {
 		t.Fatalf("a's work committed by %q; want the agent", author)
 	}
-	head = gitIn(t, proj, "rev-parse", "HEAD")
+	head := gitIn(t, proj, "rev-parse", "HEAD")
 
 	_, errs, code := runCLI(t, state, proj, "merge", "b")
 	if code == 0 || !strings.Contains(errs, "conflicts in shared.txt") {

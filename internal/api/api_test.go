@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/task"
 	"github.com/troupe-dev/troupe/internal/troupe"
+	"github.com/troupe-dev/troupe/internal/worktree"
 )
 
 const token = "secret-token"
@@ -560,5 +561,37 @@ func TestVersionHeader(t *testing.T) {
 		if got := resp.Header.Get(api.VersionHeader); got != c.want {
 			t.Errorf("auth %q: %s = %q, want %q", c.auth, api.VersionHeader, got, c.want)
 		}
+	}
+}
+
+// TestAPIProjectRemovalIsTheDaemons: DELETE /api/projects/{id} hands the
+// whole removal to Options.RemoveProject and answers what it reports; its
+// error is the answer's.
+func TestAPIProjectRemovalIsTheDaemons(t *testing.T) {
+	var mu sync.Mutex
+	var calls []troupe.ProjectID // mu guards calls
+	report := api.RemoveProjectResponse{Worktrees: []worktree.Removal{{Agent: "a", Path: "/w/a", Branch: "troupe/a", Reason: "uncommitted work"}}}
+	f := newFixtureWith(t, api.Options{RemoveProject: func(_ context.Context, id troupe.ProjectID) (api.RemoveProjectResponse, error) {
+		mu.Lock()
+		calls = append(calls, id)
+		mu.Unlock()
+		if id == "pgone" {
+			return api.RemoveProjectResponse{}, fmt.Errorf("remove project %s: %w", id, troupe.ErrNotFound)
+		}
+		return report, nil
+	}})
+	cl := client.New(f.ts.URL, token)
+	ctx := context.Background()
+	got, err := cl.RemoveProjectReport(ctx, "p1")
+	if err != nil || len(got.Worktrees) != 1 || got.Worktrees[0] != report.Worktrees[0] {
+		t.Fatalf("remove: %+v, %v; want the remover's report", got, err)
+	}
+	if _, err := cl.RemoveProjectReport(ctx, "pgone"); !errors.Is(err, troupe.ErrNotFound) {
+		t.Fatalf("remove a project the remover does not know: %v, want ErrNotFound", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(calls, []troupe.ProjectID{"p1", "pgone"}) {
+		t.Errorf("remover called for %v", calls)
 	}
 }

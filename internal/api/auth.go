@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 )
 
 // This file holds the guards of contract C12 (Host and Origin checks
@@ -148,12 +150,7 @@ func (l *logins) persist(now time.Time) {
 	for k, last := range l.sessions {
 		fmt.Fprintf(&b, "%s %d\n", k, last.UnixNano())
 	}
-	tmp := l.file + ".tmp"
-	if err := os.WriteFile(tmp, b.Bytes(), 0o600); err != nil {
-		l.log.Warn("write browser sessions", "file", tmp, "err", err)
-		return
-	}
-	if err := os.Rename(tmp, l.file); err != nil {
+	if err := atomicfile.Write(l.file, b.Bytes(), 0o600); err != nil {
 		l.log.Warn("write browser sessions", "file", l.file, "err", err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
+	"github.com/troupe-dev/troupe/internal/worktree"
 )
 
 // Runtime is what the API needs of internal/runtime.
@@ -66,12 +67,16 @@ type Options struct {
 	Memory Memory
 	// Claude serves the machine's Claude Code sessions
 	// (claudesessions.go); nil: none.
-	Claude   ClaudeSessions
-	Token    string // the bearer token of <state>/token
-	Logger   *slog.Logger
-	Version  string
-	StateDir string
-	Web      http.Handler // the web UI, served at / for logged-in browsers
+	Claude ClaudeSessions
+	// RemoveProject carries out a project's removal, every package's
+	// cleanup in one place (the daemon's); nil: the registry's Remove
+	// alone.
+	RemoveProject func(ctx context.Context, id troupe.ProjectID) (RemoveProjectResponse, error)
+	Token         string // the bearer token of <state>/token
+	Logger        *slog.Logger
+	Version       string
+	StateDir      string
+	Web           http.Handler // the web UI, served at / for logged-in browsers
 	// MCP is the agents' endpoint, served at /mcp; it checks its own
 	// (per-session) tokens. Host and Origin are checked here first.
 	MCP http.Handler
@@ -233,16 +238,23 @@ func (s *Server) resolveProject(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, toProject(info))
 }
 
-// removeProject unregisters the project, then removes its agents'
-// worktrees that hold no uncommitted work (removeProjectWorktrees).
+// removeProject carries out the project's removal through
+// Options.RemoveProject (the daemon's, which says what became of its
+// agents' worktrees), or without one the registry's Remove alone.
 func (s *Server) removeProject(w http.ResponseWriter, r *http.Request) {
 	id := troupe.ProjectID(r.PathValue("id"))
-	info, known := s.o.Registry.Get(id)
-	if err := s.o.Registry.Remove(r.Context(), id); err != nil {
+	res := RemoveProjectResponse{Worktrees: []worktree.Removal{}}
+	var err error
+	if s.o.RemoveProject != nil {
+		res, err = s.o.RemoveProject(r.Context(), id)
+	} else {
+		err = s.o.Registry.Remove(r.Context(), id)
+	}
+	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.removeProjectWorktrees(r.Context(), id, info.Path, known))
+	writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {

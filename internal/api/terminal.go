@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -149,8 +149,5 @@ func (s *Server) attachTerminal(w http.ResponseWriter, r *http.Request) {
 
 // clipReason fits a close reason in a control frame (123 bytes).
 func clipReason(s string) string {
-	if len(s) > 120 {
-		return strings.ToValidUTF8(s[:120], "")
-	}
-	return s
+	return clip.Head(s, 120)
 }

@@ -18,7 +18,6 @@ type Worktrees interface {
 	Path(k troupe.RuntimeKey) string
 	Kept(k troupe.RuntimeKey) (string, bool)
 	List(ctx context.Context, p troupe.ProjectID, dir string, team []troupe.AgentSpec) (worktree.ListResult, error)
-	RemoveProject(ctx context.Context, p troupe.ProjectID, dir string) (worktree.RemoveResult, error)
 }
 
 // WorktreeList is a project's agents' worktrees, orphans (agents no
@@ -190,27 +189,3 @@ func (s *Server) worktreeRemove(w http.ResponseWriter, r *http.Request) {
 
 // MergeResponse is what a merge did.
 type MergeResponse = worktree.MergeResult
-
-// removeProjectWorktrees removes the worktrees of project id (folder dir),
-// just unregistered: clean ones go, those with uncommitted work stay, each
-// said in the answer and the log. It finishes even when the caller hangs
-// up: a half-done cleanup would be told to nobody.
-func (s *Server) removeProjectWorktrees(ctx context.Context, id troupe.ProjectID, dir string, known bool) RemoveProjectResponse {
-	res := RemoveProjectResponse{Worktrees: []worktree.Removal{}}
-	if s.o.Worktrees == nil || !known {
-		return res
-	}
-	res, err := s.o.Worktrees.RemoveProject(context.WithoutCancel(ctx), id, dir)
-	if err != nil {
-		s.o.Logger.Error("remove the project's worktrees", "project", id, "err", err)
-		return RemoveProjectResponse{Worktrees: []worktree.Removal{}}
-	}
-	for _, rm := range res.Worktrees {
-		if rm.Removed {
-			s.o.Logger.Info("worktree removed with its project; branch kept", "project", id, "agent", rm.Agent, "path", rm.Path, "branch", rm.Branch)
-		} else {
-			s.o.Logger.Warn("worktree kept after its project was removed", "project", id, "agent", rm.Agent, "path", rm.Path, "branch", rm.Branch, "reason", rm.Reason)
-		}
-	}
-	return res
-}

@@ -9,7 +9,8 @@ import (
 	"os"
 	"syscall"
 	"time"
-	"unicode/utf8"
+
+	"github.com/troupe-dev/troupe/internal/clip"
 )
 
 // Stamp is what a stat tells of a transcript file; an unchanged stamp
@@ -298,12 +299,6 @@ func (a *accumulator) finish() {
 
 // cut shortens s to at most n bytes at a character boundary, with "…".
 func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + "…"
+	s, _ = clip.Ellipsis(s, n)
+	return s
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/troupe-dev/troupe/internal/procstat"
 )
 
 // RegistryFile is one <config>/sessions/<pid>.json as the CLI writes it
@@ -59,19 +61,11 @@ func ParseRegistryFile(b []byte) (RegistryFile, error) {
 // parentheses and may hold spaces and parentheses itself: the fields after
 // it start after the last ')'.
 func ProcStartTime(stat []byte) (string, error) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return "", errors.New("parse /proc stat: no ')' after the command name")
+	st, err := procstat.Parse(stat)
+	if err != nil {
+		return "", err
 	}
-	f := strings.Fields(string(stat[i+1:]))
-	// f[0] is field 3 (state): field 22 is f[19]
-	if len(f) < 20 {
-		return "", fmt.Errorf("parse /proc stat: %d fields after the command name, want at least 20", len(f))
-	}
-	if _, err := strconv.ParseUint(f[19], 10, 64); err != nil {
-		return "", fmt.Errorf("parse /proc stat: starttime %q: %w", f[19], err)
-	}
-	return f[19], nil
+	return st.StartString(), nil
 }
 
 // Liveness is what the registry says of one session at one query.
@@ -218,8 +212,8 @@ func (r *Registry) namespaceGone(domain string) bool {
 		}
 		// A zombie (killed with its sandbox, not reaped yet) keeps the
 		// namespace but runs nothing.
-		if st, err := os.ReadFile(filepath.Join(proc, e.Name(), "stat")); err == nil {
-			if i := bytes.LastIndexByte(st, ')'); i > 0 && i+2 < len(st) && st[i+2] == 'Z' {
+		if b, err := os.ReadFile(filepath.Join(proc, e.Name(), "stat")); err == nil {
+			if st, err := procstat.Parse(b); err == nil && st.Zombie() {
 				continue
 			}
 		}

@@ -157,7 +157,7 @@ func TestRegistryOtherPIDNamespaceReadsLive(t *testing.T) {
 	if err != nil {
 		t.Skip("no /proc/self/ns/pid")
 	}
-	b := fmt.Sprintf(`{"pid":1,"sessionId":"x","procStart":"1","pidDomain":"linux:m:pid:[1]"}`)
+	b := `{"pid":1,"sessionId":"x","procStart":"1","pidDomain":"linux:m:pid:[1]"}`
 	os.WriteFile(filepath.Join(dir, "1.json"), []byte(b), 0o600)
 	r := &Registry{Dir: dir, ReadStat: fakeProc{}.read}
 	if lv, ok := r.Read().Sessions["x"]; !ok || !strings.Contains(lv.Doubt, "namespace") {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/statedir"
 )
 
@@ -22,7 +23,7 @@ func TestFromStateDirTrustsOnlyAPrivateDir(t *testing.T) {
 	if _, err := d.EnsureToken(); err != nil {
 		t.Fatal(err)
 	}
-	if err := statedir.WriteFileAtomic(d.AddrFile(), []byte("127.0.0.1:1234\n"), 0o600); err != nil {
+	if err := atomicfile.Write(d.AddrFile(), []byte("127.0.0.1:1234\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	c, err := FromStateDir(dir)

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/claudesessions"
 	"github.com/troupe-dev/troupe/internal/engine/openai"
 	"github.com/troupe-dev/troupe/internal/events"
@@ -285,21 +286,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		rt.TeamChanged(c)
 		keptWorktrees(c, trees, hub, log)
-	}, func(id troupe.ProjectID) {
-		hub.Publish(troupe.RuntimeKey{Project: id}, events.ProjectRemoved{Project: id})
-		rt.ProjectRemoved(id)
-		notes.Forget(id)
-		killTasks(ctx, log, tasks, id) // nobody is left to hear of them
-		// Its messages go at once (the retention rule).
-		select {
-		case pruneNow <- struct{}{}:
-		default:
-		}
-	})
+	}, nil) // a removal is removal.Remove's to carry out
+	removed := &removal{ctx: ctx, log: log, reg: reg, hub: hub, rt: rt, notes: notes, tasks: tasks, trees: trees, pruneNow: pruneNow}
 
 	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db.Journal(), Token: token, Logger: log,
 		MCP:       mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
-		Worktrees: trees, Memory: notes, Claude: claude,
+		Worktrees: trees, Memory: notes, Claude: claude, RemoveProject: removed.Remove,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
 		SessionFile: filepath.Join(cfg.StateDir, "sessions"),
 		PublicName:  cfg.PublicName})
@@ -347,7 +339,7 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Error("register project", "path", p, "err", err)
 		}
 	}
-	if err := statedir.WriteFileAtomic(dir.AddrFile(), []byte(local+"\n"), 0o600); err != nil {
+	if err := atomicfile.Write(dir.AddrFile(), []byte(local+"\n"), 0o600); err != nil {
 		cancel()
 		hs.Close()
 		wg.Wait()

@@ -35,6 +35,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/troupe-dev/troupe/internal/clip"
 )
 
 // Options configures Run; zero values mean the real machine.
@@ -345,9 +347,7 @@ func version(ctx context.Context, o Options, p string) (string, error) {
 
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	if len(s) > 120 {
-		s = s[:120] + "…"
-	}
+	s, _ = clip.Ellipsis(s, 120)
 	return s
 }
 

@@ -2,8 +2,8 @@ package events
 
 import (
 	"encoding/json"
-	"strings"
 
+	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/journal"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -50,10 +50,7 @@ const MaxText = 4096
 // Clip cuts s to MaxText bytes (on a rune boundary) and reports whether it
 // cut.
 func Clip(s string) (string, bool) {
-	if len(s) <= MaxText {
-		return s, false
-	}
-	return strings.ToValidUTF8(s[:MaxText], "") + "…", true
+	return clip.Ellipsis(s, MaxText)
 }
 
 // DaemonStarted: the daemon is ready.

@@ -35,7 +35,7 @@ func TestCapturedRequests(t *testing.T) {
 			req.AfterTool != (tc.result != "") || !strings.Contains(req.ToolResult, tc.result) || req.Side != tc.side ||
 			tc.tool != "" && !strings.Contains(","+strings.Join(req.Tools, ",")+",", ","+tc.tool+",") {
 			t.Errorf("%s: prompt %q, after tool %v %q, side %q, tools %v", tc.file, req.Prompt, req.AfterTool,
-				clip(req.ToolResult), req.Side, req.Tools)
+				clipLog(req.ToolResult), req.Side, req.Tools)
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/troupe-dev/troupe/internal/clip"
 )
 
 // API is the kind of a model request.
@@ -116,8 +118,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Reply = resolve(req, s.choose(req))
 	s.record(&req, body)
-	log.Debug("fake model request", "seq", req.Seq, "api", req.API, "prompt", clip(req.Prompt),
-		"after_tool", req.AfterTool, "reply", clip(req.Reply.Text), "calls", len(req.Reply.Calls),
+	log.Debug("fake model request", "seq", req.Seq, "api", req.API, "prompt", clipLog(req.Prompt),
+		"after_tool", req.AfterTool, "reply", clipLog(req.Reply.Text), "calls", len(req.Reply.Calls),
 		"status", req.Reply.Status, "drop", req.Reply.Drop)
 	s.answer(r.Context(), w, req)
 }
@@ -357,10 +359,8 @@ func modelOf(req Request) string {
 	return FakeModel
 }
 
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
+func clipLog(s string) string {
+	s, _ = clip.Ellipsis(s, 80)
 	return s
 }
 

@@ -26,6 +26,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -175,7 +176,7 @@ func Clip(m troupe.Message, size int) troupe.Message {
 	if size <= ClipBytes {
 		return m
 	}
-	m.Text, m.Clipped, m.Size = head(m.Text, ClipBytes), true, size
+	m.Text, m.Clipped, m.Size = clip.Head(m.Text, ClipBytes), true, size
 	return m
 }
 
@@ -188,21 +189,9 @@ func Part(m troupe.Message, text string, offset, size int) (troupe.Message, erro
 		return troupe.Message{}, fmt.Errorf("read message %d: offset %d: give 0, or the next offset a part named (the text is %d bytes): %w",
 			m.ID, offset, size, troupe.ErrInvalid)
 	}
-	m.Text = head(text, MaxTextBytes)
+	m.Text = clip.Head(text, MaxTextBytes)
 	m.Size, m.Clipped = size, offset > 0 || len(m.Text) < size
 	return m, nil
-}
-
-// head is at most the first n bytes of s, cut back to a character
-// boundary.
-func head(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // Fill keeps the count of a page's text while a store reads its messages

@@ -2,9 +2,9 @@ package journal
 
 import (
 	"context"
-	"strings"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -35,7 +35,7 @@ func Cap(s string) (string, bool, int) {
 	if len(s) <= MaxText {
 		return s, false, 0
 	}
-	return strings.ToValidUTF8(s[:MaxText], ""), true, len(s)
+	return clip.Head(s, MaxText), true, len(s)
 }
 
 // Kind is the kind of an Event.

@@ -101,6 +101,15 @@ var never = map[string][]string{
 	"internal/store/sqlite": {mod + "internal/runtime"},
 	// Process handles are below every owner of child processes.
 	"internal/pidfd": {mod + "internal"},
+	// The one reader of /proc/<pid>/stat is below everything that checks a
+	// process by its pid.
+	"internal/procstat": {mod + "internal"},
+	// The one atomic write is below everything that writes a file.
+	"internal/atomicfile": {mod + "internal"},
+	// The one UTF-8-safe clip is below every package that bounds a text.
+	"internal/clip": {mod + "internal"},
+	// The one JSON-RPC transport knows framing and ids, no engine.
+	"internal/jsonrpc": {mod + "internal"},
 	// The sandbox is below every owner of an agent's processes: it knows
 	// paths and the vocabulary, no runtime, project registry or engine.
 	"internal/sandbox": {mod + "internal/runtime", mod + "internal/project", mod + "internal/engine", mod + "internal/task", mod + "internal/daemon"},

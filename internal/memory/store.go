@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/projfile"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -196,7 +196,7 @@ func (s *Store) Write(ctx context.Context, dir string, n Note) (Note, error) {
 	// replace the note it collides with (liveness-probe): only the note's
 	// own name replaces it.
 	replace := raw == name
-	err = s.writeFile(root, file, data, replace)
+	err = atomicfile.WriteIn(root, file, data, 0o644, atomicfile.Options{NoReplace: !replace, Step: s.hook})
 	s.changed(abs, file) // even after a failure: the rename may have happened
 	if errors.Is(err, fs.ErrExist) && !replace {
 		return Note{}, fmt.Errorf("write memory note %q: it becomes %s, the name of an existing note (%s), which it would replace: to replace that note, write it with the name %q; otherwise choose another name: %w",
@@ -212,89 +212,6 @@ func (s *Store) Write(ctx context.Context, dir string, n Note) (Note, error) {
 	n.Path = filepath.Join(abs, filepath.FromSlash(Dir), file)
 	n.ModTime = fi.ModTime()
 	return n, nil
-}
-
-// writeFile writes data to file in root atomically. Without replace, an
-// existing file is left alone and the error matches fs.ErrExist.
-func (s *Store) writeFile(root *os.Root, file string, data []byte, replace bool) (err error) {
-	if !replace {
-		if _, err := root.Lstat(file); err == nil {
-			return fs.ErrExist
-		}
-	}
-	var (
-		tmp string
-		f   *os.File
-	)
-	for range 10 {
-		tmp = fmt.Sprintf(".%s.tmp-%016x", file, rand.Uint64())
-		f, err = root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if !errors.Is(err, fs.ErrExist) {
-			break
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("create temporary file: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			if f != nil {
-				f.Close()
-			}
-			if rerr := root.Remove(tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				err = errors.Join(err, fmt.Errorf("remove temporary file: %w", rerr))
-			}
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = s.step("written"); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	err, f = f.Close(), nil
-	if err != nil {
-		return err
-	}
-	if err = s.step("rename"); err != nil {
-		return err
-	}
-	if replace {
-		err = root.Rename(tmp, file)
-	} else if err = root.Link(tmp, file); err == nil {
-		// A hard link puts the note in place only if no file has its name;
-		// the temporary name goes.
-		if rerr := root.Remove(tmp); rerr != nil {
-			s.log.Warn("remove temporary note file", "file", tmp, "err", rerr)
-		}
-	} else if !errors.Is(err, fs.ErrExist) {
-		// No hard links on this file system: the Lstat above checked.
-		err = root.Rename(tmp, file)
-	}
-	if err != nil {
-		return err
-	}
-	// The rename is durable once the directory is synced. The note is in
-	// place either way: a failure here is not undone.
-	d, err := root.Open(".")
-	if err != nil {
-		return fmt.Errorf("sync directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory: %w", err)
-	}
-	return nil
-}
-
-func (s *Store) step(name string) error {
-	if s.hook == nil {
-		return nil
-	}
-	return s.hook(name)
 }
 
 // Search returns at most limit notes of project p (limit <= 0 means

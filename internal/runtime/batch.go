@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/troupe-dev/troupe/internal/atomicfile"
+	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/engine"
-	"github.com/troupe-dev/troupe/internal/statedir"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -164,11 +164,8 @@ func (a *actor) cut(m troupe.Message, limit int, tag string) troupe.Message {
 	probe := m
 	probe.Text = notice(excerptBytes) + "\n"
 	head := min(excerptBytes, limit-engine.RenderedBaseLen()-engine.RenderedLen(probe)-16, whole)
-	head = max(head, 0)
-	for head > 0 && head < whole && !utf8.RuneStart(m.Text[head]) {
-		head--
-	}
-	m.Text = notice(head) + "\n" + m.Text[:head]
+	excerpt := clip.Head(m.Text, head)
+	m.Text = notice(len(excerpt)) + "\n" + excerpt
 	return m
 }
 
@@ -213,7 +210,7 @@ func (r *Runtime) spillText(project troupe.ProjectID, name, text string) (string
 		return "", err
 	}
 	path := filepath.Join(dir, name)
-	if err := statedir.WriteFileAtomic(path, []byte(text), 0o600); err != nil {
+	if err := atomicfile.Write(path, []byte(text), 0o600); err != nil {
 		return "", err
 	}
 	if err := pruneSpill(dir, name, time.Now()); err != nil {
@@ -236,10 +233,7 @@ func (r *Runtime) capAnswer(p troupe.ProjectID, id troupe.RequestID, text string
 	if err != nil {
 		r.log.Warn("keep an oversize answer", "request", id, "err", err)
 	}
-	head := excerptBytes
-	for head > 0 && !utf8.RuneStart(text[head]) {
-		head--
-	}
+	head := len(clip.Head(text, excerptBytes))
 	s := fmt.Sprintf("[troupe: this answer is %s, more than a message may hold (%s): its first %s follow, cut there;",
 		sizeText(len(text)), sizeText(MaxMessageBytes), sizeText(head))
 	switch {

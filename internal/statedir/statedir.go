@@ -23,6 +23,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 )
 
 // TokenBytes is the number of random bytes in an API token; its file
@@ -105,7 +107,7 @@ func (d Dir) EnsureToken() (string, error) {
 		b := make([]byte, TokenBytes)
 		rand.Read(b)
 		tok := hex.EncodeToString(b)
-		if err := WriteFileAtomic(d.TokenFile(), []byte(tok+"\n"), 0o600); err != nil {
+		if err := atomicfile.Write(d.TokenFile(), []byte(tok+"\n"), 0o600); err != nil {
 			return "", fmt.Errorf("write token: %w", err)
 		}
 		return tok, nil
@@ -115,31 +117,4 @@ func (d Dir) EnsureToken() (string, error) {
 		return "", fmt.Errorf("check token: %s is readable by other users (mode %v): run `chmod 600 %s`", d.TokenFile(), st.Mode().Perm(), d.TokenFile())
 	}
 	return d.ReadToken() // read back: a short token is refused
-}
-
-// WriteFileAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path.
-func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -289,7 +290,7 @@ func TestC14_FullDiskFailsTheTaskAndItsStart(t *testing.T) {
 // the Manager made for it is given up for it.
 func TestStatusIsWrittenFromItsReserveOnAFullDisk(t *testing.T) {
 	mnt := mountTmpfs(t, "256k")
-	must(t, writeFileAtomic(mnt, reserveFile, make([]byte, reserveSize)))
+	must(t, atomicfile.Write(filepath.Join(mnt, reserveFile), make([]byte, reserveSize), 0o600))
 	f, err := os.Create(filepath.Join(mnt, "filler"))
 	must(t, err)
 	for err == nil {
@@ -299,7 +300,7 @@ func TestStatusIsWrittenFromItsReserveOnAFullDisk(t *testing.T) {
 	if !errors.Is(err, unix.ENOSPC) {
 		t.Fatalf("filling the disk: %v", err)
 	}
-	if err := writeFileAtomic(mnt, "probe", []byte("x")); !errors.Is(err, unix.ENOSPC) {
+	if err := atomicfile.Write(filepath.Join(mnt, "probe"), []byte("x"), 0o600); !errors.Is(err, unix.ENOSPC) {
 		t.Fatalf("the disk is not full: %v", err)
 	}
 	st := status{State: Failed, ExitCode: -1, Reason: noSpaceReason(outputFile)}

@@ -10,7 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/troupe-dev/troupe/internal/clip"
 )
 
 // Bounds of the output a task keeps on disk (contract C14).
@@ -267,12 +268,7 @@ func (o *keptOutput) last(n int) ([]byte, error) {
 			return nil, err
 		}
 	}
-	// Skip the continuation bytes of a rune cut by the window.
-	i := 0
-	for i < len(buf) && i < utf8.UTFMax && !utf8.RuneStart(buf[i]) {
-		i++
-	}
-	return buf[i:], nil
+	return clip.Tail(buf, len(buf)), nil // the window may start inside a rune
 }
 
 // readOutput returns the last n bytes of the output kept in dir (see

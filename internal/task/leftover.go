@@ -8,11 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/pidfd"
+	"github.com/troupe-dev/troupe/internal/procstat"
 )
 
 // Stopped is what a supervisor found still running of a task when its job
@@ -90,7 +91,7 @@ func becomeSubreaper() error {
 type descendant struct {
 	pid   int
 	start uint64
-	stat  procStat
+	stat  procstat.Stat
 }
 
 // descendants lists the live (not zombie) descendants of process root,
@@ -106,7 +107,7 @@ func descendants(root int) []descendant {
 		if err != nil || pid <= 0 {
 			continue
 		}
-		st, err := readProcStat(pid)
+		st, err := procstat.Read(pid)
 		if err != nil {
 			continue
 		}
@@ -135,7 +136,7 @@ func signalDescendant(d descendant, sig unix.Signal) {
 		return
 	}
 	defer p.Close()
-	if st, err := readProcStat(d.pid); err == nil && st.Start == d.start && st.State != 'Z' {
+	if st, err := procstat.Read(d.pid); err == nil && st.Start == d.start && st.State != 'Z' {
 		p.Signal(sig)
 	}
 }
@@ -166,13 +167,7 @@ func cmdline(pid int) string {
 	b = bytes.TrimRight(b, "\x00")
 	b = bytes.ReplaceAll(b, []byte{0}, []byte{' '})
 	s := strings.ToValidUTF8(string(b), "\uFFFD")
-	if len(s) > maxStoppedCommand {
-		cut := maxStoppedCommand
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
+	s, _ = clip.Ellipsis(s, maxStoppedCommand)
 	return s
 }
 

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/inbox"
+	"github.com/troupe-dev/troupe/internal/procstat"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -275,7 +276,7 @@ func gone(pid int) bool {
 	if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
 		return true
 	}
-	st, err := readProcStat(pid)
+	st, err := procstat.Read(pid)
 	return errors.Is(err, os.ErrNotExist) || (err == nil && st.State == 'Z')
 }
 
@@ -288,7 +289,7 @@ func groupMembers(pgid int) []int {
 		if err != nil {
 			continue
 		}
-		if st, err := readProcStat(pid); err == nil && st.PGRP == pgid && st.State != 'Z' {
+		if st, err := procstat.Read(pid); err == nil && st.PGRP == pgid && st.State != 'Z' {
 			pids = append(pids, pid)
 		}
 	}

@@ -21,7 +21,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/pidfd"
+	"github.com/troupe-dev/troupe/internal/procstat"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -671,12 +673,12 @@ func noSpace(err error) error {
 func (m *Manager) startIn(ctx context.Context, owner troupe.RuntimeKey, id ID, taskDir string, sp spec) (Task, error) {
 	b, err := json.Marshal(sp)
 	if err == nil {
-		err = writeFileAtomic(taskDir, specFile, b)
+		err = atomicfile.Write(filepath.Join(taskDir, specFile), b, 0o600)
 	}
 	if err != nil {
 		return Task{}, fmt.Errorf("write spec: %w", err)
 	}
-	if err := writeFileAtomic(taskDir, reserveFile, make([]byte, reserveSize)); err != nil {
+	if err := atomicfile.Write(filepath.Join(taskDir, reserveFile), make([]byte, reserveSize), 0o600); err != nil {
 		return Task{}, fmt.Errorf("reserve room for the status: %w", err)
 	}
 	t := Task{ID: id, Project: owner.Project, Owner: owner.Agent, Command: sp.Command, Cwd: sp.Cwd,
@@ -794,9 +796,9 @@ func (m *Manager) spawn(taskDir string) (*supervisorProc, uint64, error) {
 	// Until it is reaped, the child's pid cannot be reused: the pidfd and
 	// the start time are both the child's.
 	fd, err := pidfd.Open(proc.Pid)
-	var st procStat
+	var st procstat.Stat
 	if err == nil {
-		if st, err = readProcStat(proc.Pid); err != nil {
+		if st, err = procstat.Read(proc.Pid); err != nil {
 			fd.Close()
 		}
 	}

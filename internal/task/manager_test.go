@@ -14,7 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/inbox"
+	"github.com/troupe-dev/troupe/internal/procstat"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -461,7 +463,7 @@ func TestC6_SupervisorHasItsOwnSession(t *testing.T) {
 			job = p
 		}
 	}
-	if st, err := readProcStat(job); err != nil || st.PGRP != job || st.PPID != pid {
+	if st, err := procstat.Read(job); err != nil || st.PGRP != job || st.PPID != pid {
 		t.Errorf("job %d: %+v, %v; want its own group, child of the supervisor", job, st, err)
 	}
 	// Its output goes through a pipe the supervisor copies (and caps).
@@ -580,7 +582,7 @@ func TestC6_AJobNeverRunsUnrecorded(t *testing.T) {
 	}
 	marker := filepath.Join(h.proj, "ran")
 	b, _ := json.Marshal(spec{ID: "x", Command: "touch " + marker, Cwd: h.proj, KillGrace: time.Second})
-	if err := writeFileAtomic(taskDir, specFile, b); err != nil {
+	if err := atomicfile.Write(filepath.Join(taskDir, specFile), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	sup, _, err := m.spawn(taskDir)

@@ -7,7 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/troupe-dev/troupe/internal/clip"
 )
 
 // Bounds of what is read from a task's output.
@@ -46,12 +47,7 @@ func tailFile(path string, n int) ([]byte, error) {
 	}
 	buf = buf[:k]
 	if off > 0 {
-		// Skip the continuation bytes of a rune cut by the window.
-		i := 0
-		for i < len(buf) && i < utf8.UTFMax && !utf8.RuneStart(buf[i]) {
-			i++
-		}
-		buf = buf[i:]
+		buf = clip.Tail(buf, len(buf)) // the window may start inside a rune
 	}
 	return buf, nil
 }
@@ -61,10 +57,7 @@ func tailFile(path string, n int) ([]byte, error) {
 func lastLines(b []byte, lines, bytesMax int) string {
 	b = bytes.TrimRight(b, "\n")
 	if len(b) > bytesMax {
-		b = b[len(b)-bytesMax:]
-		for len(b) > 0 && !utf8.RuneStart(b[0]) {
-			b = b[1:]
-		}
+		b = clip.Tail(b, bytesMax)
 	}
 	end := len(b)
 	for i := 0; i < lines; i++ {
@@ -88,13 +81,7 @@ func lastLines(b []byte, lines, bytesMax int) string {
 func completionText(t Task, res Result, left *Stopped, size OutputSize, output []byte) string {
 	var sb strings.Builder
 	cmd := t.Command
-	if len(cmd) > messageCommand {
-		cut := messageCommand
-		for cut > 0 && !utf8.RuneStart(cmd[cut]) {
-			cut--
-		}
-		cmd = cmd[:cut] + "…"
-	}
+	cmd, _ = clip.Ellipsis(cmd, messageCommand)
 	cmd = strings.ReplaceAll(cmd, "\n", " ")
 	fmt.Fprintf(&sb, "task %s `%s` ", t.ID, cmd)
 	took := "after " + humanDuration(res.EndedAt.Sub(t.StartedAt))

@@ -6,39 +6,6 @@ import (
 	"testing"
 )
 
-func TestParseProcStat(t *testing.T) {
-	// The command name may hold spaces and parentheses: fields are
-	// counted from the last ')'.
-	line := "4242 (we (ird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100 18446744073709551615\n"
-	st, err := parseProcStat([]byte(line))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st != (procStat{State: 'S', PPID: 1, PGRP: 4242, Session: 4242, Start: 987654}) {
-		t.Errorf("got %+v", st)
-	}
-	for _, bad := range []string{"", "1 (x", "1 (x) S 1 2", "1 (x) SS 1 2 3 0 -1 0 0 0 0 0 0 0 0 0 0 0 0 0 5", "1 (x) S 1 2 3 0 -1 0 0 0 0 0 0 0 0 0 0 0 0 0 -5"} {
-		if _, err := parseProcStat([]byte(bad)); err == nil {
-			t.Errorf("parseProcStat(%q) accepted it", bad)
-		}
-	}
-	self, err := readProcStat(os.Getpid())
-	if err != nil || self.Start == 0 || self.PPID != os.Getppid() {
-		t.Errorf("own stat: %+v, %v", self, err)
-	}
-}
-
-func FuzzParseProcStat(f *testing.F) {
-	f.Add([]byte("4242 (we (ird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000"))
-	f.Add([]byte("1 (x) Z 0 0 0"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		st, err := parseProcStat(b)
-		if err == nil && !strings.Contains(string(b), ")") {
-			t.Errorf("parsed %+v without a ')'", st)
-		}
-	})
-}
-
 func TestLastLines(t *testing.T) {
 	for _, tc := range []struct {
 		in          string

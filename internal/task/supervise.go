@@ -14,7 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/pidfd"
+	"github.com/troupe-dev/troupe/internal/procstat"
 )
 
 // The files of a task directory, <Options.Dir>/<task id>/. This is the
@@ -178,10 +180,10 @@ func writeStatus(dir string, st status) error {
 	if err != nil {
 		return err
 	}
-	err = writeFileAtomic(dir, statusFile, b)
+	err = atomicfile.Write(filepath.Join(dir, statusFile), b, 0o600)
 	if errors.Is(err, syscall.ENOSPC) {
 		if rerr := os.Remove(filepath.Join(dir, reserveFile)); rerr == nil {
-			err = writeFileAtomic(dir, statusFile, b)
+			err = atomicfile.Write(filepath.Join(dir, statusFile), b, 0o600)
 		}
 	}
 	if err != nil {
@@ -338,7 +340,7 @@ wait:
 	}
 	ended := time.Now().UTC()
 	// What the job left behind, in its group or out of it, goes with it.
-	self, _ := readProcStat(os.Getpid())
+	self, _ := procstat.Read(os.Getpid())
 	left := stopLeftovers(self.Session, pgid, sp.KillGrace)
 	// Every writer is gone: the copier drains the pipe and ends. A process
 	// outside this tree that holds the pipe (handed over a socket) gets a
@@ -420,38 +422,4 @@ func signalGroup(pgid int, sig syscall.Signal) {
 	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		fmt.Fprintf(os.Stderr, "%s: signal job group %d: %v\n", supervisorName, pgid, err)
 	}
-}
-
-// writeFileAtomic writes dir/name so that a reader sees either no file or
-// the whole of b, also after a crash: temporary file, fsync, rename, fsync
-// of the directory.
-func writeFileAtomic(dir, name string, b []byte) (err error) {
-	f, err := os.CreateTemp(dir, "."+name+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(b); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -172,9 +173,7 @@ func ArgTitle(verb, field string) func(json.RawMessage) string {
 		var m map[string]any
 		_ = json.Unmarshal(args, &m)
 		s, _ := m[field].(string)
-		if len(s) > maxTitleArg {
-			s = strings.ToValidUTF8(s[:maxTitleArg], "") + "…"
-		}
+		s, _ = clip.Ellipsis(s, maxTitleArg)
 		return verb + " " + s
 	}
 }

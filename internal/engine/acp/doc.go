@@ -27,13 +27,14 @@
 // Concurrency: Engine is stateless and safe for concurrent use. Each
 // Session owns one child, started with internal/engine/proc (own process
 // group; proc's reaper and stderr reader, which bumps the activity token
-// for every chunk), and these goroutines of its own: the reader, which
-// reads stdout (every line bumps the activity token, C3), delivers answers
-// to the calls waiting for them, emits Events and at the end closes them;
+// for every chunk), and these goroutines of its own: the reader, the
+// internal/jsonrpc connection's Run over the child's stdio (every line
+// bumps the activity token, C3), which delivers answers to the calls
+// waiting for them, emits Events and at the end closes them;
 // and one goroutine per permission request in flight, cancelled when its
 // turn ends or is interrupted. Close stops the child by proc's escalation
-// and waits for every goroutine. One mutex guards the turn state; another
-// serialises the lines written to the child's stdin.
+// and waits for every goroutine. One mutex guards the turn state; the
+// connection serialises the lines written to the child's stdin.
 //
 // Events policy: Events is buffered; when full, the reader waits for the
 // consumer (never drops). After Close undelivered events are dropped.

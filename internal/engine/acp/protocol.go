@@ -2,8 +2,6 @@ package acp
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/troupe-dev/troupe/internal/engine"
@@ -15,92 +13,6 @@ const ProtocolVersion = 1
 // maxLine bounds one line of the agent's stdout (a tool result, a replayed
 // history).
 const maxLine = 16 << 20
-
-// message is one JSON-RPC 2.0 message, in either direction: a request
-// (Method and ID), a notification (Method only) or a response (ID with
-// Result or Error).
-type message struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method,omitempty"`
-	Params  json.RawMessage `json:"params,omitempty"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
-}
-
-// rpcError is a JSON-RPC error object.
-type rpcError struct {
-	Code    int             `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
-func (e *rpcError) Error() string {
-	msg := e.Message
-	if len(e.Data) > 0 && string(e.Data) != "null" {
-		var s string
-		if json.Unmarshal(e.Data, &s) == nil {
-			msg += ": " + s
-		} else if d := string(e.Data); len(d) <= 500 {
-			msg += ": " + d
-		}
-	}
-	return msg
-}
-
-// JSON-RPC error codes troupe answers with.
-const codeMethodNotFound = -32601
-
-// parseMessage decodes one line of the agent's output.
-func parseMessage(b []byte) (message, error) {
-	var m message
-	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("decode json-rpc line: %w", err)
-	}
-	if m.Method == "" && len(m.ID) == 0 {
-		return m, errors.New("decode json-rpc line: neither a method nor an id")
-	}
-	return m, nil
-}
-
-// isRequest, isNotification and isResponse classify a message.
-func (m message) isRequest() bool      { return m.Method != "" && len(m.ID) > 0 }
-func (m message) isNotification() bool { return m.Method != "" && len(m.ID) == 0 }
-func (m message) isResponse() bool     { return m.Method == "" && len(m.ID) > 0 }
-
-// intID is a response's id as the number troupe gave its request.
-func (m message) intID() (int64, bool) {
-	var n int64
-	if err := json.Unmarshal(m.ID, &n); err != nil {
-		return 0, false
-	}
-	return n, true
-}
-
-// encodeRequest, encodeNotification and encodeResult make one line each.
-func encodeRequest(id int64, method string, params any) ([]byte, error) {
-	return encodeLine(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-}
-
-func encodeNotification(method string, params any) ([]byte, error) {
-	return encodeLine(map[string]any{"jsonrpc": "2.0", "method": method, "params": params})
-}
-
-func encodeResult(id json.RawMessage, result any) ([]byte, error) {
-	return encodeLine(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
-}
-
-func encodeError(id json.RawMessage, code int, msg string) ([]byte, error) {
-	return encodeLine(map[string]any{"jsonrpc": "2.0", "id": id, "error": rpcError{Code: code, Message: msg}})
-}
-
-func encodeLine(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encode json-rpc message: %w", err)
-	}
-	return append(b, '\n'), nil
-}
 
 // initializeResult is the agent's answer to initialize (what troupe uses).
 type initializeResult struct {

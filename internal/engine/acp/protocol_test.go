@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/jsonrpc"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -47,13 +48,13 @@ func TestTranscriptMapping(t *testing.T) {
 	var turns [][]engine.Event
 	var cur []engine.Event
 	for _, l := range lines {
-		msg, err := parseMessage(l)
+		msg, err := jsonrpc.Parse(l)
 		if err != nil {
 			t.Fatalf("parse %s: %v", l, err)
 		}
 		switch {
-		case msg.isResponse():
-			id, ok := msg.intID()
+		case msg.IsResponse():
+			id, ok := msg.IntID()
 			if !ok {
 				t.Fatalf("id %s", msg.ID)
 			}
@@ -73,7 +74,7 @@ func TestTranscriptMapping(t *testing.T) {
 				turns = append(turns, cur)
 				cur = nil
 			}
-		case msg.isNotification():
+		case msg.IsNotification():
 			var u updateParams
 			if err := json.Unmarshal(msg.Params, &u); err != nil {
 				t.Fatal(err)
@@ -177,22 +178,6 @@ func TestPermissionOutcome(t *testing.T) {
 	}
 }
 
-func TestParseMessage(t *testing.T) {
-	for _, bad := range []string{``, `{`, `{"jsonrpc":"2.0"}`, `[]`} {
-		if _, err := parseMessage([]byte(bad)); err == nil {
-			t.Errorf("%q parsed", bad)
-		}
-	}
-	m, err := parseMessage([]byte(`{"jsonrpc":"2.0","id":7,"method":"fs/read_text_file","params":{}}`))
-	if err != nil || !m.isRequest() || m.isResponse() || m.isNotification() {
-		t.Errorf("request %+v %v", m, err)
-	}
-	m, _ = parseMessage([]byte(`{"jsonrpc":"2.0","id":"x","error":{"code":-1,"message":"no","data":"why"}}`))
-	if _, ok := m.intID(); ok || !m.isResponse() || m.Error.Error() != "no: why" {
-		t.Errorf("error response %+v", m)
-	}
-}
-
 // FuzzHandle feeds lines to a mapper and the message decoder: nothing
 // panics, and a turn end always comes with a kind.
 func FuzzHandle(f *testing.F) {
@@ -206,7 +191,7 @@ func FuzzHandle(f *testing.F) {
 		f.Add([]byte(l))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		msg, err := parseMessage(b)
+		msg, err := jsonrpc.Parse(b)
 		if err != nil {
 			return
 		}

@@ -1,29 +1,27 @@
 package acp
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/jsonrpc"
 	"github.com/troupe-dev/troupe/internal/sandbox"
+	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 var _ engine.Session = (*Session)(nil)
 
 // eventBuffer is the capacity of a session's Events channel.
 const eventBuffer = 64
-
-// errGone is the error of a call whose answer the agent will never give.
-var errGone = errors.New("the agent exited")
 
 // sessionSpec is what start needs.
 type sessionSpec struct {
@@ -53,16 +51,12 @@ type Session struct {
 	// fields below.
 	*engine.SessionCore
 
-	gone chan struct{} // closed when stdout ended: calls waiting give up
-
 	approvals sync.WaitGroup
-	wmu       sync.Mutex // serialises lines to the child's stdin
+	conn      *jsonrpc.Conn // the agent's stdio; its reader is run's
+	m         mapper        // the running turn's mapping; only the reader touches it
 
-	nextID      int64
-	pending     map[int64]chan message // calls waiting for their answer
-	id          string                 // the ACP session id
-	instr       string                 // instructions still to give (the first prompt of a new session)
-	promptID    int64                  // the running turn's session/prompt request
+	id          string // the ACP session id
+	instr       string // instructions still to give (the first prompt of a new session)
 	interrupted bool
 	lastError   string
 }
@@ -74,8 +68,6 @@ func start(ctx context.Context, spec sessionSpec) (*Session, error) {
 		log:         spec.log,
 		approver:    spec.approver,
 		SessionCore: engine.NewSessionCore(eventBuffer),
-		gone:        make(chan struct{}),
-		pending:     map[int64]chan message{},
 	}
 	p, err := proc.Start(proc.Spec{
 		Argv:        spec.argv,
@@ -90,6 +82,15 @@ func start(ctx context.Context, spec sessionSpec) (*Session, error) {
 		return nil, err
 	}
 	s.proc = p
+	s.conn = jsonrpc.New(p.Stdout(), p.Stdin(), jsonrpc.Options{
+		Name:           spec.name,
+		Log:            spec.log,
+		MaxLine:        maxLine,
+		OnLine:         s.Bump,
+		OnNotification: s.notification,
+		OnRequest:      s.request,
+		Kill:           func() error { return p.Signal(syscall.SIGKILL) },
+	})
 	go s.run()
 	if err := s.handshake(ctx, spec); err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 2*spec.stopTimeout+time.Second)
@@ -106,7 +107,7 @@ func start(ctx context.Context, spec sessionSpec) (*Session, error) {
 // handshake initializes the protocol and opens the session (load or new),
 // then reports its id.
 func (s *Session) handshake(ctx context.Context, spec sessionSpec) error {
-	raw, err := s.call(ctx, "initialize", initializeParams())
+	raw, err := s.conn.Call(ctx, "initialize", initializeParams())
 	if err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
@@ -127,8 +128,8 @@ func (s *Session) handshake(ctx context.Context, spec sessionSpec) error {
 	if spec.resume != "" {
 		if !init.AgentCapabilities.LoadSession {
 			s.log.Warn("the agent cannot load sessions: starting a new one", "lost_session", spec.resume)
-		} else if _, err := s.call(ctx, "session/load", sessionParams{SessionID: spec.resume, CWD: spec.dir, MCPServers: servers}); err != nil {
-			if ctx.Err() != nil || isGone(s.gone) {
+		} else if _, err := s.conn.Call(ctx, "session/load", sessionParams{SessionID: spec.resume, CWD: spec.dir, MCPServers: servers}); err != nil {
+			if ctx.Err() != nil || errors.Is(err, jsonrpc.ErrClosed) {
 				return fmt.Errorf("load session %s: %w", spec.resume, err)
 			}
 			s.log.Warn("the agent could not load the session: starting a new one", "lost_session", spec.resume, "err", err)
@@ -137,13 +138,13 @@ func (s *Session) handshake(ctx context.Context, spec sessionSpec) error {
 		}
 	}
 	if id == "" {
-		raw, err := s.call(ctx, "session/new", sessionParams{CWD: spec.dir, MCPServers: servers})
+		raw, err := s.conn.Call(ctx, "session/new", sessionParams{CWD: spec.dir, MCPServers: servers})
 		if err != nil {
 			return fmt.Errorf("new session: %w", err)
 		}
 		var res newSessionResult
 		if err := json.Unmarshal(raw, &res); err != nil || res.SessionID == "" {
-			return fmt.Errorf("new session: no session id in %s", clip(raw))
+			return fmt.Errorf("new session: no session id in %s", clipRaw(raw))
 		}
 		id = res.SessionID
 		s.Mu.Lock()
@@ -154,62 +155,6 @@ func (s *Session) handshake(ctx context.Context, spec sessionSpec) error {
 	s.id = id
 	s.Mu.Unlock()
 	s.Emit(engine.Event{Kind: engine.EventSession, SessionID: id})
-	return nil
-}
-
-func isGone(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
-// call sends a request and waits for its answer.
-func (s *Session) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	ch := make(chan message, 1)
-	s.Mu.Lock()
-	if s.EndedLocked() {
-		s.Mu.Unlock()
-		return nil, errGone
-	}
-	s.nextID++
-	id := s.nextID
-	s.pending[id] = ch
-	s.Mu.Unlock()
-	defer func() {
-		s.Mu.Lock()
-		delete(s.pending, id)
-		s.Mu.Unlock()
-	}()
-	b, err := encodeRequest(id, method, params)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.write(b); err != nil {
-		return nil, err
-	}
-	select {
-	case m := <-ch:
-		if m.Error != nil {
-			return nil, m.Error
-		}
-		return m.Result, nil
-	case <-s.gone:
-		return nil, errGone
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
-	}
-}
-
-// write writes one line to the child's stdin.
-func (s *Session) write(b []byte) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	if _, err := s.proc.Stdin().Write(b); err != nil {
-		return fmt.Errorf("write to %s: %w", s.name, err)
-	}
 	return nil
 }
 
@@ -234,26 +179,20 @@ func (s *Session) PID() int { return s.proc.PID() }
 // block of their own, on the first turn of a new session). Its answer ends
 // the turn (C7).
 func (s *Session) Send(ctx context.Context, in engine.Input) error {
-	var b []byte
+	var params promptParams
 	if _, err := s.BeginTurn(ctx, in, func() error {
-		var prompt []contentBlock
 		if s.instr != "" {
-			prompt = append(prompt, contentBlock{Type: "text", Text: s.instr})
+			params.Prompt = append(params.Prompt, contentBlock{Type: "text", Text: s.instr})
 		}
-		prompt = append(prompt, contentBlock{Type: "text", Text: engine.Render(in)})
-		s.nextID++
-		id := s.nextID
-		var err error
-		if b, err = encodeRequest(id, "session/prompt", promptParams{SessionID: s.id, Prompt: prompt}); err != nil {
-			return err
-		}
+		params.Prompt = append(params.Prompt, contentBlock{Type: "text", Text: engine.Render(in)})
+		params.SessionID = s.id
 		s.instr = ""
-		s.promptID, s.interrupted = id, false
+		s.interrupted = false
 		return nil
 	}); err != nil {
 		return err
 	}
-	if err := s.write(b); err != nil {
+	if _, err := s.conn.Go("session/prompt", params, func(m jsonrpc.Message) { s.promptAnswered(in.Turn, m) }); err != nil {
 		s.Mu.Lock()
 		if turn, _ := s.TurnLocked(); turn == in.Turn {
 			s.endTurnLocked()
@@ -280,11 +219,7 @@ func (s *Session) Interrupt(ctx context.Context) error {
 	if turn == "" {
 		return nil
 	}
-	b, err := encodeNotification("session/cancel", map[string]string{"sessionId": id})
-	if err == nil {
-		err = s.write(b)
-	}
-	if err != nil {
+	if err := s.conn.Notify("session/cancel", map[string]string{"sessionId": id}); err != nil {
 		return fmt.Errorf("interrupt turn %s: %w", turn, err)
 	}
 	return nil
@@ -299,12 +234,14 @@ func (s *Session) Close(ctx context.Context) error {
 }
 
 // run is the session's lifecycle goroutine: it reads the child's stdout to
-// the end, then records why the session ended, waits for the approvals
-// and closes Events.
+// the end (the connection's Run), then records why the session ended,
+// waits for the approvals and closes Events.
 func (s *Session) run() {
 	p := s.proc
-	s.read(p)
-	close(s.gone)
+	if err := s.conn.Run(); err != nil {
+		s.SetErr(fmt.Errorf("%s killed: %w", s.name, err))
+	}
+	p.Stdout().Close()
 	<-p.Done()
 	p.Stdin().Close()
 	s.Finish(func() error { return s.exitReason(p) }, s.approvals.Wait)
@@ -327,72 +264,31 @@ func (s *Session) exitReason(p *proc.Process) error {
 	return errors.New(msg)
 }
 
-// read decodes the child's stdout lines until end of file.
-func (s *Session) read(p *proc.Process) {
-	r := p.Stdout()
-	defer r.Close()
-	var m mapper
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	for sc.Scan() {
-		s.Bump()
-		msg, err := parseMessage(sc.Bytes())
-		if err != nil {
-			s.log.Warn(s.name+" wrote a line that is not JSON-RPC", "err", err)
-			continue
-		}
-		s.handle(&m, msg)
-	}
-	if err := sc.Err(); err != nil {
-		s.SetErr(fmt.Errorf("%s killed: read its output: %w", s.name, err))
-		if err := p.Signal(syscall.SIGKILL); err != nil {
-			s.log.Warn("kill "+s.name, "err", err)
-		}
-		io.Copy(io.Discard, r)
-	}
-}
-
-// handle acts on one message of the agent.
-func (s *Session) handle(m *mapper, msg message) {
-	switch {
-	case msg.isResponse():
-		s.response(m, msg)
-	case msg.isNotification():
-		if msg.Method != "session/update" {
-			return
-		}
-		var u updateParams
-		if err := json.Unmarshal(msg.Params, &u); err != nil {
-			s.log.Warn("decode session/update", "err", err)
-			return
-		}
-		turn := s.CurrentTurn()
-		if turn == "" {
-			return // a loaded session's history, or work between turns
-		}
-		for _, ev := range m.events(u.Update) {
-			ev.Turn = turn
-			s.Emit(ev)
-		}
-	case msg.isRequest():
-		s.request(m, msg)
-	}
-}
-
-// response delivers an answer: the running prompt's ends the turn.
-func (s *Session) response(m *mapper, msg message) {
-	id, ok := msg.intID()
-	if !ok {
+// notification acts on one notification of the agent (on the reader).
+func (s *Session) notification(method string, params json.RawMessage) {
+	if method != "session/update" {
 		return
 	}
+	var u updateParams
+	if err := json.Unmarshal(params, &u); err != nil {
+		s.log.Warn("decode session/update", "err", err)
+		return
+	}
+	turn := s.CurrentTurn()
+	if turn == "" {
+		return // a loaded session's history, or work between turns
+	}
+	for _, ev := range s.m.events(u.Update) {
+		ev.Turn = turn
+		s.Emit(ev)
+	}
+}
+
+// promptAnswered takes the answer to turn's session/prompt (on the
+// reader): it ends the turn (C7).
+func (s *Session) promptAnswered(turn troupe.TurnID, msg jsonrpc.Message) {
 	s.Mu.Lock()
-	if ch, ok := s.pending[id]; ok {
-		s.Mu.Unlock()
-		ch <- msg // buffered, one answer per id
-		return
-	}
-	turn, _ := s.TurnLocked()
-	if turn == "" || id != s.promptID {
+	if cur, _ := s.TurnLocked(); cur == "" || cur != turn {
 		s.Mu.Unlock()
 		return
 	}
@@ -408,8 +304,8 @@ func (s *Session) response(m *mapper, msg message) {
 			res, rerr = nil, fmt.Errorf("decode the agent's end of turn: %w", err)
 		}
 	}
-	usage, end := m.turnEnd(res, rerr, interrupted)
-	m.reset()
+	usage, end := s.m.turnEnd(res, rerr, interrupted)
+	s.m.reset()
 	if end.Error != "" && end.Error != "interrupted" {
 		s.lastError = end.Error
 	}
@@ -422,25 +318,19 @@ func (s *Session) response(m *mapper, msg message) {
 	s.Emit(end)
 }
 
-// request answers a request of the agent: permissions go to the Approver
-// in a goroutine of their own; troupe serves nothing else (no file system,
-// no terminal: it did not offer them).
-func (s *Session) request(m *mapper, msg message) {
-	if msg.Method != "session/request_permission" {
-		b, err := encodeError(msg.ID, codeMethodNotFound, "troupe does not serve "+msg.Method)
-		if err == nil {
-			err = s.write(b)
-		}
-		if err != nil {
-			s.log.Debug("answer "+msg.Method, "err", err)
-		}
-		return
+// request takes a request of the agent (on the reader): permissions go
+// to the Approver in a goroutine of their own; troupe serves nothing else
+// (no file system, no terminal: it did not offer them), which the
+// connection refuses.
+func (s *Session) request(id json.RawMessage, method string, params json.RawMessage) bool {
+	if method != "session/request_permission" {
+		return false
 	}
 	var p permissionParams
-	if err := json.Unmarshal(msg.Params, &p); err != nil {
+	if err := json.Unmarshal(params, &p); err != nil {
 		s.log.Warn("decode session/request_permission", "err", err)
 	}
-	tool := m.toolName(p.ToolCall.ToolCallID)
+	tool := s.m.toolName(p.ToolCall.ToolCallID)
 	if tool == "" {
 		tool = p.ToolCall.Title
 	}
@@ -454,9 +344,10 @@ func (s *Session) request(m *mapper, msg message) {
 	s.Mu.Lock()
 	turn, ctx := s.TurnLocked()
 	s.Mu.Unlock()
-	perm := engine.Permission{ID: string(msg.ID), Turn: turn, Tool: tool, Input: p.ToolCall.RawInput, Title: title}
-	id, opts := msg.ID, p.Options
+	perm := engine.Permission{ID: string(id), Turn: turn, Tool: tool, Input: p.ToolCall.RawInput, Title: title}
+	opts := p.Options
 	s.approvals.Go(func() { s.approve(ctx, id, opts, perm) })
+	return true
 }
 
 // approve asks the Approver, reports the request and its decision, and
@@ -465,11 +356,7 @@ func (s *Session) request(m *mapper, msg message) {
 func (s *Session) approve(ctx context.Context, id json.RawMessage, opts []permissionOption, perm engine.Permission) {
 	d := engine.Ask(ctx, s.approver, perm)
 	s.Emit(engine.Event{Kind: engine.EventPermission, Turn: perm.Turn, Permission: &perm, Decision: &d})
-	b, err := encodeResult(id, permissionOutcome(opts, d, ctx.Err() != nil))
-	if err == nil {
-		err = s.write(b)
-	}
-	if err != nil {
+	if err := s.conn.Reply(id, permissionOutcome(opts, d, ctx.Err() != nil)); err != nil {
 		s.log.Debug("answer a permission request", "err", err)
 	}
 }
@@ -478,13 +365,11 @@ func (s *Session) approve(ctx context.Context, id json.RawMessage, opts []permis
 // s.Mu must be held.
 func (s *Session) endTurnLocked() {
 	s.EndTurnLocked()
-	s.promptID, s.interrupted = 0, false
+	s.interrupted = false
 }
 
 // clip shortens a raw message for an error.
-func clip(b []byte) string {
-	if len(b) > 200 {
-		return string(b[:200]) + "…"
-	}
-	return string(b)
+func clipRaw(b []byte) string {
+	s, _ := clip.Ellipsis(string(b), 200)
+	return s
 }

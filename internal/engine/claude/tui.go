@@ -2,7 +2,6 @@ package claude
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/terminal"
+	"github.com/troupe-dev/troupe/internal/procstat"
 	"github.com/troupe-dev/troupe/internal/term"
 )
 
@@ -350,20 +350,8 @@ func Alive(pid int, procStart string) bool {
 	if pid <= 0 || procStart == "" {
 		return false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')') // the command name may hold spaces and parens
-	if i < 0 {
-		return false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// After ")": field 3 (state) is f[0], so field 22 is f[19].
-	if len(f) < 20 || f[0] == "Z" {
-		return false
-	}
-	return f[19] == procStart
+	st, err := procstat.Read(pid)
+	return err == nil && !st.Zombie() && st.StartString() == procStart
 }
 
 // Submitted notes where the turn's transcript lines start.

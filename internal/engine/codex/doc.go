@@ -35,12 +35,14 @@
 // Session owns one app-server process, started with internal/engine/proc
 // (own process group; proc's reaper and its stderr reader, which bumps the
 // activity token for every chunk), and these goroutines of its own: the
-// reader, which reads stdout (every line bumps the activity token, C3),
+// reader, the internal/jsonrpc connection's Run over the child's stdio,
+// which reads stdout (every line bumps the activity token, C3),
 // dispatches responses to their callers, maps notifications to Events and
 // at the end closes Events; and one goroutine per approval request in
 // flight (the Approver may block for hours), cancelled when its turn ends.
 // Close stops the child by proc's escalation and waits for every goroutine.
-// One mutex guards the session's state; proc serialises writes to stdin.
+// One mutex guards the session's state; the connection serialises writes
+// to stdin.
 //
 // Events policy: as the claude engine's: buffered, the reader waits for the
 // consumer (never drops); after Close undelivered events are dropped.

@@ -3,7 +3,6 @@ package codex
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -13,53 +12,6 @@ import (
 // maxLine bounds one line of the app-server's stdout (a turn's items, a
 // command's aggregated output).
 const maxLine = 64 << 20
-
-// message is one JSON-RPC message of the app-server, in either direction:
-// a request (ID and Method), a notification (Method only) or a response
-// (ID with Result or Error). The app-server omits "jsonrpc" in what it
-// writes.
-type message struct {
-	JSONRPC string          `json:"jsonrpc,omitempty"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method,omitempty"`
-	Params  json.RawMessage `json:"params,omitempty"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
-}
-
-// rpcError is a JSON-RPC error.
-type rpcError struct {
-	Code    int64           `json:"code"`
-	Message string          `json:"message"`
-	Data    json.RawMessage `json:"data,omitempty"`
-}
-
-func (e *rpcError) Error() string { return fmt.Sprintf("%s (code %d)", e.Message, e.Code) }
-
-// parseMessage decodes one stdout line.
-func parseMessage(b []byte) (message, error) {
-	var m message
-	if err := json.Unmarshal(b, &m); err != nil {
-		return m, fmt.Errorf("decode app-server message: %w", err)
-	}
-	if bytes.Equal(m.ID, []byte("null")) {
-		m.ID = nil
-	}
-	if m.ID == nil && m.Method == "" {
-		return m, errors.New("decode app-server message: neither id nor method")
-	}
-	return m, nil
-}
-
-// encode is a message as one line.
-func encode(m message) ([]byte, error) {
-	m.JSONRPC = "2.0"
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode app-server message: %w", err)
-	}
-	return append(b, '\n'), nil
-}
 
 // threadResult is the result of thread/start and thread/resume.
 type threadResult struct {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/jsonrpc"
 )
 
 // transcript reads the server's messages of a captured app-server run
@@ -45,7 +46,7 @@ func TestTranscriptMapping(t *testing.T) {
 		cur   []engine.Event
 	)
 	for _, b := range transcript(t) {
-		msg, err := parseMessage(b)
+		msg, err := jsonrpc.Parse(b)
 		if err != nil {
 			t.Fatalf("parse %s: %v", b, err)
 		}
@@ -180,18 +181,6 @@ func TestErrorNotificationIsRemembered(t *testing.T) {
 	}
 }
 
-func TestParseMessage(t *testing.T) {
-	for _, bad := range []string{``, `{}`, `{"id":null}`, `[1]`, `{"id":1`} {
-		if _, err := parseMessage([]byte(bad)); err == nil {
-			t.Errorf("parseMessage(%q) took it", bad)
-		}
-	}
-	m, err := parseMessage([]byte(`{"id":7,"method":"item/commandExecution/requestApproval","params":{"itemId":"i"}}`))
-	if err != nil || string(m.ID) != "7" || m.Method == "" {
-		t.Fatalf("request %+v %v", m, err)
-	}
-}
-
 // FuzzMessage feeds any line through the decoding and the mapping, as the
 // reader does: no panic, and every event has a kind.
 func FuzzMessage(f *testing.F) {
@@ -203,7 +192,7 @@ func FuzzMessage(f *testing.F) {
 	f.Add([]byte(`{"method":"error","params":{"error":{"message":"m"},"willRetry":true}}`))
 	f.Add([]byte(`{"id":"a","method":"item/fileChange/requestApproval","params":null}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		msg, err := parseMessage(b)
+		msg, err := jsonrpc.Parse(b)
 		if err != nil {
 			return
 		}

@@ -1,21 +1,18 @@
 package codex
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/jsonrpc"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -48,15 +45,14 @@ type Session struct {
 	*engine.SessionCore
 
 	approvals sync.WaitGroup // approval requests in flight
-	seq       atomic.Int64   // ids of troupe's requests
+	conn      *jsonrpc.Conn  // the app-server's stdio; its reader is run's
 
-	pending       map[int64]func(message) // answers awaited, by request id
-	thread        string                  // the Codex thread id
-	codexTurn     string                  // the running turn's Codex id, once known
-	interrupted   bool                    // Interrupt was called during the running turn
-	interruptSent bool                    // turn/interrupt was written for it
-	m             mapper                  // the running turn's mapping
-	lastError     string                  // the last failed turn's error, for the reason of a death
+	thread        string // the Codex thread id
+	codexTurn     string // the running turn's Codex id, once known
+	interrupted   bool   // Interrupt was called during the running turn
+	interruptSent bool   // turn/interrupt was written for it
+	m             mapper // the running turn's mapping
+	lastError     string // the last failed turn's error, for the reason of a death
 }
 
 // start starts the app-server and its reader, runs the handshake
@@ -68,7 +64,6 @@ func start(ctx context.Context, spec sessionSpec) (*Session, error) {
 		launch:      spec.launch,
 		approver:    spec.approver,
 		SessionCore: engine.NewSessionCore(eventBuffer),
-		pending:     make(map[int64]func(message)),
 	}
 	p, err := proc.Start(proc.Spec{
 		Argv:        spec.launch.argv,
@@ -83,6 +78,15 @@ func start(ctx context.Context, spec sessionSpec) (*Session, error) {
 		return nil, err
 	}
 	s.proc = p
+	s.conn = jsonrpc.New(p.Stdout(), p.Stdin(), jsonrpc.Options{
+		Name:           "codex",
+		Log:            spec.log,
+		MaxLine:        maxLine,
+		OnLine:         s.Bump,
+		OnNotification: s.notification,
+		OnRequest:      s.serverRequest,
+		Kill:           func() error { return p.Signal(syscall.SIGKILL) },
+	})
 	go s.run()
 	id, err := s.handshake(ctx, spec.resume)
 	if err != nil {
@@ -104,10 +108,10 @@ func start(ctx context.Context, spec sessionSpec) (*Session, error) {
 // returns the thread id.
 func (s *Session) handshake(ctx context.Context, resume string) (string, error) {
 	init := map[string]any{"clientInfo": map[string]string{"name": "troupe", "title": "troupe", "version": "1"}}
-	if _, err := s.call(ctx, "initialize", init); err != nil {
+	if _, err := s.conn.Call(ctx, "initialize", init); err != nil {
 		return "", fmt.Errorf("initialize codex app-server: %w", err)
 	}
-	if err := s.notify("initialized", nil); err != nil {
+	if err := s.conn.Notify("initialized", nil); err != nil {
 		return "", fmt.Errorf("initialize codex app-server: %w", err)
 	}
 	params := map[string]any{"cwd": s.launch.dir}
@@ -122,17 +126,17 @@ func (s *Session) handshake(ctx context.Context, resume string) (string, error) 
 		for k, v := range params {
 			rp[k] = v
 		}
-		res, err := s.call(ctx, "thread/resume", rp)
+		res, err := s.conn.Call(ctx, "thread/resume", rp)
 		if err == nil {
 			return threadID(res)
 		}
-		var rerr *rpcError
+		var rerr *jsonrpc.Error
 		if !errors.As(err, &rerr) {
 			return "", fmt.Errorf("resume codex thread %s: %w", resume, err)
 		}
 		s.log.Warn("codex has no thread to resume: starting a new one", "lost_thread", resume, "reason", rerr.Message)
 	}
-	res, err := s.call(ctx, "thread/start", params)
+	res, err := s.conn.Call(ctx, "thread/start", params)
 	if err != nil {
 		return "", fmt.Errorf("start codex thread: %w", err)
 	}
@@ -145,70 +149,6 @@ func threadID(res json.RawMessage) (string, error) {
 		return "", fmt.Errorf("read codex thread: no thread id in %.200s", res)
 	}
 	return r.Thread.ID, nil
-}
-
-// call sends a request and waits for its answer, ctx or the session's end.
-func (s *Session) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	ch := make(chan message, 1)
-	if err := s.request(method, params, func(m message) { ch <- m }); err != nil {
-		return nil, err
-	}
-	select {
-	case m := <-ch:
-		if m.Error != nil {
-			return nil, m.Error
-		}
-		return m.Result, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%s: %w", method, context.Cause(ctx))
-	case <-s.Done():
-		return nil, fmt.Errorf("%s: codex app-server exited", method)
-	}
-}
-
-// request writes a request whose answer goes to then (called by the
-// reader, which it must not block).
-func (s *Session) request(method string, params any, then func(message)) error {
-	id := s.seq.Add(1)
-	raw, err := json.Marshal(params)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", method, err)
-	}
-	s.Mu.Lock()
-	s.pending[id] = then
-	s.Mu.Unlock()
-	if err := s.write(message{ID: json.RawMessage(strconv.FormatInt(id, 10)), Method: method, Params: raw}); err != nil {
-		s.Mu.Lock()
-		delete(s.pending, id)
-		s.Mu.Unlock()
-		return err
-	}
-	return nil
-}
-
-// notify writes a notification.
-func (s *Session) notify(method string, params any) error {
-	m := message{Method: method}
-	if params != nil {
-		raw, err := json.Marshal(params)
-		if err != nil {
-			return fmt.Errorf("encode %s: %w", method, err)
-		}
-		m.Params = raw
-	}
-	return s.write(m)
-}
-
-// write writes one message to the child's stdin.
-func (s *Session) write(m message) error {
-	b, err := encode(m)
-	if err != nil {
-		return err
-	}
-	if _, err := s.proc.Stdin().Write(b); err != nil {
-		return fmt.Errorf("write to codex: %w", err)
-	}
-	return nil
 }
 
 // ID is the Codex thread id of the conversation.
@@ -241,7 +181,7 @@ func (s *Session) Send(ctx context.Context, in engine.Input) error {
 	}
 
 	params := map[string]any{"threadId": thread, "input": []map[string]string{{"type": "text", "text": engine.Render(in)}}}
-	err := s.request("turn/start", params, func(m message) { s.turnStarted(in.Turn, m) })
+	_, err := s.conn.Go("turn/start", params, func(m jsonrpc.Message) { s.turnStarted(in.Turn, m) })
 	if err != nil {
 		s.Mu.Lock()
 		if turn, _ := s.TurnLocked(); turn == in.Turn {
@@ -255,7 +195,7 @@ func (s *Session) Send(ctx context.Context, in engine.Input) error {
 
 // turnStarted takes turn/start's answer: the Codex turn id (and a pending
 // interrupt goes out), or the server's refusal, which ends the turn.
-func (s *Session) turnStarted(id troupe.TurnID, m message) {
+func (s *Session) turnStarted(id troupe.TurnID, m jsonrpc.Message) {
 	if m.Error != nil {
 		s.Mu.Lock()
 		if turn, _ := s.TurnLocked(); turn != id {
@@ -294,11 +234,12 @@ func (s *Session) setCodexTurn(id troupe.TurnID, codexTurn string) {
 }
 
 func (s *Session) sendInterrupt(thread, codexTurn string) error {
-	return s.request("turn/interrupt", map[string]string{"threadId": thread, "turnId": codexTurn}, func(m message) {
+	_, err := s.conn.Go("turn/interrupt", map[string]string{"threadId": thread, "turnId": codexTurn}, func(m jsonrpc.Message) {
 		if m.Error != nil {
 			s.log.Warn("codex refused the interrupt", "err", m.Error.Message)
 		}
 	})
+	return err
 }
 
 // Interrupt sends turn/interrupt (once the turn's Codex id is known); the
@@ -338,16 +279,17 @@ func (s *Session) Close(ctx context.Context) error {
 }
 
 // run is the session's reader goroutine: it reads the child's stdout to
-// the end, then records why the session ended, waits for the approvals and
-// closes Events.
+// the end (the connection's Run), then records why the session ended,
+// waits for the approvals and closes Events.
 func (s *Session) run() {
 	p := s.proc
-	s.read(p)
+	if err := s.conn.Run(); err != nil {
+		s.SetErr(fmt.Errorf("codex killed: %w", err))
+		s.log.Warn("codex: read output", "err", err)
+	}
+	p.Stdout().Close()
 	<-p.Done()
 	p.Stdin().Close()
-	s.Mu.Lock()
-	s.pending = map[int64]func(message){} // no answer comes any more
-	s.Mu.Unlock()
 	s.Finish(func() error { return s.exitReason(p) }, s.approvals.Wait)
 }
 
@@ -369,60 +311,22 @@ func (s *Session) exitReason(p *proc.Process) error {
 	return errors.New(msg)
 }
 
-// read decodes the child's stdout lines until end of file.
-func (s *Session) read(p *proc.Process) {
-	r := p.Stdout()
-	defer r.Close()
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	for sc.Scan() {
-		s.Bump()
-		m, err := parseMessage(sc.Bytes())
-		if err != nil {
-			s.log.Warn("codex wrote a line that is not JSON-RPC", "err", err)
-			continue
-		}
-		s.handle(m)
-	}
-	if err := sc.Err(); err != nil {
-		s.SetErr(fmt.Errorf("codex killed: read its output: %w", err))
-		s.log.Warn("codex: read output", "err", err)
-		if err := p.Signal(syscall.SIGKILL); err != nil { // it would block on a pipe nobody reads
-			s.log.Warn("kill codex", "err", err)
-		}
-		io.Copy(io.Discard, r)
-	}
-}
-
-// handle acts on one message.
-func (s *Session) handle(m message) {
-	switch {
-	case m.Method == "":
-		id, err := strconv.ParseInt(string(m.ID), 10, 64)
-		s.Mu.Lock()
-		then := s.pending[id]
-		delete(s.pending, id)
-		s.Mu.Unlock()
-		if err != nil || then == nil {
-			s.log.Debug("codex answered a request troupe did not send", "id", string(m.ID))
-			return
-		}
-		then(m)
-	case m.ID != nil:
-		s.serverRequest(m)
-	case m.Method == "turn/started":
+// notification acts on one notification of the server.
+func (s *Session) notification(method string, params json.RawMessage) {
+	switch method {
+	case "turn/started":
 		var r turnResult
-		if json.Unmarshal(m.Params, &r) == nil {
+		if json.Unmarshal(params, &r) == nil {
 			s.setCodexTurn(s.CurrentTurn(), r.Turn.ID)
 		}
-	case m.Method == "turn/completed":
-		s.turnCompleted(m.Params)
+	case "turn/completed":
+		s.turnCompleted(params)
 	default:
 		s.Mu.Lock()
 		turn, _ := s.TurnLocked()
 		var evs []engine.Event
 		if turn != "" {
-			evs = s.m.events(m.Method, m.Params)
+			evs = s.m.events(method, params)
 		}
 		s.Mu.Unlock()
 		for _, ev := range evs {
@@ -468,23 +372,22 @@ type approvalParams struct {
 	Reason  *string `json:"reason"`
 }
 
-// serverRequest answers a request of the server: approvals go to the
+// serverRequest takes a request of the server: approvals go to the
 // Approver in a goroutine of their own (it may wait for the person for
-// hours; the reader keeps reading); anything else is refused.
-func (s *Session) serverRequest(m message) {
+// hours; the reader keeps reading); anything else it leaves to the
+// connection to refuse.
+func (s *Session) serverRequest(id json.RawMessage, method string, params json.RawMessage) bool {
 	var tool string
-	switch m.Method {
+	switch method {
 	case "item/commandExecution/requestApproval":
 		tool = toolShell
 	case "item/fileChange/requestApproval":
 		tool = toolPatch
 	default:
-		s.log.Warn("codex sent a request troupe does not serve", "method", m.Method)
-		s.answer(message{ID: m.ID, Error: &rpcError{Code: -32601, Message: "troupe does not serve " + m.Method}})
-		return
+		return false
 	}
 	var p approvalParams
-	json.Unmarshal(m.Params, &p)
+	json.Unmarshal(params, &p)
 	title := "Codex wants to change files"
 	if tool == toolShell {
 		title = "Codex wants to run a command"
@@ -498,9 +401,9 @@ func (s *Session) serverRequest(m message) {
 	s.Mu.Lock()
 	turn, ctx := s.TurnLocked()
 	s.Mu.Unlock()
-	perm := engine.Permission{ID: string(m.ID), Turn: turn, Tool: tool, Input: rawOrEmpty(m.Params), Title: title}
-	id := m.ID
+	perm := engine.Permission{ID: string(id), Turn: turn, Tool: tool, Input: rawOrEmpty(params), Title: title}
 	s.approvals.Go(func() { s.approve(ctx, id, perm) })
+	return true
 }
 
 // approve asks the Approver, reports the request and its decision, and
@@ -513,13 +416,8 @@ func (s *Session) approve(ctx context.Context, id json.RawMessage, perm engine.P
 	if d.Allow {
 		decision = "accept"
 	}
-	s.answer(message{ID: id, Result: json.RawMessage(`{"decision":"` + decision + `"}`)})
-}
-
-// answer writes a response; a failure means the child is going away,
-// which its exit reports.
-func (s *Session) answer(m message) {
-	if err := s.write(m); err != nil {
+	// A failure means the child is going away, which its exit reports.
+	if err := s.conn.Reply(id, map[string]string{"decision": decision}); err != nil {
 		s.log.Debug("answer codex", "err", err)
 	}
 }

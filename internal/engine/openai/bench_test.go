@@ -37,10 +37,10 @@ func instantModel(b *testing.B) string {
 	textAnswer := []byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"done\"}}]}\n\n" +
 		"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n" +
 		"data: [DONE]\n\n")
-	bufs := sync.Pool{New: func() any { return make([]byte, 32<<10) }}
+	bufs := sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		buf := bufs.Get().([]byte)
-		io.CopyBuffer(io.Discard, struct{ io.Reader }{r.Body}, buf) // the server's own garbage stays out of the figure
+		buf := bufs.Get().(*[]byte)
+		io.CopyBuffer(io.Discard, struct{ io.Reader }{r.Body}, *buf) // the server's own garbage stays out of the figure
 		bufs.Put(buf)
 		w.Header().Set("Content-Type", "text/event-stream")
 		if n.Add(1)%stepsPerTurn == 0 {

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/troupe-dev/troupe/internal/clip"
 )
 
 // The Chat Completions wire: what troupe sends and reads. Only the fields
@@ -372,7 +374,7 @@ func (c *client) stream(r io.Reader, sink stepSink) (step, error) {
 				room := maxStepText - text.Len()
 				out := d.Content
 				if len(out) > room {
-					out, st.cut = strings.ToValidUTF8(out[:max(room, 0)], ""), true
+					out, st.cut = clip.Head(out, room), true
 				}
 				if out != "" {
 					text.WriteString(out)
@@ -453,16 +455,12 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 
 // cutText cuts s to n bytes (valid UTF-8) and says whether it did.
 func cutText(s string, n int) (string, bool) {
-	if len(s) <= n {
-		return s, false
-	}
-	return strings.ToValidUTF8(s[:n], ""), true
+	t := clip.Head(s, n)
+	return t, len(t) < len(s)
 }
 
 // clipText is cutText with "…" where it cut.
 func clipText(s string, n int) string {
-	if t, cut := cutText(s, n); cut {
-		return t + "…"
-	}
+	s, _ = clip.Ellipsis(s, n)
 	return s
 }

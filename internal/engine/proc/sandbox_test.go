@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/procstat"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 )
 
@@ -83,21 +84,16 @@ func liveInGroup(t *testing.T, pgid int) []string {
 	}
 	var live []string
 	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid pgrp …; comm may hold spaces and parens.
-		s := string(b)
-		end := strings.LastIndexByte(s, ')')
-		if end < 0 {
+		st, err := procstat.Read(pid)
+		if err != nil || st.PGRP != pgid || st.Zombie() {
 			continue
 		}
-		f := strings.Fields(s[end+1:])
-		if len(f) < 3 || f[2] != strconv.Itoa(pgid) || f[0] == "Z" {
-			continue
-		}
-		live = append(live, e.Name()+" "+f[0]+" "+s[:end+1])
+		comm, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		live = append(live, e.Name()+" "+string(st.State)+" "+strings.TrimSpace(string(comm)))
 	}
 	return live
 }

@@ -168,25 +168,6 @@ func scanMessage(sc scanner) (troupe.Message, error) {
 	return m, err
 }
 
-// queryMessages runs a query selecting messageCols. It returns nil when no
-// row matches, like the reference store.
-func queryMessages(ctx context.Context, db *sql.DB, query string, args ...any) ([]troupe.Message, error) {
-	rows, err := db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ms []troupe.Message
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, m)
-	}
-	return ms, rows.Err()
-}
-
 // pendingQuery reads an inbox's oldest queued messages: arguments project,
 // agent, limit (-1: none).
 const pendingQuery = `SELECT ` + messageCols + ` FROM messages
