@@ -84,7 +84,7 @@ func open(t *testing.T) *Manager {
 
 func TestMemoryCapKillsWithOOM(t *testing.T) {
 	m := open(t)
-	g, err := m.Group(troupe.RuntimeKey{Project: "p1", Agent: "lead"}, Limits{Memory: 32 << 20, Processes: 64})
+	g, err := m.Group(troupe.RuntimeKey{Project: "p1", Agent: "lead"}, Limits{Memory: 64 << 20, Processes: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,13 +95,13 @@ func TestMemoryCapKillsWithOOM(t *testing.T) {
 		return cmd.Wait()
 	}
 	if err := run(8); err != nil {
-		t.Fatalf("8 MiB under a 32 MiB cap: %v", err)
+		t.Fatalf("8 MiB under a 64 MiB cap: %v", err)
 	}
 	before := g.OOMKills()
-	err = run(128)
+	err = run(256)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("128 MiB under a 32 MiB cap ended with %v, want SIGKILL", err)
+		t.Fatalf("256 MiB under a 64 MiB cap ended with %v, want SIGKILL", err)
 	}
 	if got := g.OOMKills(); got <= before {
 		t.Fatalf("OOM kills %d, want more than %d", got, before)
