@@ -370,10 +370,7 @@ func (m *Manager) RemoveProject(p troupe.ProjectID) {
 	m.retry(true)
 }
 
-// Run retries the removal of kept cgroups every 10 s until ctx ends, then
-// removes every cgroup it made that is empty (the daemon stops): those
-// that still hold processes (tasks outlive the daemon) are kept and said
-// in the log; the next daemon on this state dir takes them up again.
+// Run retries the removal of kept cgroups every 10 s until ctx ends.
 func (m *Manager) Run(ctx context.Context) error {
 	if m == nil {
 		return nil
@@ -385,17 +382,27 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-t.C:
 			m.retry(false)
 		case <-ctx.Done():
-			m.mu.Lock()
-			for k, g := range m.groups {
-				m.gone[k] = g
-				delete(m.groups, k)
-			}
-			m.mu.Unlock()
-			m.retry(true)
-			m.sweep(true)
 			return nil
 		}
 	}
+}
+
+// Close removes every cgroup m made that is empty (the daemon stops,
+// its agents' sessions stopped): those that still hold processes (tasks
+// outlive the daemon) are kept and said in the log; the next daemon on
+// this state dir takes them up again, or removes them once empty.
+func (m *Manager) Close() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	for k, g := range m.groups {
+		m.gone[k] = g
+		delete(m.groups, k)
+	}
+	m.mu.Unlock()
+	m.retry(true)
+	m.sweep(true)
 }
 
 // retry removes the kept cgroups that are empty now; say logs those kept.

@@ -75,9 +75,7 @@ func open(t *testing.T) *Manager {
 		t.Skipf("this machine gives no memory and process caps: %s", r.Text())
 	}
 	t.Cleanup(func() {
-		m.RemoveProject("p1")
-		m.RemoveProject("p2")
-		m.sweep(true)
+		m.Close()
 	})
 	return m
 }

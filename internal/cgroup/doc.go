@@ -24,7 +24,7 @@
 // agents run without them (not an error).
 //
 // Concurrency: a Manager is safe for concurrent use (one mutex over its
-// groups); its Run owns the retries of removals. A Group is a value.
+// groups); its Run owns the retries of removals, Close the last ones. A Group is a value.
 //
 // Who imports it: the daemon (Manager), internal/sandbox (a Policy carries
 // the agent's Group), internal/engine/proc and internal/task (which start

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/claudesessions"
 	"github.com/troupe-dev/troupe/internal/engine/openai"
 	"github.com/troupe-dev/troupe/internal/events"
@@ -266,8 +267,10 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return out
 		}})
+	// The agents' memory and process caps (issue 20): one cgroup each.
+	cgroups := cgroup.Open(cgroup.Options{StateDir: cfg.StateDir, Logger: log})
 	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db, Sessions: db, Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
-		Sandbox: sandboxes(cfg.StateDir, reg),
+		Sandbox: sandboxes(cfg.StateDir, reg, cgroups, log),
 		Grants:  tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db,
 		MessageDir: filepath.Join(cfg.StateDir, "messages"), MaxSessions: cfg.MaxSessions})
@@ -285,11 +288,15 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		rt.TeamChanged(c)
 		keptWorktrees(c, trees, hub, log)
+		for _, a := range c.Removed {
+			cgroups.Remove(troupe.RuntimeKey{Project: c.Project, Agent: a})
+		}
 	}, func(id troupe.ProjectID) {
 		hub.Publish(troupe.RuntimeKey{Project: id}, events.ProjectRemoved{Project: id})
 		rt.ProjectRemoved(id)
 		notes.Forget(id)
 		killTasks(ctx, log, tasks, id) // nobody is left to hear of them
+		cgroups.RemoveProject(id)
 		// Its messages go at once (the retention rule).
 		select {
 		case pruneNow <- struct{}{}:
@@ -297,7 +304,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	})
 
-	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db, Token: token, Logger: log,
+	srv := api.New(api.Options{Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db, Token: token, Logger: log,
 		MCP:       mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
 		Worktrees: trees, Memory: notes, Claude: claude,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
@@ -312,6 +319,11 @@ func Run(ctx context.Context, cfg Config) error {
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := cgroups.Run(runCtx); err != nil {
+			log.Error("cgroups' owner stopped", "err", err)
+		}
+	})
 	wg.Go(func() {
 		if err := tasks.Run(runCtx); err != nil {
 			log.Error("task manager stopped", "err", err)
@@ -351,6 +363,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cancel()
 		hs.Close()
 		wg.Wait()
+		cgroups.Close()
 		return fmt.Errorf("write address file: %w", err)
 	}
 	defer os.Remove(dir.AddrFile())
@@ -375,6 +388,7 @@ func Run(ctx context.Context, cfg Config) error {
 		hs.Close()
 	}
 	wg.Wait()
+	cgroups.Close() // the agents' sessions are stopped: their cgroups go
 	log.Info("daemon stopped")
 	return runErr
 }
