@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/cgroup"
+	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/fakemodel"
+	"github.com/troupe-dev/troupe/internal/sandbox"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// The agents' resource caps (issue 20): a sandboxed agent's command that
+// allocates beyond its memory cap is killed by the OOM killer and said so,
+// a fork loop stops at its process cap, and two projects' agents of one
+// name get two cgroups (C1).
+
+const capsTeam = `
+[[agent]]
+name = "f"
+engine = "fake"
+allowed_tools = ["run_in_background", "Bash"]
+[agent.sandbox]
+memory = "256MiB"
+processes = 64
+
+[[agent]]
+name = "o"
+engine = "openai"
+model = "fake-coder"
+permission_mode = "bypassPermissions"
+turn_timeout = "2m"
+[agent.openai]
+base_url = %q
+api_key_env = "TROUPE_TEST_OPENAI_KEY"
+[agent.sandbox]
+memory = "256MiB"
+`
+
+func TestAgentCaps(t *testing.T) {
+	if r := cgroup.Probe(); !r.Memory || !r.Processes {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI's machine gives memory and process caps: %s", r.Text())
+		}
+		t.Skipf("no caps here: %s", r.Text())
+	}
+	if sandbox.Detect().Mechanism == sandbox.None {
+		t.Skip("no sandbox mechanism here")
+	}
+	model := fakemodel.New(fakemodel.Options{})
+	if err := model.Start(""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Close() })
+	state, home := t.TempDir(), t.TempDir()
+	a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	team := fmt.Sprintf(capsTeam, model.URL()+"/v1")
+	writeTeam(t, a, team)
+	writeTeam(t, b, team)
+	env := append(os.Environ(), "HOME="+home, "TROUPE_TEST_OPENAI_KEY="+openaiKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	d := startDaemonEnv(t, state, env, "--project", a, "--project", b)
+	t.Cleanup(func() {
+		d.stop(syscall.SIGTERM)
+		waitNoProcessIn(t, a)
+		waitNoProcessIn(t, b)
+	})
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ra, err := cl.ResolveProject(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := cl.ResolveProject(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, pb := ra.ID, rb.ID
+	ask := func(p troupe.ProjectID, agent troupe.AgentID, text string) string {
+		t.Helper()
+		req, err := cl.Ask(ctx, p, agent, text, 0)
+		if err != nil {
+			t.Fatalf("ask %s: %v", agent, err)
+		}
+		if req.State != troupe.ReqAnswered {
+			t.Fatalf("ask %s %q = %s: %s", agent, text, req.State, req.Error)
+		}
+		return req.Answer
+	}
+	lastTask := func(p troupe.ProjectID, agent troupe.AgentID, n int) (reason, output string) {
+		t.Helper()
+		waitTaskMessages(t, ctx, cl, p, agent, n)
+		ts, err := cl.Tasks(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range ts {
+			if x.Owner == agent {
+				reason = x.Reason
+				output, _ = cl.TaskOutput(ctx, p, x.ID, 1<<20)
+			}
+		}
+		return reason, output
+	}
+	// A line of 600 MB, which tail must hold whole: beyond 256 MiB.
+	const hog = "head -c 600000000 /dev/zero | tail -n 1 | wc -c"
+
+	// The agents say their caps.
+	as, err := cl.Agents(ctx, pa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range as {
+		if x.Caps == nil || !x.Caps.InForce || x.Caps.Memory != "256MiB" {
+			t.Errorf("agent %s: caps %+v, want 256MiB in force", x.Name, x.Caps)
+		}
+	}
+
+	// Two projects, one agent name: two cgroups, each its project's.
+	cgOf := func(p troupe.ProjectID) string {
+		out := ask(p, "f", "!sh cat /proc/self/cgroup")
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, ":memory:") || strings.HasPrefix(l, "0::") && strings.Contains(l, "agent-") {
+				if !strings.Contains(l, "project-"+string(p)+"/agent-f") {
+					t.Errorf("agent f of %s runs in %q", p, l)
+				}
+				return l
+			}
+		}
+		t.Fatalf("no cgroup of f in %q", out)
+		return ""
+	}
+	if ca, cb := cgOf(pa), cgOf(pb); ca == cb {
+		t.Errorf("two projects' agents f share the cgroup %s", ca)
+	}
+
+	// Memory: the fake agent's background task, and the openai agent's
+	// run_command.
+	ask(pa, "f", "!bg "+hog)
+	if reason, out := lastTask(pa, "f", 1); !strings.Contains(reason, "out of memory") || !strings.Contains(reason, "sandbox.memory") {
+		t.Errorf("task over its memory cap: reason %q, output %q; want out of memory, naming sandbox.memory", reason, out)
+	}
+	cmd, _ := json.Marshal(hog)
+	if got := ask(pa, "o", `[[tool:run_command {"command":`+string(cmd)+`}]]`); !strings.Contains(got, "out of memory") {
+		t.Errorf("run_command over its memory cap: %q, want out of memory", got)
+	}
+	// Under the cap all goes well.
+	if got := ask(pa, "o", `[[tool:run_command {"command":"head -c 1000000 /dev/zero | tail -n 1 | wc -c"}]]`); !strings.Contains(got, "1000000") {
+		t.Errorf("run_command under its cap: %q", got)
+	}
+
+	// Processes: a loop that forks sleepers stops at the cap (64,
+	// threads of the agent's own process included).
+	ask(pb, "f", `!bg i=0; while [ $i -lt 1000 ]; do sleep 3 & i=$((i+1)); echo $i; done`)
+	_, out := lastTask(pb, "f", 1)
+	lines := strings.Fields(out)
+	n := 0
+	for _, l := range lines {
+		if v, err := strconv.Atoi(l); err == nil {
+			n = v
+		}
+	}
+	if n == 0 || n >= 64 {
+		t.Errorf("the fork loop started %d sleepers under a cap of 64 (output %q)", n, out)
+	}
+}
