@@ -104,6 +104,29 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 // is a cgroup v1 one, which no clone puts a child into.
 func (g *Group) NeedsJoin() bool { return !g.IsZero() && g.Dir == "" }
 
+// joinScript is the program of JoinArgv: /bin/sh writes its own pid into
+// each file before "--", then execs what follows (the files and the argv
+// are arguments, never part of the script).
+const joinScript = `for f do shift; [ "$f" = -- ] && exec "$@"; echo $$ > "$f" || exit 125; done; exit 125`
+
+// JoinArgv is argv run by a /bin/sh that first joins g, when g must be
+// joined (NeedsJoin: cgroup v1), else argv itself. The shell costs one
+// exec of /bin/sh, far less than one of troupe's own binary (README,
+// "Sandbox").
+func (g *Group) JoinArgv(argv []string) []string {
+	if !g.NeedsJoin() {
+		return argv
+	}
+	a := []string{"/bin/sh", "-c", joinScript, "sh"}
+	for _, d := range []string{g.Memory, g.Pids} {
+		if d != "" {
+			a = append(a, filepath.Join(d, "cgroup.procs"))
+		}
+	}
+	a = append(a, "--")
+	return append(a, argv...)
+}
+
 // Join moves this process (all its threads) into g. The sandbox's helper
 // calls it first thing, before it execs the program.
 func (g *Group) Join() error {

@@ -51,15 +51,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// start starts argv in g as troupe does: born in it (v2), or through a
-// joining helper (v1; here the test binary).
+// start starts cmd in g as troupe does: born in it (v2), or through the
+// joining shell (v1).
 func start(t *testing.T, g Group, cmd *exec.Cmd) {
 	t.Helper()
 	if g.NeedsJoin() {
-		b, _ := json.Marshal(g)
-		cmd.Env = append(cmd.Env, joinEnv+"="+string(b))
-		cmd.Args = append([]string{os.Args[0]}, cmd.Args...)
-		cmd.Path = os.Args[0]
+		cmd.Args = g.JoinArgv(cmd.Args)
+		cmd.Path = cmd.Args[0]
 	}
 	if err := g.Start(cmd); err != nil {
 		t.Fatal(err)
@@ -216,5 +214,43 @@ func TestProbeReadsTheLayout(t *testing.T) {
 	f = probe(root)
 	if f.v2ok || f.v1mem != filepath.Join(root, "sys/fs/cgroup/memory/api/x") || f.v1pids != filepath.Join(root, "sys/fs/cgroup/pids") {
 		t.Fatalf("hybrid: %+v", f)
+	}
+}
+
+// TestJoin: a process that joins (the Landlock helper's way) runs what
+// it execs in the agent's cgroups, as does one the shell joins.
+func TestJoin(t *testing.T) {
+	m := open(t)
+	g, err := m.Group(troupe.RuntimeKey{Project: "p1", Agent: "lead"}, Limits{Memory: 1 << 30, Processes: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.NeedsJoin() {
+		t.Skip("cgroup v2: children are born in their cgroup")
+	}
+	b, _ := json.Marshal(g)
+	helper := exec.Command(os.Args[0], "/bin/cat", "/proc/self/cgroup")
+	helper.Env = append(os.Environ(), joinEnv+"="+string(b))
+	shell := exec.Command("cat", "/proc/self/cgroup")
+	shell.Args = g.JoinArgv(shell.Args)
+	shell.Path = shell.Args[0]
+	for name, cmd := range map[string]*exec.Cmd{"helper": helper, "shell": shell} {
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, c := range []string{":memory:", ":pids:"} {
+			i := strings.Index(string(out), c)
+			if i < 0 || !strings.HasPrefix(string(out[i+len(c):]), "/") || !strings.Contains(strings.SplitN(string(out[i:]), "\n", 2)[0], "/project-p1/agent-lead") {
+				t.Errorf("%s: the program runs in %q, not in lead's %s cgroup", name, out, c)
+			}
+		}
+	}
+	// A file it cannot write stops it before the program runs.
+	bad := exec.Command("/bin/echo", "RAN")
+	bad.Args = (&Group{Pids: t.TempDir() + "/nowhere"}).JoinArgv(bad.Args)
+	bad.Path = bad.Args[0]
+	if out, err := bad.Output(); err == nil || strings.Contains(string(out), "RAN") {
+		t.Errorf("a join that failed ran the program: %q, %v", out, err)
 	}
 }

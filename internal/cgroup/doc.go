@@ -14,9 +14,10 @@
 //     A child is born in its cgroup by clone3 (SysProcAttr.UseCgroupFD).
 //   - cgroup v1, when the memory and pids hierarchies are writable: one
 //     folder per agent in each, below the daemon's own cgroup there. No
-//     clone puts a child into a v1 cgroup: the sandbox's helper (`troupe
-//     sandbox-exec`, internal/sandbox) joins them (Join) before it execs
-//     anything, so no fork escapes. (Forking from a daemon thread moved
+//     clone puts a child into a v1 cgroup: the child joins them before it
+//     execs anything, so no fork escapes: a /bin/sh in front of bubblewrap
+//     (JoinArgv), or the Landlock helper (`troupe sandbox-exec`,
+//     internal/sandbox, Join). (Forking from a daemon thread moved
 //     into the agent's cgroups was tried and dropped: while that thread is
 //     there, an OOM in the agent's cgroup may choose the daemon.)
 //

@@ -132,12 +132,9 @@ func Wrap(p Policy, argv []string) ([]string, error) {
 			}
 		}
 		a := BwrapArgv(bwrap, p, argv)
-		if p.Cgroup.NeedsJoin() {
-			// cgroup v1: the helper joins the agent's cgroup, then execs
-			// bubblewrap (it restricts nothing: its policy is off).
-			return helperArgv(Policy{Cgroup: p.Cgroup, Helper: p.Helper}, a)
-		}
-		return a, nil
+		// cgroup v1: a shell joins the agent's cgroup, then execs
+		// bubblewrap (the Landlock helper joins by itself).
+		return p.Cgroup.JoinArgv(a), nil
 	case Landlock:
 		if r.LandlockABI == 0 {
 			return nil, fmt.Errorf("sandbox: this kernel has no Landlock: install bubblewrap (apt-get install bubblewrap), or set sandbox = false for the agent")

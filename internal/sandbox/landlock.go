@@ -54,8 +54,7 @@ func MaybeRunHelper() {
 
 // HelperMain is the program of `troupe sandbox-exec POLICY -- ARGV...`:
 // it joins the policy's cgroup when it is a v1 one, restricts itself with
-// Landlock to the JSON policy POLICY when it is on (off: only the cgroup,
-// before bubblewrap), then execs ARGV in its place. It returns only on failure (the exit status).
+// Landlock to the JSON policy POLICY, then execs ARGV in its place. It returns only on failure (the exit status).
 func HelperMain(args []string) int {
 	if len(args) < 3 || args[1] != "--" {
 		fmt.Fprintf(os.Stderr, "usage: troupe %s POLICY -- COMMAND [ARG...]\n", HelperCommand)
@@ -79,12 +78,6 @@ func HelperMain(args []string) int {
 			fmt.Fprintf(os.Stderr, "troupe %s: %v\n", HelperCommand, err)
 			return 1
 		}
-	}
-	if !p.On {
-		// Only the cgroup: bubblewrap's argv follows, and restricts.
-		err = syscall.Exec(prog, argv, os.Environ())
-		fmt.Fprintf(os.Stderr, "troupe %s: run %s: %v\n", HelperCommand, argv[0], err)
-		return 126
 	}
 	if err := restrictLandlock(p); err != nil {
 		fmt.Fprintf(os.Stderr, "troupe %s: %v\n", HelperCommand, err)
