@@ -145,6 +145,24 @@ func TestAgentCaps(t *testing.T) {
 	if ca, cb := cgOf(pa), cgOf(pb); ca == cb {
 		t.Errorf("two projects' agents f share the cgroup %s", ca)
 	}
+	// f's pids.max, as the cgroup file says it.
+	var pidsMax string
+	for _, l := range strings.Split(ask(pa, "f", "!sh cat /proc/self/cgroup"), "\n") {
+		if parts := strings.SplitN(l, ":", 3); len(parts) == 3 && (parts[1] == "pids" || parts[0] == "0" && strings.Contains(parts[2], "agent-f")) {
+			for _, root := range []string{"/sys/fs/cgroup/pids", "/sys/fs/cgroup"} {
+				if _, err := os.Stat(filepath.Join(root, parts[2], "pids.max")); err == nil {
+					pidsMax = filepath.Join(root, parts[2], "pids.max")
+				}
+			}
+		}
+	}
+	capIs := func() string {
+		b, _ := os.ReadFile(pidsMax)
+		return strings.TrimSpace(string(b))
+	}
+	if got := capIs(); got != "64" {
+		t.Errorf("f's pids.max (%s) is %q, want 64", pidsMax, got)
+	}
 
 	// Memory: the fake agent's background task, and the openai agent's
 	// run_command.
@@ -175,4 +193,62 @@ func TestAgentCaps(t *testing.T) {
 	if n == 0 || n >= 64 {
 		t.Errorf("the fork loop started %d sleepers under a cap of 64 (output %q)", n, out)
 	}
+
+	// Shown: troupe agents and doctor.
+	if out := mustTroupe(t, state, a, "agents"); !strings.Contains(out, "on, memory 256MiB, processes 64") {
+		t.Errorf("troupe agents does not show f's caps:\n%s", out)
+	}
+	if out := mustTroupe(t, state, a, "doctor"); !strings.Contains(out, "caps on (cgroup") {
+		t.Errorf("troupe doctor does not say the caps are on:\n%s", out)
+	}
+
+	// Raising a cap waits for the person (C17); lowering applies at once.
+	procsOf := func() string {
+		as, err := cl.Agents(ctx, pa)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range as {
+			if x.Name == "f" && x.Caps != nil {
+				return x.Caps.Processes
+			}
+		}
+		return ""
+	}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s within 30 s", what)
+			}
+		}
+	}
+	writeTeam(t, a, strings.Replace(team, "processes = 64", "processes = 10000", 1))
+	var digest string
+	until("held change of sandbox.processes", func() bool {
+		ps, err := cl.TeamChanges(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			for _, ag := range p.Agents {
+				for _, g := range ag.Grants {
+					if p.Project == pa && ag.Agent == "f" && g.Field == "sandbox.processes" && g.Old == "64" && g.New == "10000" {
+						digest = p.Digest
+						return true
+					}
+				}
+			}
+		}
+		return false
+	})
+	if got := procsOf(); got != "64" {
+		t.Errorf("a raised cap held for approval is in force already: processes %s", got)
+	}
+	if err := cl.DecideTeam(ctx, pa, digest, true); err != nil {
+		t.Fatal(err)
+	}
+	until("approved cap in force", func() bool { return procsOf() == "10000" && capIs() == "10000" })
+	writeTeam(t, a, strings.Replace(team, "processes = 64", "processes = 32", 1))
+	until("lowered cap in force without approval", func() bool { return procsOf() == "32" && capIs() == "32" })
 }

@@ -273,12 +273,12 @@ const fix = "agents run without memory and process caps; for them run the daemon
 // Report says which caps are in force.
 func (m *Manager) Report() Report { return m.report }
 
-// Group makes or updates agent k's cgroup with lim and returns it; the
-// zero Group when this machine gives no caps or lim has none. Lowering a
+// Group makes or updates agent k's cgroup with lim (zero: no cap of that
+// kind) and returns it; the zero Group when this machine gives no caps. Lowering a
 // cap below what the agent holds may fail (v1: memory still in use); the
 // cgroup is returned with the error.
 func (m *Manager) Group(k troupe.RuntimeKey, lim Limits) (Group, error) {
-	if m == nil || (m.v2 == "" && m.v1mem == "" && m.v1pids == "") || lim == (Limits{}) {
+	if m == nil || (m.v2 == "" && m.v1mem == "" && m.v1pids == "") {
 		return Group{}, nil
 	}
 	if !k.Valid() {
@@ -342,6 +342,22 @@ func (m *Manager) Group(k troupe.RuntimeKey, lim Limits) (Group, error) {
 		return g, fmt.Errorf("set caps of %s: %w", k, err)
 	}
 	return g, nil
+}
+
+// Update sets the caps of agent k's cgroup to lim when it has one (its
+// team changed them): lowered or raised at once for what runs in it.
+func (m *Manager) Update(k troupe.RuntimeKey, lim Limits) error {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	_, ok := m.groups[k]
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	_, err := m.Group(k, lim)
+	return err
 }
 
 func maxText(n int64) string {

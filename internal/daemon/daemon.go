@@ -291,6 +291,16 @@ func Run(ctx context.Context, cfg Config) error {
 		for _, a := range c.Removed {
 			cgroups.Remove(troupe.RuntimeKey{Project: c.Project, Agent: a})
 		}
+		// A cap changed applies at once to what the agent runs (its tasks
+		// too), not only from its next session.
+		for _, a := range c.Changed {
+			k := troupe.RuntimeKey{Project: c.Project, Agent: a}
+			if spec, _, ok := reg.Agent(k); ok {
+				if err := cgroups.Update(k, capsOf(spec)); err != nil {
+					log.Warn("agent's caps not all set", "project", k.Project, "agent", k.Agent, "err", err)
+				}
+			}
+		}
 	}, func(id troupe.ProjectID) {
 		hub.Publish(troupe.RuntimeKey{Project: id}, events.ProjectRemoved{Project: id})
 		rt.ProjectRemoved(id)

@@ -101,3 +101,13 @@ func engineState(e troupe.Engine, home string, env func(string) string) []string
 	}
 	return slices.DeleteFunc(dirs, func(d string) bool { return d == "" })
 }
+
+// capsOf are agent spec's caps: none when it is unsandboxed.
+func capsOf(spec troupe.AgentSpec) cgroup.Limits {
+	if !sandbox.Enabled(spec) {
+		return cgroup.Limits{}
+	}
+	var l cgroup.Limits
+	l.Memory, l.Processes = spec.Sandbox.Caps()
+	return l
+}
