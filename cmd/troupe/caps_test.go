@@ -252,3 +252,48 @@ func TestAgentCaps(t *testing.T) {
 	writeTeam(t, a, strings.Replace(team, "processes = 64", "processes = 32", 1))
 	until("lowered cap in force without approval", func() bool { return procsOf() == "32" && capIs() == "32" })
 }
+
+// TestAgentCapsOff: where the machine gives no caps (TROUPE_CAPS=off
+// stands for it here), agents run without them, and troupe agents and
+// doctor say which caps are not in force and why.
+func TestAgentCapsOff(t *testing.T) {
+	if sandbox.Detect().Mechanism == sandbox.None {
+		t.Skip("no sandbox mechanism here")
+	}
+	state, home, proj := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "a")
+	writeTeam(t, proj, "[[agent]]\nname = \"f\"\nengine = \"fake\"\nallowed_tools = [\"Bash\"]\n[agent.sandbox]\nmemory = \"1GiB\"\n")
+	t.Setenv(cgroup.OffEnv, "off") // doctor runs in the CLI's process
+	env := append(os.Environ(), "HOME="+home)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	d := startDaemonEnv(t, state, env, "--project", proj)
+	t.Cleanup(func() {
+		d.stop(syscall.SIGTERM)
+		waitNoProcessIn(t, proj)
+	})
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := cl.Ask(ctx, p.ID, "f", "!sh cat /proc/self/cgroup", 0)
+	if err != nil || req.State != troupe.ReqAnswered || strings.Contains(req.Answer, "agent-f") {
+		t.Fatalf("agent without caps: %v %s %q %q, want it answered, in no cgroup of its own", err, req.State, req.Answer, req.Error)
+	}
+	as, err := cl.Agents(ctx, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(as) != 1 || as[0].Caps == nil || as[0].Caps.InForce || !strings.Contains(as[0].Caps.Why, cgroup.OffEnv) || as[0].Caps.Memory != "1GiB" {
+		t.Errorf("agents: caps %+v, want 1GiB not in force, with why", as[0].Caps)
+	}
+	if out := mustTroupe(t, state, proj, "agents"); !strings.Contains(out, "on, caps off") {
+		t.Errorf("troupe agents does not say the caps are off:\n%s", out)
+	}
+	if out := mustTroupe(t, state, proj, "doctor"); !strings.Contains(out, "caps not in force: memory, processes") || !strings.Contains(out, cgroup.OffEnv+"=off") {
+		t.Errorf("troupe doctor does not say which caps are off:\n%s", out)
+	}
+}

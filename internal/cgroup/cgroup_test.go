@@ -254,3 +254,67 @@ func TestJoin(t *testing.T) {
 		t.Errorf("a join that failed ran the program: %q, %v", out, err)
 	}
 }
+
+// TestOpenV2 runs the cgroup v2 set-up on a made-up tree (this machine's
+// v2 has no controllers): the daemon moves into a leaf of its own, memory
+// and pids are enabled below its cgroup and below the agents' parents, an
+// agent's caps are written; a cgroup shared with another process is not
+// taken over, and says why.
+func TestOpenV2(t *testing.T) {
+	root := t.TempDir()
+	own := filepath.Join(root, "sys/fs/cgroup/user.slice/troupe.service")
+	mk := func(p, data string) {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk(filepath.Join(root, "proc/self/cgroup"), "0::/user.slice/troupe.service\n")
+	mk(filepath.Join(root, "proc/self/mountinfo"), "30 25 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+	mk(filepath.Join(own, "cgroup.controllers"), "cpu memory pids\n")
+	mk(filepath.Join(own, "cgroup.procs"), strconv.Itoa(os.Getpid())+"\n")
+	mk(filepath.Join(own, "cgroup.subtree_control"), "")
+	// In a real cgroupfs these files exist in every new folder.
+	state := t.TempDir()
+	name := Name(state)
+	for _, d := range []string{name + "-daemon", name, filepath.Join(name, "project-p"), filepath.Join(name, "project-p", "agent-lead")} {
+		mk(filepath.Join(own, d, "cgroup.procs"), "")
+		mk(filepath.Join(own, d, "cgroup.subtree_control"), "")
+	}
+	m := Open(Options{StateDir: state, Root: root})
+	if r := m.Report(); r.Version != "v2" || !r.Memory || !r.Processes {
+		t.Fatalf("report %+v, want v2 caps", m.Report())
+	}
+	read := func(p string) string {
+		b, _ := os.ReadFile(filepath.Join(own, p))
+		return strings.TrimSpace(string(b))
+	}
+	if got := read(name + "-daemon/cgroup.procs"); got != strconv.Itoa(os.Getpid()) {
+		t.Errorf("the daemon's leaf holds %q, want this process", got)
+	}
+	for _, d := range []string{".", name} {
+		if got := read(d + "/cgroup.subtree_control"); got != "+memory +pids" {
+			t.Errorf("%s/cgroup.subtree_control = %q", d, got)
+		}
+	}
+	g, err := m.Group(troupe.RuntimeKey{Project: "p", Agent: "lead"}, Limits{Memory: 4 << 30, Processes: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Dir != filepath.Join(own, name, "project-p", "agent-lead") || g.NeedsJoin() {
+		t.Errorf("group %+v", g)
+	}
+	if read(filepath.Join(name, "project-p", "agent-lead", "memory.max")) != "4294967296" || read(filepath.Join(name, "project-p", "agent-lead", "pids.max")) != "512" ||
+		read(filepath.Join(name, "project-p", "cgroup.subtree_control")) != "+memory +pids" {
+		t.Errorf("caps not written in %s", g.Dir)
+	}
+
+	// Another process in the daemon's cgroup (a terminal's shell): left
+	// alone, caps off, said why.
+	mk(filepath.Join(own, "cgroup.subtree_control"), "")
+	mk(filepath.Join(own, "cgroup.procs"), "1\n"+strconv.Itoa(os.Getpid())+"\n")
+	m = Open(Options{StateDir: t.TempDir(), Root: root})
+	if r := m.Report(); r.Memory || r.Processes || !strings.Contains(r.Why, "holds other processes") || !strings.Contains(r.Why, "Delegate=yes") {
+		t.Errorf("shared cgroup: report %+v, want caps off and why", r)
+	}
+}

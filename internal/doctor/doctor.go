@@ -498,9 +498,12 @@ func Sandbox(s SandboxInfo) Check {
 	}
 	// Resources: the caps in force; those that are not are no error
 	// (agents run without them), but said with the fix.
-	c.Login += "; " + s.Caps
-	if len(s.CapsOff) > 0 {
-		c.Problems = append(c.Problems, "not in force: "+strings.Join(s.CapsOff, " and ")+" caps per agent: "+s.CapsWhy)
+	if len(s.CapsOff) == 0 {
+		c.Login += "; " + s.Caps
+		return c
 	}
+	c.Login += "; caps not in force: " + strings.Join(s.CapsOff, ", ")
+	c.Problems = append(c.Problems, "not in force: "+strings.Join(s.CapsOff, " and ")+" caps per agent: "+s.CapsWhy)
+	c.Fixes = append(c.Fixes, "for the "+strings.Join(s.CapsOff, " and ")+" caps per agent: "+s.CapsWhy)
 	return c
 }

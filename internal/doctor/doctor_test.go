@@ -239,8 +239,8 @@ func TestSandboxReport(t *testing.T) {
 	}
 	// Caps off: said with why, and no error (agents run without them).
 	c = Sandbox(SandboxInfo{Mechanism: "bubblewrap", Caps: "caps off", CapsOff: []string{"memory", "processes"}, CapsWhy: "cgroup v2: memory and pids are not delegated"})
-	if !c.OK || !slices.ContainsFunc(c.Problems, func(p string) bool {
-		return strings.Contains(p, "not in force: memory and processes caps per agent: cgroup v2: memory and pids are not delegated")
+	if !c.OK || !strings.Contains(c.Login, "caps not in force: memory, processes") || !slices.ContainsFunc(c.Fixes, func(p string) bool {
+		return strings.Contains(p, "for the memory and processes caps per agent: cgroup v2: memory and pids are not delegated")
 	}) {
 		t.Errorf("caps off: %+v", c)
 	}
