@@ -297,3 +297,64 @@ func TestAgentCapsOff(t *testing.T) {
 		t.Errorf("troupe doctor does not say which caps are off:\n%s", out)
 	}
 }
+
+// TestAgentCapsLandlock: under the Landlock mechanism the helper joins
+// the agent's cgroup itself: the agent's own process, its commands and
+// its tasks' jobs run in it.
+func TestAgentCapsLandlock(t *testing.T) {
+	if r := cgroup.Probe(); !r.Memory || !r.Processes {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI's machine gives memory and process caps: %s", r.Text())
+		}
+		t.Skipf("no caps here: %s", r.Text())
+	}
+	if sandbox.Detect().LandlockABI == 0 {
+		t.Skip("no Landlock here")
+	}
+	state, home, proj := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "a")
+	writeTeam(t, proj, "[[agent]]\nname = \"f\"\nengine = \"fake\"\nallowed_tools = [\"Bash\", \"run_in_background\"]\n[agent.sandbox]\nprocesses = 100\n")
+	env := append(os.Environ(), "HOME="+home, sandbox.MechanismEnv+"=landlock")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	d := startDaemonEnv(t, state, env, "--project", proj)
+	t.Cleanup(func() {
+		d.stop(syscall.SIGTERM)
+		waitNoProcessIn(t, proj)
+	})
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "project-" + string(p.ID) + "/agent-f"
+	inside := func(who, out string) {
+		t.Helper()
+		for _, c := range []string{":memory:", ":pids:"} {
+			i := strings.Index(out, c)
+			if i < 0 || !strings.Contains(strings.SplitN(out[i:], "\n", 2)[0], want) {
+				t.Errorf("%s runs outside f's %s cgroup: %q", who, c, out)
+			}
+		}
+	}
+	req, err := cl.Ask(ctx, p.ID, "f", "!sh cat /proc/self/cgroup", 0)
+	if err != nil || req.State != troupe.ReqAnswered {
+		t.Fatalf("ask: %v %s %s", err, req.State, req.Error)
+	}
+	inside("the agent's command", req.Answer)
+	if _, err := cl.Ask(ctx, p.ID, "f", "!bg cat /proc/self/cgroup", 0); err != nil {
+		t.Fatal(err)
+	}
+	waitTaskMessages(t, ctx, cl, p.ID, "f", 1)
+	ts, err := cl.Tasks(ctx, p.ID)
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("tasks %v %v", ts, err)
+	}
+	out, err := cl.TaskOutput(ctx, p.ID, ts[0].ID, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside("the agent's task", out)
+}
