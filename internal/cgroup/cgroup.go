@@ -198,6 +198,7 @@ type Options struct {
 type Manager struct {
 	log    *slog.Logger
 	report Report
+	v2own  string // the daemon's own cgroup under v2
 	v2     string // base folder under v2: <own>/troupe-<id>
 	v1mem  string // base folders under v1
 	v1pids string
@@ -239,7 +240,7 @@ func Open(o Options) *Manager {
 	case p.v2ok:
 		base, err := setupV2(p.v2own, name)
 		if err == nil {
-			m.v2 = base
+			m.v2own, m.v2 = p.v2own, base
 			m.report = Report{Version: "v2", Memory: true, Processes: true}
 			break
 		}
@@ -453,6 +454,15 @@ func (m *Manager) Close() {
 	m.mu.Unlock()
 	m.retry(true)
 	m.sweep(true)
+	if m.v2own != "" {
+		// Best effort: the controllers enabled below the daemon's cgroup
+		// go back off, so the next daemon can start in it. Refused
+		// (EBUSY) while a cgroup below still uses them (a task, another
+		// daemon's), which is what should happen.
+		if err := write(m.v2own, "cgroup.subtree_control", "-memory -pids"); err != nil {
+			m.log.Debug("controllers left on below the daemon's cgroup", "err", err)
+		}
+	}
 }
 
 // retry removes the kept cgroups that are empty now; say logs those kept.

@@ -309,6 +309,13 @@ func TestOpenV2(t *testing.T) {
 		t.Errorf("caps not written in %s", g.Dir)
 	}
 
+	// At the stop, the controllers below the daemon's cgroup are turned
+	// back off (a real cgroupfs refuses while a cgroup below uses them).
+	m.Close()
+	if got := read("cgroup.subtree_control"); got != "-memory -pids" {
+		t.Errorf("at the stop, cgroup.subtree_control = %q", got)
+	}
+
 	// Another process in the daemon's cgroup (a terminal's shell): left
 	// alone, caps off, said why.
 	mk(filepath.Join(own, "cgroup.subtree_control"), "")
