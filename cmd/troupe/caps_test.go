@@ -30,7 +30,7 @@ name = "f"
 engine = "fake"
 allowed_tools = ["run_in_background", "Bash"]
 [agent.sandbox]
-memory = "256MiB"
+memory = "128MiB"
 processes = 64
 
 [[agent]]
@@ -43,7 +43,7 @@ turn_timeout = "2m"
 base_url = %q
 api_key_env = "TROUPE_TEST_OPENAI_KEY"
 [agent.sandbox]
-memory = "256MiB"
+memory = "128MiB"
 `
 
 func TestAgentCaps(t *testing.T) {
@@ -114,8 +114,8 @@ func TestAgentCaps(t *testing.T) {
 		}
 		return reason, output
 	}
-	// A line of 600 MB, which tail must hold whole: beyond 256 MiB.
-	const hog = "head -c 600000000 /dev/zero | tail -n 1 | wc -c"
+	// A buffer of 300 MB, filled at once: beyond the 128 MiB cap.
+	const hog = "dd if=/dev/zero of=/dev/null bs=300M count=1"
 
 	// The agents say their caps.
 	as, err := cl.Agents(ctx, pa)
@@ -123,8 +123,8 @@ func TestAgentCaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, x := range as {
-		if x.Caps == nil || !x.Caps.InForce || x.Caps.Memory != "256MiB" {
-			t.Errorf("agent %s: caps %+v, want 256MiB in force", x.Name, x.Caps)
+		if x.Caps == nil || !x.Caps.InForce || x.Caps.Memory != "128MiB" {
+			t.Errorf("agent %s: caps %+v, want 128MiB in force", x.Name, x.Caps)
 		}
 	}
 
@@ -175,7 +175,7 @@ func TestAgentCaps(t *testing.T) {
 		t.Errorf("run_command over its memory cap: %q, want out of memory", got)
 	}
 	// Under the cap all goes well.
-	if got := ask(pa, "o", `[[tool:run_command {"command":"head -c 1000000 /dev/zero | tail -n 1 | wc -c"}]]`); !strings.Contains(got, "1000000") {
+	if got := ask(pa, "o", `[[tool:run_command {"command":"dd if=/dev/zero of=/dev/null bs=1M count=1 2>&1"}]]`); !strings.Contains(got, "1048576 bytes") {
 		t.Errorf("run_command under its cap: %q", got)
 	}
 
@@ -195,7 +195,7 @@ func TestAgentCaps(t *testing.T) {
 	}
 
 	// Shown: troupe agents and doctor.
-	if out := mustTroupe(t, state, a, "agents"); !strings.Contains(out, "on, memory 256MiB, processes 64") {
+	if out := mustTroupe(t, state, a, "agents"); !strings.Contains(out, "on, memory 128MiB, processes 64") {
 		t.Errorf("troupe agents does not show f's caps:\n%s", out)
 	}
 	if out := mustTroupe(t, state, a, "doctor"); !strings.Contains(out, "caps on (cgroup") {
