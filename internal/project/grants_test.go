@@ -405,3 +405,30 @@ func TestCapsRaisedAreHeld(t *testing.T) {
 		})
 	}
 }
+
+// TestGrantsOfNewAgentShowCaps: a new agent's grants name a cap it
+// removes or raises beyond the default, not one it sets lower.
+func TestGrantsOfNewAgentShowCaps(t *testing.T) {
+	for _, c := range []struct {
+		sandbox string
+		want    []string
+	}{
+		{`{ memory = "4GiB", processes = 512 }`, nil},
+		{`{ memory = "none", processes = 10000 }`, []string{"sandbox.memory", "sandbox.processes"}},
+		{`{ processes = "none" }`, []string{"sandbox.processes"}},
+	} {
+		team, err := ParseTeam("t", []byte("[[agent]]\nname = \"a\"\nengine = \"fake\"\nsandbox = "+c.sandbox+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, g := range Grants(team.Agents[0]) {
+			if strings.HasPrefix(g.Field, "sandbox.") {
+				got = append(got, g.Field)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: grants %v, want %v", c.sandbox, got, c.want)
+		}
+	}
+}
