@@ -452,6 +452,14 @@ func (m *Manager) Close() {
 		delete(m.groups, k)
 	}
 	m.mu.Unlock()
+	// Processes that were just stopped may still be on their way out (a
+	// sandbox's reaper that init reaps late): a second at most for them.
+	for range 20 {
+		if m.retry(false) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	m.retry(true)
 	m.sweep(true)
 	if m.v2own != "" {
@@ -466,7 +474,8 @@ func (m *Manager) Close() {
 }
 
 // retry removes the kept cgroups that are empty now; say logs those kept.
-func (m *Manager) retry(say bool) {
+// It returns how many are kept.
+func (m *Manager) retry(say bool) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, g := range m.gone {
@@ -479,6 +488,7 @@ func (m *Manager) retry(say bool) {
 			m.log.Info("cgroup kept: processes still run in it; removed once they end", "project", k.Project, "agent", k.Agent, "processes", n, "err", err)
 		}
 	}
+	return len(m.gone)
 }
 
 // remove removes g's folders; it fails, with the number of processes
