@@ -164,8 +164,16 @@ func TestAgentCaps(t *testing.T) {
 		t.Errorf("f's pids.max (%s) is %q, want 64", pidsMax, got)
 	}
 
-	// Memory: the fake agent's background task, and the openai agent's
-	// run_command.
+	// Memory: the fake agent's own command (its log says why it died),
+	// its background task, and the openai agent's run_command.
+	ask(pa, "f", "!sh "+hog)
+	lg, err := cl.AgentLog(ctx, pa, "f", "", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(lg); !strings.Contains(string(b), "out of memory: the OOM killer killed 1 of the agent's processes") {
+		t.Errorf("f's log does not say its command died at its memory cap: %s", b)
+	}
 	ask(pa, "f", "!bg "+hog)
 	if reason, out := lastTask(pa, "f", 1); !strings.Contains(reason, "out of memory") || !strings.Contains(reason, "sandbox.memory") {
 		t.Errorf("task over its memory cap: reason %q, output %q; want out of memory, naming sandbox.memory", reason, out)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/inbox"
@@ -67,6 +68,8 @@ type actor struct {
 	slotWait   bool          // it waits for a session slot
 
 	spec troupe.AgentSpec // the definition the session started with
+	cg   cgroup.Group     // the session's sandbox's cgroup (its caps); zero: none
+	ooms uint64           // the cgroup's OOM kills already told of
 }
 
 // turn is a turn in flight.
@@ -418,6 +421,7 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 			a.log.Warn("end of a turn not in flight", "turn", ev.Turn)
 			return
 		}
+		a.tellOOM(ev.Turn)
 		a.endTurn(ctx, ev.Text, ev.Error)
 		// A turn the engine failed (its model refused, was unreachable,
 		// ...) leaves the agent failed with the engine's own words until
@@ -430,6 +434,27 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 	default:
 		a.log.Debug("event of an unknown kind", "kind", ev.Kind)
 	}
+}
+
+// tellOOM puts a notice in the agent's log (troupe log) when the OOM
+// killer killed processes of its sandbox's cgroup since the last look:
+// its engine's commands end with a bare "Killed", which says nothing of
+// the memory cap.
+func (a *actor) tellOOM(turn troupe.TurnID) {
+	a.mu.Lock()
+	n := a.cg.OOMKills()
+	killed := n - a.ooms
+	if n < a.ooms {
+		killed = 0
+	}
+	a.ooms = n
+	a.mu.Unlock()
+	if killed == 0 {
+		return
+	}
+	text := fmt.Sprintf("out of memory: the OOM killer killed %d of the agent's processes at its memory cap (sandbox.memory in .troupe/team.toml)", killed)
+	a.log.Warn("agent's processes killed at its memory cap", "killed", killed)
+	a.jl.event(engine.Event{Kind: engine.EventNotice, Turn: turn, Text: text})
 }
 
 // echoed reports whether the session's Approver published the decision of
@@ -763,6 +788,7 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 	}
 	a.mu.Lock()
 	a.sess, a.appr, a.token, a.engine, a.spec, a.unclaim = s, ap, access.Token, spec.Engine, spec, unclaim
+	a.cg, a.ooms = sbx.Cgroup, sbx.Cgroup.OOMKills()
 	a.cold = true
 	a.mu.Unlock()
 	started = true
