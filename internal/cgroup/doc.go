@@ -25,10 +25,12 @@
 // agents run without them (not an error).
 //
 // Concurrency: a Manager is safe for concurrent use (one mutex over its
-// groups); its Run owns the retries of removals, Close the last ones. A Group is a value.
+// groups); its Run owns the retries of removals, Close the last ones. A
+// Group is a value.
 //
 // Who imports it: the daemon (Manager), internal/sandbox (a Policy carries
 // the agent's Group), internal/engine/proc and internal/task (which start
-// processes into a Group), internal/project (ParseSize), doctor and cli
-// (Probe). It imports troupe's vocabulary only.
+// processes into a Group), the runtime and the openai engine (OOMKills),
+// internal/project (ParseSize), api (FormatSize) and cli (Probe). It
+// imports troupe's vocabulary only.
 package cgroup
