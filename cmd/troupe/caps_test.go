@@ -142,7 +142,8 @@ func TestAgentCaps(t *testing.T) {
 		t.Fatalf("no cgroup of f in %q", out)
 		return ""
 	}
-	if ca, cb := cgOf(pa), cgOf(pb); ca == cb {
+	ca, cb := cgOf(pa), cgOf(pb)
+	if ca == cb {
 		t.Errorf("two projects' agents f share the cgroup %s", ca)
 	}
 	// f's pids.max, as the cgroup file says it.
@@ -259,6 +260,27 @@ func TestAgentCaps(t *testing.T) {
 	until("approved cap in force", func() bool { return procsOf() == "10000" && capIs() == "10000" })
 	writeTeam(t, a, strings.Replace(team, "processes = 64", "processes = 32", 1))
 	until("lowered cap in force without approval", func() bool { return procsOf() == "32" && capIs() == "32" })
+
+	// An agent removed from its team: its cgroup goes (once its session's
+	// processes are gone), the other project's f keeps its own.
+	dirOf := func(line string) string {
+		parts := strings.SplitN(line, ":", 3)
+		if parts[1] == "memory" {
+			return filepath.Join("/sys/fs/cgroup/memory", parts[2])
+		}
+		return filepath.Join("/sys/fs/cgroup", parts[2])
+	}
+	if _, err := os.Stat(dirOf(cb)); err != nil {
+		t.Fatalf("f's cgroup in b: %v", err)
+	}
+	writeTeam(t, b, team[strings.Index(team, "[[agent]]\nname = \"o\""):])
+	until("the cgroup of f, removed from b's team, gone", func() bool {
+		_, err := os.Stat(dirOf(cb))
+		return os.IsNotExist(err)
+	})
+	if _, err := os.Stat(dirOf(ca)); err != nil {
+		t.Errorf("f's cgroup in a went with b's f: %v", err)
+	}
 }
 
 // TestAgentCapsOff: where the machine gives no caps (TROUPE_CAPS=off

@@ -421,12 +421,12 @@ func (m *Manager) RemoveProject(p troupe.ProjectID) {
 	m.retry(true)
 }
 
-// Run retries the removal of kept cgroups every 10 s until ctx ends.
+// Run retries the removal of kept cgroups every 2 s until ctx ends.
 func (m *Manager) Run(ctx context.Context) error {
 	if m == nil {
 		return nil
 	}
-	t := time.NewTicker(10 * time.Second)
+	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for {
 		select {
