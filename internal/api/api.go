@@ -87,6 +87,20 @@ type Agent struct {
 	// to its limit (the agent's tool_timeout when the engine states none).
 	Doing      string    `json:"doing,omitempty"`
 	DoingSince time.Time `json:"doing_since,omitzero"`
+	// Caps are the sandboxed agent's memory and process caps and whether
+	// this machine enforces them; nil when unsandboxed (no caps either).
+	Caps *Caps `json:"caps,omitempty"`
+}
+
+// Caps are an agent's resource caps (internal/cgroup).
+type Caps struct {
+	// Memory is a size ("4GiB") or "none"; Processes a count or "none".
+	Memory    string `json:"memory"`
+	Processes string `json:"processes"`
+	// InForce says whether this machine enforces them; Why says why not,
+	// and the fix.
+	InForce bool   `json:"in_force"`
+	Why     string `json:"why,omitempty"`
 }
 
 // Duration is a time.Duration that travels as text ("10m0s").

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/project"
@@ -56,6 +57,9 @@ type Runtime interface {
 
 // Options configures a Server. Registry, Hub and Token are required.
 type Options struct {
+	// Caps is what this machine enforces of the agents' memory and
+	// process caps (cgroup.Manager's Report), shown with each agent.
+	Caps     cgroup.Report
 	Registry *project.Registry
 	Hub      *events.Hub
 	Runtime  Runtime // nil: agents are listed stopped; asks and sends fail
@@ -285,7 +289,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 			}
 			out = append(out, Agent{Project: id, Name: a.Name, Engine: a.Engine, Model: a.Model, Mode: mode,
 				TurnTimeout: Duration(a.TurnTimeout), IdleTimeout: Duration(a.IdleTimeout), State: st, Reason: reason, SessionID: sess,
-				Sandboxed: sandbox.Enabled(a), Doing: doing, DoingSince: since})
+				Sandboxed: sandbox.Enabled(a), Doing: doing, DoingSince: since, Caps: s.caps(a)})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -515,4 +519,24 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func writeError(w http.ResponseWriter, code int, kind, msg string) {
 	writeJSON(w, code, Error{Error: msg, Code: kind})
+}
+
+// caps are agent a's caps and whether the daemon's machine enforces them.
+func (s *Server) caps(a troupe.AgentSpec) *Caps {
+	if !sandbox.Enabled(a) {
+		return nil
+	}
+	mem, procs := a.Sandbox.Caps()
+	c := &Caps{Memory: "none", Processes: "none", Why: s.o.Caps.Why}
+	if mem > 0 {
+		c.Memory = cgroup.FormatSize(mem)
+	}
+	if procs > 0 {
+		c.Processes = strconv.FormatInt(procs, 10)
+	}
+	c.InForce = (mem == 0 || s.o.Caps.Memory) && (procs == 0 || s.o.Caps.Processes)
+	if c.InForce {
+		c.Why = ""
+	}
+	return c
 }

@@ -435,6 +435,10 @@ func agentsCmd(g *globals) *cobra.Command {
 				sbx := "on"
 				if !a.Sandboxed {
 					sbx = "OFF (unsandboxed)"
+				} else if c := a.Caps; c != nil && !c.InForce {
+					sbx = "on, caps off"
+				} else if c != nil {
+					sbx = fmt.Sprintf("on, memory %s, processes %s", c.Memory, c.Processes)
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Engine, a.Mode, st, fmtDuration(a.TurnTimeout), sess, sbx)
 			}

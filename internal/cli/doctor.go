@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/daemon"
 	"github.com/troupe-dev/troupe/internal/doctor"
 	"github.com/troupe-dev/troupe/internal/project"
@@ -174,6 +175,14 @@ func endpointKey(url, keyEnv string) string {
 func sandboxInfo() doctor.SandboxInfo {
 	r := sandbox.Detect()
 	info := doctor.SandboxInfo{Mechanism: string(r.Mechanism), Covers: r.Covers, Why: r.Why}
+	caps := cgroup.Probe()
+	info.Caps, info.CapsWhy = caps.Text(), caps.Why
+	if !caps.Memory {
+		info.CapsOff = append(info.CapsOff, "memory")
+	}
+	if !caps.Processes {
+		info.CapsOff = append(info.CapsOff, "processes")
+	}
 	if team, _ := folderTeam(); team != nil {
 		for _, a := range team.Agents {
 			if !sandbox.Enabled(a) {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/atomicfile"
+	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/claudesessions"
 	"github.com/troupe-dev/troupe/internal/engine/openai"
 	"github.com/troupe-dev/troupe/internal/events"
@@ -267,8 +268,10 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 			return out
 		}})
+	// The agents' memory and process caps (issue 20): one cgroup each.
+	cgroups := cgroup.Open(cgroup.Options{StateDir: cfg.StateDir, Logger: log})
 	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db.Inbox(), Sessions: db.Sessions(), Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
-		Sandbox: sandboxes(cfg.StateDir, reg),
+		Sandbox: sandboxes(cfg.StateDir, reg, cgroups, log),
 		Grants:  tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db.Journal(),
 		MessageDir: filepath.Join(cfg.StateDir, "messages"), MaxSessions: cfg.MaxSessions})
@@ -286,10 +289,23 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		rt.TeamChanged(c)
 		keptWorktrees(c, trees, hub, log)
+		for _, a := range c.Removed {
+			cgroups.Remove(troupe.RuntimeKey{Project: c.Project, Agent: a})
+		}
+		// A cap changed applies at once to what the agent runs (its tasks
+		// too), not only from its next session.
+		for _, a := range c.Changed {
+			k := troupe.RuntimeKey{Project: c.Project, Agent: a}
+			if spec, _, ok := reg.Agent(k); ok {
+				if err := cgroups.Update(k, capsOf(spec)); err != nil {
+					log.Warn("agent's caps not all set", "project", k.Project, "agent", k.Agent, "err", err)
+				}
+			}
+		}
 	}, nil) // a removal is removal.Remove's to carry out
-	removed := &removal{ctx: ctx, log: log, reg: reg, hub: hub, rt: rt, notes: notes, tasks: tasks, trees: trees, pruneNow: pruneNow}
+	removed := &removal{ctx: ctx, log: log, reg: reg, hub: hub, rt: rt, notes: notes, tasks: tasks, trees: trees, cgroups: cgroups, pruneNow: pruneNow}
 
-	srv := api.New(api.Options{Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db.Journal(), Token: token, Logger: log,
+	srv := api.New(api.Options{Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db.Journal(), Token: token, Logger: log,
 		MCP:       mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
 		Worktrees: trees, Memory: notes, Claude: claude, RemoveProject: removed.Remove,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
@@ -304,6 +320,11 @@ func Run(ctx context.Context, cfg Config) error {
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := cgroups.Run(runCtx); err != nil {
+			log.Error("cgroups' owner stopped", "err", err)
+		}
+	})
 	wg.Go(func() {
 		if err := tasks.Run(runCtx); err != nil {
 			log.Error("task manager stopped", "err", err)
@@ -343,6 +364,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cancel()
 		hs.Close()
 		wg.Wait()
+		cgroups.Close()
 		return fmt.Errorf("write address file: %w", err)
 	}
 	defer os.Remove(dir.AddrFile())
@@ -367,6 +389,7 @@ func Run(ctx context.Context, cfg Config) error {
 		hs.Close()
 	}
 	wg.Wait()
+	cgroups.Close() // the agents' sessions are stopped: their cgroups go
 	log.Info("daemon stopped")
 	return runErr
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/memory"
 	"github.com/troupe-dev/troupe/internal/project"
@@ -19,7 +20,8 @@ import (
 // forgets it (its row and approved team, its watcher); the feed says
 // project.removed; the runtime stops its agents and deletes its kept
 // message files; the memory index forgets it; its running tasks are
-// killed (nobody is left to hear of them); its messages go at once (the
+// killed (nobody is left to hear of them) and its agents' cgroups
+// removed; its messages go at once (the
 // retention goroutine is poked); its agents' worktrees that hold no
 // uncommitted work are removed, the others kept, branches always kept,
 // each said in the answer and the log.
@@ -32,6 +34,7 @@ type removal struct {
 	notes    *memory.Store
 	tasks    *task.Manager
 	trees    *worktree.Manager
+	cgroups  *cgroup.Manager
 	pruneNow chan<- struct{}
 }
 
@@ -45,6 +48,7 @@ func (r *removal) Remove(ctx context.Context, id troupe.ProjectID) (api.RemovePr
 	r.rt.ProjectRemoved(id)
 	r.notes.Forget(id)
 	killTasks(r.ctx, r.log, r.tasks, id)
+	r.cgroups.RemoveProject(id)
 	select {
 	case r.pruneNow <- struct{}{}:
 	default:

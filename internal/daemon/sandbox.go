@@ -3,10 +3,12 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 
+	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -19,7 +21,11 @@ import (
 // environment names) and the agent's team settings. It makes the agent's
 // private temporary folder (<state>/sandbox/<project>/<agent>/tmp) and
 // its project's folder of oversize messages.
-func sandboxes(stateDir string, reg *project.Registry) func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (sandbox.Policy, error) {
+//
+// The agent's caps (memory, processes) get their cgroup from cgroups: one
+// that cannot be set is logged and the agent runs without it (caps hold
+// where the machine allows).
+func sandboxes(stateDir string, reg *project.Registry, cgroups *cgroup.Manager, log *slog.Logger) func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (sandbox.Policy, error) {
 	return func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (sandbox.Policy, error) {
 		in := sandbox.Inputs{Workspace: work, Project: dir, StateDir: stateDir, Team: spec.Sandbox,
 			Default: sandbox.ByDefault[spec.Engine]}
@@ -65,7 +71,13 @@ func sandboxes(stateDir string, reg *project.Registry) func(ctx context.Context,
 				return sandbox.Policy{}, fmt.Errorf("make sandbox folder: %w", err)
 			}
 		}
-		return sandbox.Build(in), nil
+		p := sandbox.Build(in)
+		g, err := cgroups.Group(k, p.Caps)
+		if err != nil {
+			log.Warn("agent's caps not all set", "project", k.Project, "agent", k.Agent, "err", err)
+		}
+		p.Cgroup = g
+		return p, nil
 	}
 }
 
@@ -96,4 +108,14 @@ func engineState(e troupe.Engine, home string, env func(string) string) []string
 		}
 	}
 	return slices.DeleteFunc(dirs, func(d string) bool { return d == "" })
+}
+
+// capsOf are agent spec's caps: none when it is unsandboxed.
+func capsOf(spec troupe.AgentSpec) cgroup.Limits {
+	if !sandbox.Enabled(spec) {
+		return cgroup.Limits{}
+	}
+	var l cgroup.Limits
+	l.Memory, l.Processes = spec.Sandbox.Caps()
+	return l
 }

@@ -467,6 +467,12 @@ type SandboxInfo struct {
 	// Unsandboxed are the agents of the folder's team that run without
 	// it (sandbox = false, or an engine not sandboxed by default).
 	Unsandboxed []string
+	// Caps says which of the sandboxed agents' memory and process caps
+	// this machine enforces (internal/cgroup's Probe, in a sentence);
+	// CapsOff lists those not in force, CapsWhy says why and the fix.
+	Caps    string
+	CapsOff []string
+	CapsWhy string
 }
 
 // Sandbox is the report's line on the agents' sandbox: the mechanism in
@@ -490,7 +496,14 @@ func Sandbox(s SandboxInfo) Check {
 		c.Problems = append(c.Problems, "unsandboxed agents: "+strings.Join(s.Unsandboxed, ", "))
 		c.Login += "; UNSANDBOXED: " + strings.Join(s.Unsandboxed, ", ")
 	}
-	// Resources: no memory or process cap per agent yet (cgroup v2).
-	c.Login += "; no memory or process-count cap per agent"
+	// Resources: the caps in force; those that are not are no error
+	// (agents run without them), but said with the fix.
+	if len(s.CapsOff) == 0 {
+		c.Login += "; " + s.Caps
+		return c
+	}
+	c.Login += "; caps not in force: " + strings.Join(s.CapsOff, ", ")
+	c.Problems = append(c.Problems, "not in force: "+strings.Join(s.CapsOff, " and ")+" caps per agent: "+s.CapsWhy)
+	c.Fixes = append(c.Fixes, "for the "+strings.Join(s.CapsOff, " and ")+" caps per agent: "+s.CapsWhy)
 	return c
 }

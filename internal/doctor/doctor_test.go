@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,10 +232,17 @@ func TestOpenAIKeyOnlyToApprovedEndpoint(t *testing.T) {
 }
 
 func TestSandboxReport(t *testing.T) {
-	c := Sandbox(SandboxInfo{Mechanism: "bubblewrap", Covers: "files, processes", Unsandboxed: []string{"open"}})
+	c := Sandbox(SandboxInfo{Mechanism: "bubblewrap", Covers: "files, processes", Unsandboxed: []string{"open"}, Caps: "caps on (cgroup v1): memory, processes"})
 	if !c.OK || !strings.Contains(c.Login, "bubblewrap: files, processes") || !strings.Contains(c.Login, "UNSANDBOXED: open") ||
-		!strings.Contains(c.Login, "no memory or process-count cap") {
+		!strings.Contains(c.Login, "caps on (cgroup v1): memory, processes") || len(c.Problems) != 1 {
 		t.Errorf("report %+v", c)
+	}
+	// Caps off: said with why, and no error (agents run without them).
+	c = Sandbox(SandboxInfo{Mechanism: "bubblewrap", Caps: "caps off", CapsOff: []string{"memory", "processes"}, CapsWhy: "cgroup v2: memory and pids are not delegated"})
+	if !c.OK || !strings.Contains(c.Login, "caps not in force: memory, processes") || !slices.ContainsFunc(c.Fixes, func(p string) bool {
+		return strings.Contains(p, "for the memory and processes caps per agent: cgroup v2: memory and pids are not delegated")
+	}) {
+		t.Errorf("caps off: %+v", c)
 	}
 	c = Sandbox(SandboxInfo{Mechanism: "none", Why: "bubblewrap unusable"})
 	if c.OK || len(c.Fixes) == 0 || !strings.Contains(c.Fixes[0], "apt-get install bubblewrap") || Strict([]Check{c}) == nil {

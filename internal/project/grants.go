@@ -13,6 +13,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/permission"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -177,6 +178,29 @@ func compareSandbox(old, next troupe.AgentSandbox, all bool, add func(field, o, 
 	if old.Network != nil && !*old.Network && !(next.Network != nil && !*next.Network) {
 		add("sandbox.network", boolText(old.Network, "default"), boolText(next.Network, "default"))
 	}
+	// A cap raised or removed widens (0 is none); lowered, it narrows.
+	looser := func(o, n int64) bool { return o != 0 && (n == 0 || n > o) }
+	om, op := old.Caps()
+	nm, np := next.Caps()
+	if looser(om, nm) || all && next.Memory == troupe.NoCap {
+		add("sandbox.memory", capText(old.Memory, true), capText(next.Memory, true))
+	}
+	if looser(op, np) || all && (next.Processes == troupe.NoCap || next.Processes > troupe.DefaultProcessCap) {
+		add("sandbox.processes", capText(old.Processes, false), capText(next.Processes, false))
+	}
+}
+
+// capText is a cap as the team file writes it.
+func capText(v int64, size bool) string {
+	switch {
+	case v == 0:
+		return "default"
+	case v == troupe.NoCap:
+		return "none"
+	case size:
+		return cgroup.FormatSize(v)
+	}
+	return fmt.Sprint(v)
 }
 
 func ptrEqual(a, b *bool) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
@@ -327,6 +351,15 @@ func encodeSandbox(sb troupe.AgentSandbox) map[string]any {
 	}
 	if sb.Network != nil {
 		m["network"] = *sb.Network
+	}
+	if sb.Memory != 0 {
+		m["memory"] = capText(sb.Memory, true)
+	}
+	switch {
+	case sb.Processes == troupe.NoCap:
+		m["processes"] = "none"
+	case sb.Processes > 0:
+		m["processes"] = sb.Processes
 	}
 	for k, v := range map[string][]string{"readable": sb.Readable, "writable": sb.Writable, "hidden": sb.Hidden} {
 		if v != nil {

@@ -72,6 +72,10 @@ func TestC17WideningTable(t *testing.T) {
 		{"sandbox writable", edit(`model = "m1"`, "model = \"m1\"\nsandbox = { writable = [\"~/.ssh\"] }"), true, "sandbox.writable"},
 		{"sandbox readable", edit(`model = "m1"`, "model = \"m1\"\nsandbox = { readable = [\"~/.aws\"] }"), true, "sandbox.readable"},
 		{"sandbox hides more", edit(`model = "m1"`, "model = \"m1\"\nsandbox = { hidden = [\"secrets\"], network = false }"), false, ""},
+		{"memory capped", edit(`model = "m1"`, "model = \"m1\"\nsandbox = { memory = \"4GiB\" }"), false, ""},
+		{"processes lowered", edit(`model = "m1"`, "model = \"m1\"\nsandbox = { processes = 512 }"), false, ""},
+		{"processes raised", edit(`model = "m1"`, "model = \"m1\"\nsandbox = { processes = 10000 }"), true, "sandbox.processes"},
+		{"processes uncapped", edit(`model = "m1"`, "model = \"m1\"\nsandbox = { processes = \"none\" }"), true, "sandbox.processes"},
 	}
 	approved, err := ParseTeam("approved", []byte(approvedLead))
 	if err != nil {
@@ -269,7 +273,7 @@ prompt = "line one\nline \"two\" \\ three"
 args = []
 allowed_tools = []
 env = {}
-sandbox = { enabled = true, network = false, writable = ["~/.cache/x"], hidden = ["secrets"] }
+sandbox = { enabled = true, network = false, writable = ["~/.cache/x"], hidden = ["secrets"], memory = "1536MiB", processes = 300 }
 [agent.fake]
 respond = "ok"
 nested = { x = 1, y = [1.5, 2.0] }
@@ -363,5 +367,68 @@ func TestSameSpecFollowsPointers(t *testing.T) {
 	y.Agents[0].Sandbox.Enabled = &off
 	if sameSpec(x.Agents[0], y.Agents[0]) {
 		t.Error("a sandbox turned off is the same definition")
+	}
+}
+
+// TestCapsRaisedAreHeld: from an approved memory cap, raising it or
+// removing it waits for the person; lowering it applies at once.
+func TestCapsRaisedAreHeld(t *testing.T) {
+	const lead = "[[agent]]\nname = \"lead\"\nengine = \"fake\"\n"
+	approved, err := ParseTeam("approved", []byte(lead+"sandbox = { memory = \"4GiB\", processes = 512 }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, sandbox string
+		held          []string
+	}{
+		{"lowered", `{ memory = "2GiB", processes = 256 }`, nil},
+		{"memory raised", `{ memory = "8GiB", processes = 512 }`, []string{"sandbox.memory"}},
+		{"memory removed", `{ memory = "none", processes = 512 }`, []string{"sandbox.memory"}},
+		{"both back to the defaults", `{ }`, []string{"sandbox.memory", "sandbox.processes"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			file, err := ParseTeam("file", []byte(lead+"sandbox = "+c.sandbox+"\n"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, held := mergeTeam(approved, file)
+			var got []string
+			for _, h := range held {
+				for _, g := range h.Changes {
+					got = append(got, g.Field)
+				}
+			}
+			if !slices.Equal(got, c.held) {
+				t.Fatalf("held %v, want %v", got, c.held)
+			}
+		})
+	}
+}
+
+// TestGrantsOfNewAgentShowCaps: a new agent's grants name a cap it
+// removes or raises beyond the default, not one it sets lower.
+func TestGrantsOfNewAgentShowCaps(t *testing.T) {
+	for _, c := range []struct {
+		sandbox string
+		want    []string
+	}{
+		{`{ memory = "4GiB", processes = 512 }`, nil},
+		{`{ memory = "none", processes = 10000 }`, []string{"sandbox.memory", "sandbox.processes"}},
+		{`{ processes = "none" }`, []string{"sandbox.processes"}},
+	} {
+		team, err := ParseTeam("t", []byte("[[agent]]\nname = \"a\"\nengine = \"fake\"\nsandbox = "+c.sandbox+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, g := range Grants(team.Agents[0]) {
+			if strings.HasPrefix(g.Field, "sandbox.") {
+				got = append(got, g.Field)
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: grants %v, want %v", c.sandbox, got, c.want)
+		}
 	}
 }

@@ -2,13 +2,16 @@ package project
 
 import (
 	"fmt"
+
+	"github.com/troupe-dev/troupe/internal/cgroup"
+	"github.com/troupe-dev/troupe/internal/troupe"
 	"path/filepath"
 	"slices"
 	"strings"
 )
 
 // sandboxKeys are the keys of an [agent.sandbox] table.
-var sandboxKeys = []string{"enabled", "readable", "writable", "hidden", "network"}
+var sandboxKeys = []string{"enabled", "readable", "writable", "hidden", "network", "memory", "processes"}
 
 // sandbox reads an agent's sandbox = false or [agent.sandbox] table
 // (field names it in errors) into the current agent.
@@ -58,12 +61,46 @@ func (p *teamParser) sandbox(i int, field string, v any) error {
 			default:
 				a.Sandbox.Hidden = list
 			}
+		case "memory":
+			str, ok := t[k].(string)
+			if !ok {
+				return p.errorf(i, f, fmt.Sprintf("must be a size like \"4GiB\" or \"none\", not %s", typeName(t[k])))
+			}
+			if str == "none" {
+				a.Sandbox.Memory = troupe.NoCap
+				break
+			}
+			n, err := cgroup.ParseSize(str)
+			if err != nil {
+				return p.errorf(i, f, fmt.Sprintf("%q: want a size like \"4GiB\" (or \"none\": no cap)", str))
+			}
+			if n < MinMemoryCap {
+				return p.errorf(i, f, fmt.Sprintf("%q is too small for an agent: give at least %s", str, cgroup.FormatSize(MinMemoryCap)))
+			}
+			a.Sandbox.Memory = n
+		case "processes":
+			if str, ok := t[k].(string); ok && str == "none" {
+				a.Sandbox.Processes = troupe.NoCap
+				break
+			}
+			n, ok := t[k].(int64)
+			if !ok || n < MinProcessCap {
+				return p.errorf(i, f, fmt.Sprintf("must be a whole number of at least %d (processes and threads), or \"none\": write it like processes = 512", MinProcessCap))
+			}
+			a.Sandbox.Processes = n
 		default:
 			return p.errorf(i, f, fmt.Sprintf("unknown key %q: an [agent.sandbox] table holds %s", k, strings.Join(sandboxKeys, ", ")))
 		}
 	}
 	return nil
 }
+
+// The least caps a team may set: an engine's CLI with its sandbox and a
+// shell need some room.
+const (
+	MinMemoryCap  = 64 << 20
+	MinProcessCap = 16
+)
 
 // checkSandboxPath refuses paths a sandbox cannot use: empty, "/", a NUL,
 // or one that climbs out of the workspace ("../x": name it absolutely).

@@ -21,6 +21,8 @@ func TestParseTeamSandbox(t *testing.T) {
 		{"table", "[agent.sandbox]\nenabled = true\nreadable = [\"~/.config/tool\"]\nwritable = [\"/opt/cache\", \"build\"]\nhidden = [\"secrets\"]\nnetwork = false\n",
 			troupe.AgentSandbox{Enabled: &yes, Readable: []string{"~/.config/tool"}, Writable: []string{"/opt/cache", "build"}, Hidden: []string{"secrets"}, Network: &no}},
 		{"table off", "[agent.sandbox]\nenabled = false\n", troupe.AgentSandbox{Enabled: &no}},
+		{"caps", "[agent.sandbox]\nmemory = \"4GiB\"\nprocesses = 512\n", troupe.AgentSandbox{Memory: 4 << 30, Processes: 512}},
+		{"no caps", "[agent.sandbox]\nmemory = \"none\"\nprocesses = \"none\"\n", troupe.AgentSandbox{Memory: troupe.NoCap, Processes: troupe.NoCap}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			team, err := ParseTeam("team.toml", []byte("[[agent]]\nname = \"dev\"\nengine = \"fake\"\n"+tt.src))
@@ -44,6 +46,11 @@ func TestParseTeamSandboxBad(t *testing.T) {
 		{"[agent.sandbox]\nreadable = [\"../other\"]\n", "sandbox.readable", "out of the workspace"},
 		{"[agent.sandbox]\nwritable = [\"\"]\n", "sandbox.writable", "empty path"},
 		{"[agent.sandbox]\nmounts = []\n", "sandbox.mounts", "unknown key"},
+		{"[agent.sandbox]\nmemory = \"4 gigs\"\n", "sandbox.memory", `"4 gigs": want a size like "4GiB"`},
+		{"[agent.sandbox]\nmemory = 4\n", "sandbox.memory", "must be a size"},
+		{"[agent.sandbox]\nmemory = \"1MiB\"\n", "sandbox.memory", "at least 64MiB"},
+		{"[agent.sandbox]\nprocesses = 2\n", "sandbox.processes", "at least 16"},
+		{"[agent.sandbox]\nprocesses = \"many\"\n", "sandbox.processes", "processes = 512"},
 	} {
 		_, err := ParseTeam("team.toml", []byte("[[agent]]\nname = \"dev\"\nengine = \"fake\"\n"+tt.src))
 		var fe *troupe.FieldError

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -59,6 +60,8 @@ type actor struct {
 	slot       bool              // it holds one of the runtime's session slots (slots.go)
 
 	spec troupe.AgentSpec // the definition the session started with
+	cg   cgroup.Group     // the session's sandbox's cgroup (its caps); zero: none
+	ooms uint64           // the cgroup's OOM kills already told of
 }
 
 func newActor(r *Runtime, k troupe.RuntimeKey) *actor {

@@ -5,6 +5,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
@@ -78,6 +79,7 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 			a.log.Warn("end of a turn not in flight", "turn", ev.Turn)
 			return
 		}
+		a.tellOOM(ev.Turn)
 		a.endTurn(ctx, ev.Text, ev.Error)
 		// A turn the engine failed (its model refused, was unreachable,
 		// ...) leaves the agent failed with the engine's own words until
@@ -89,6 +91,31 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 		}
 	default:
 		a.log.Debug("event of an unknown kind", "kind", ev.Kind)
+	}
+}
+
+// tellOOM puts a notice in the agent's log (troupe log) when the OOM
+// killer killed processes of its sandbox's cgroup since the last look:
+// its engine's commands end with a bare "Killed", which says nothing of
+// the memory cap.
+func (a *actor) tellOOM(turn troupe.TurnID) {
+	a.mu.Lock()
+	n := a.cg.OOMKills()
+	killed := n - a.ooms
+	if n < a.ooms {
+		killed = 0
+	}
+	a.ooms = n
+	a.mu.Unlock()
+	if killed == 0 {
+		return
+	}
+	text := fmt.Sprintf("out of memory: the OOM killer killed %d of the agent's processes at its memory cap (sandbox.memory in .troupe/team.toml)", killed)
+	a.log.Warn("agent's processes killed at its memory cap", "killed", killed)
+	ev := engine.Event{Kind: engine.EventNotice, Turn: turn, Text: text}
+	a.jl.event(ev)
+	if e, ok := activity(ev, time.Now(), feedClip); ok {
+		a.rt.publish(a.key, events.AgentActivity{Turn: turn, Event: e})
 	}
 }
 

@@ -209,6 +209,7 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 	}
 	a.mu.Lock()
 	a.sess, a.appr, a.token, a.engine, a.spec, a.unclaim = s, ap, access.Token, spec.Engine, spec, unclaim
+	a.cg, a.ooms = sbx.Cgroup, sbx.Cgroup.OOMKills()
 	a.cold = true
 	a.mu.Unlock()
 	started = true

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/troupe-dev/troupe/internal/cgroup"
+	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 // BenchmarkStart is the start cost of one sandboxed process: the time to
@@ -39,13 +42,32 @@ func BenchmarkStart(b *testing.B) {
 		slices.Sort(lat)
 		return lat[len(lat)/2]
 	}()
-	for _, mech := range []Mechanism{Bubblewrap, Landlock} {
-		b.Run("mechanism="+string(mech), func(b *testing.B) {
+	// caps: the same with the agent's cgroup, v1 where the machine has
+	// it (the helper joins it first: one more exec under bubblewrap).
+	cg := cgroup.Open(cgroup.Options{StateDir: b.TempDir()})
+	b.Cleanup(cg.Close)
+	for _, c := range []struct {
+		mech Mechanism
+		caps bool
+	}{{Bubblewrap, false}, {Landlock, false}, {Bubblewrap, true}, {Landlock, true}} {
+		mech := c.mech
+		name := "mechanism=" + string(mech)
+		if c.caps {
+			name += "/caps"
+		}
+		b.Run(name, func(b *testing.B) {
 			if r := Detect(); mech == Bubblewrap && r.Bwrap == "" || mech == Landlock && r.LandlockABI == 0 {
 				b.Skipf("no %s here", mech)
 			}
 			p := Build(f.inputs())
 			p.Mechanism, p.AsInit = mech, true
+			if c.caps {
+				g, err := cg.Group(troupe.RuntimeKey{Project: "p", Agent: "a"}, cgroup.Limits{Memory: 1 << 30, Processes: 512})
+				if err != nil || g.IsZero() {
+					b.Skipf("no caps here: %v %s", err, cg.Report().Text())
+				}
+				p.Cgroup = g
+			}
 			p.Helper = []string{os.Args[0], "-test.run=^$"}
 			lat := run(b, p)
 			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

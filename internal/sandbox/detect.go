@@ -131,7 +131,10 @@ func Wrap(p Policy, argv []string) ([]string, error) {
 				return nil, fmt.Errorf("sandbox: bubblewrap not found: install it (apt-get install bubblewrap): %w", err)
 			}
 		}
-		return BwrapArgv(bwrap, p, argv), nil
+		a := BwrapArgv(bwrap, p, argv)
+		// cgroup v1: a shell joins the agent's cgroup, then execs
+		// bubblewrap (the Landlock helper joins by itself).
+		return p.Cgroup.JoinArgv(a), nil
 	case Landlock:
 		if r.LandlockABI == 0 {
 			return nil, fmt.Errorf("sandbox: this kernel has no Landlock: install bubblewrap (apt-get install bubblewrap), or set sandbox = false for the agent")

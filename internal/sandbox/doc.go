@@ -20,6 +20,13 @@
 // namespace, and no new entry directly in a folder that holds a hidden or
 // read-only path.
 //
+// A Policy also carries the agent's memory and process caps (Caps, from
+// its team) and the cgroup that enforces them (Cgroup, made by the daemon
+// with internal/cgroup): under cgroup v1 Wrap puts a /bin/sh that joins it
+// in front of bubblewrap, and the Landlock helper joins it before it
+// restricts itself; under v2 internal/engine/proc and internal/task start
+// the wrapped command straight into it.
+//
 // Concurrency: a Policy is a value; Build, Wrap and BwrapArgv are pure
 // functions of their arguments (Detect runs its probe once per process
 // and caches it; safe for concurrent use). No goroutines.
@@ -27,5 +34,5 @@
 // Who imports it: the daemon (which builds policies), the runtime and the
 // engine seam (which carry them), internal/engine/proc and internal/task
 // (which wrap argvs), internal/cli (the helper command) and doctor. It
-// imports troupe's vocabulary only.
+// imports troupe's vocabulary and internal/cgroup only.
 package sandbox

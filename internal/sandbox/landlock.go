@@ -54,8 +54,8 @@ func MaybeRunHelper() {
 }
 
 // HelperMain is the program of `troupe sandbox-exec POLICY -- ARGV...`:
-// it restricts itself with Landlock to the JSON policy POLICY, then execs
-// ARGV in its place. It returns only on failure (the exit status).
+// it joins the policy's cgroup when it is a v1 one, restricts itself with
+// Landlock to the JSON policy POLICY, then execs ARGV in its place. It returns only on failure (the exit status).
 func HelperMain(args []string) int {
 	if len(args) < 3 || args[1] != "--" {
 		fmt.Fprintf(os.Stderr, "usage: troupe %s POLICY -- COMMAND [ARG...]\n", HelperCommand)
@@ -71,6 +71,14 @@ func HelperMain(args []string) int {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "troupe %s: %v\n", HelperCommand, err)
 		return 127
+	}
+	// The agent's cgroup first (v1: no clone puts a child into one), so
+	// nothing the program runs is ever outside it.
+	if p.Cgroup.NeedsJoin() {
+		if err := p.Cgroup.Join(); err != nil {
+			fmt.Fprintf(os.Stderr, "troupe %s: %v\n", HelperCommand, err)
+			return 1
+		}
 	}
 	if err := restrictLandlock(p); err != nil {
 		fmt.Fprintf(os.Stderr, "troupe %s: %v\n", HelperCommand, err)

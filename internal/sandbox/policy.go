@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -43,6 +44,13 @@ type Policy struct {
 	// behind. As pid 1 the program gets only the signals it handles
 	// (SIGKILL aside). Task supervisors, subreapers, do without it.
 	AsInit bool `json:"-"`
+	// Caps are the agent's memory and process caps (the team's, or the
+	// defaults); Cgroup is the cgroup that enforces them, made by the
+	// daemon (internal/cgroup): every process of the sandbox is born in
+	// it (v2) or joins it first thing (v1, through the helper). The zero
+	// Cgroup: no caps on this machine.
+	Caps   cgroup.Limits `json:"-"`
+	Cgroup cgroup.Group  `json:"cgroup,omitzero"`
 	// Helper is the argv that runs HelperMain (the Landlock mechanism):
 	// troupe's binary, or a test binary whose TestMain calls MaybeRunHelper.
 	// Empty: this executable.
@@ -153,6 +161,7 @@ func Build(in Inputs) Policy {
 		on = *in.Team.Enabled
 	}
 	p := Policy{On: on, Network: in.Team.Network == nil || *in.Team.Network, Temp: clean(in.Temp)}
+	p.Caps.Memory, p.Caps.Processes = in.Team.Caps()
 	home := func(rel ...string) []string {
 		if in.Home == "" {
 			return nil

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/atomicfile"
+	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/pidfd"
 	"github.com/troupe-dev/troupe/internal/procstat"
 	"github.com/troupe-dev/troupe/internal/sandbox"
@@ -629,17 +630,19 @@ func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir
 	m.pruneProject(ctx, owner.Project, "")
 
 	var argv []string
+	var cg cgroup.Group
 	if j.Sandbox != nil && j.Sandbox.On {
 		if argv, err = sandbox.Wrap(*j.Sandbox, []string{jobShell, "-c", command}); err != nil {
 			return Task{}, fmt.Errorf("start task: %w", err)
 		}
+		cg = j.Sandbox.Cgroup
 	}
 	id, taskDir, err := m.newTaskDir()
 	if err != nil {
 		return Task{}, noSpace(fmt.Errorf("start task: %w", err))
 	}
 	t, err := m.startIn(ctx, owner, id, taskDir, spec{ID: id, Command: command, Argv: argv, Cwd: dir, Env: m.jobEnv,
-		Timeout: timeout, KillGrace: m.grace, MaxOutput: maxOutput})
+		Timeout: timeout, KillGrace: m.grace, MaxOutput: maxOutput, Cgroup: cg})
 	if err != nil {
 		// Nothing half-made stays: no row was recorded, no job ran.
 		if rerr := os.RemoveAll(taskDir); rerr != nil {

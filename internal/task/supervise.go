@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/atomicfile"
+	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/pidfd"
 	"github.com/troupe-dev/troupe/internal/procstat"
 )
@@ -79,6 +80,10 @@ type spec struct {
 	Timeout   time.Duration `json:"timeout"`    // 0: none
 	KillGrace time.Duration `json:"kill_grace"` // SIGTERM → SIGKILL
 	MaxOutput int64         `json:"max_output"` // output kept: first half, last half; 0: DefaultMaxOutput
+	// Cgroup is the owner's cgroup (its sandbox's caps): the job is born
+	// in it (v2), or Argv's sandbox helper joins it (v1). Its OOM kills
+	// during the job make the job's end "out of memory".
+	Cgroup cgroup.Group `json:"cgroup,omitzero"`
 }
 
 // status is how a job ended (status.json).
@@ -166,6 +171,12 @@ func SuperviseMain(args []string) int {
 // exitNoSpace is the exit status of a supervisor that could not write
 // status.json for want of disk space, even after freeing its reserve.
 const exitNoSpace = 3
+
+// oomReason is the reason of a job whose processes the OOM killer killed
+// (n of them) at its owner's memory cap.
+func oomReason(n uint64) string {
+	return fmt.Sprintf("out of memory: the OOM killer killed %d of the agent's processes meanwhile, at its memory cap (sandbox.memory in .troupe/team.toml)", n)
+}
 
 // noSpaceReason is the reason of a task that failed for want of disk space.
 func noSpaceReason(file string) string {
@@ -270,7 +281,8 @@ func supervise(dir string, sp spec, sigs <-chan os.Signal) status {
 	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	started := time.Now().UTC()
-	err = cmd.Start()
+	ooms := sp.Cgroup.OOMKills()
+	err = sp.Cgroup.Start(cmd)
 	pw.Close() // the job holds it now
 	if err != nil {
 		return status{State: Failed, ExitCode: -1, Reason: fmt.Sprintf("start %s -c: %v", jobShell, err), StartedAt: started, EndedAt: time.Now().UTC()}
@@ -384,6 +396,9 @@ wait:
 		if st.State == "" {
 			st.State = Exited
 		}
+	}
+	if n := sp.Cgroup.OOMKills() - ooms; n > 0 && (st.State == Exited || st.State == Failed) {
+		st.State, st.Reason = Failed, oomReason(n)
 	}
 	return st
 }

@@ -61,6 +61,36 @@ type AgentSandbox struct {
 	// Network false cuts the agent's commands (tasks, run_command) from the
 	// network; nil leaves it unchanged.
 	Network *bool `json:"network,omitempty"`
+	// Memory caps what the agent's processes hold, in bytes (memory =
+	// "4GiB"); 0: the default (DefaultMemoryCap), NoCap: none.
+	Memory int64 `json:"memory,omitempty"`
+	// Processes caps the agent's processes and threads (processes = 512);
+	// 0: the default (DefaultProcessCap), NoCap: none.
+	Processes int64 `json:"processes,omitempty"`
+}
+
+// NoCap is a cap the team file removed (memory = "none").
+const NoCap = -1
+
+// The default caps of a sandboxed agent (README "Sandbox" says why): no
+// memory cap, 4096 processes and threads.
+const (
+	DefaultMemoryCap  = 0
+	DefaultProcessCap = 4096
+)
+
+// Caps are the agent's effective caps: 0 is none.
+func (s AgentSandbox) Caps() (memory, processes int64) {
+	eff := func(v, def int64) int64 {
+		switch {
+		case v == NoCap:
+			return 0
+		case v == 0:
+			return def
+		}
+		return v
+	}
+	return eff(s.Memory, DefaultMemoryCap), eff(s.Processes, DefaultProcessCap)
 }
 
 // TeamChange describes what a reload of a team file changed. Agents whose

@@ -7,7 +7,7 @@ export type AgentState = "stopped" | "starting" | "idle" | "busy" | "waiting" | 
 
 export interface Project { id: string; path: string; name: string; agents: number; team: string; team_error?: string; team_held?: boolean; added_at: string; grants?: AgentGrants[] }
 /** turn_timeout, idle_timeout: Go durations ("10m0s"). sandboxed: false when the team turned its sandbox off. */
-export interface Agent { project: string; name: string; engine: string; model?: string; mode: string; state: AgentState; reason?: string; session_id: string; turn_timeout: string; idle_timeout: string; sandboxed: boolean; doing?: string; doing_since?: string }
+export interface Agent { project: string; name: string; engine: string; model?: string; mode: string; state: AgentState; reason?: string; session_id: string; turn_timeout: string; idle_timeout: string; sandboxed: boolean; doing?: string; doing_since?: string; caps?: { memory: string; processes: string; in_force: boolean; why?: string } }
 export interface Message {
   id: number; project: string; to: string; from: string; kind: string; text: string; request?: string;
   state: string; reason?: string; turn?: string; redelivered?: boolean; created_at: string; done_at?: string;

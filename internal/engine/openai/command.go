@@ -95,6 +95,10 @@ func runCommand(ctx context.Context, args json.RawMessage, dir string, env []str
 	}
 	limit := commandLimit(a.TimeoutSeconds)
 	out := &headTail{max: maxToolOutput}
+	var ooms uint64
+	if sbx != nil {
+		ooms = sbx.Cgroup.OOMKills()
+	}
 	start := time.Now()
 	p, err := proc.Start(proc.Spec{
 		Argv:        commandArgv(backstop, limit, a.Command),
@@ -162,6 +166,12 @@ func runCommand(ctx context.Context, args json.RawMessage, dir string, env []str
 	head := fmt.Sprintf("$ %s\n[%s after %s", clipText(a.Command, 200), status, took)
 	if why != "" {
 		head += "; " + why
+	}
+	if sbx != nil {
+		if n := sbx.Cgroup.OOMKills() - ooms; n > 0 {
+			why = fmt.Sprintf("out of memory: the OOM killer killed %d of the agent's processes meanwhile, at its memory cap (sandbox.memory in .troupe/team.toml)", n)
+			head += "; " + why
+		}
 	}
 	head += note + "]\n"
 	res := head + out.String()

@@ -37,6 +37,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/pidfd"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 )
@@ -85,7 +86,8 @@ type Spec struct {
 	// namespace (sandbox.Policy.AsInit): a signal it has no handler for
 	// does not reach it, so Stop's SIGTERM ends only a program that
 	// handles it and its SIGKILL the rest. A policy that cannot be
-	// enforced fails Start.
+	// enforced fails Start. The child is born in the sandbox's cgroup (its
+	// memory and process caps, Policy.Cgroup).
 	Sandbox *sandbox.Policy
 	// TTY, if set, is the slave side of a pseudo-terminal (internal/term
 	// opens it): it becomes the child's stdin, stdout, stderr and
@@ -169,7 +171,7 @@ func Start(spec Spec) (*Process, error) {
 	if spec.Sandbox != nil && spec.Sandbox.On {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // its own group too
 	}
-	if err := cmd.Start(); err != nil {
+	if err := spec.cgroup().Start(cmd); err != nil {
 		closeAll(files)
 		return nil, err // exec's error names the program
 	}
@@ -203,7 +205,7 @@ func startTTY(spec Spec) (*Process, error) {
 	// Setsid: a new session, so a new process group whose id is the pid;
 	// Setctty makes the terminal (fd 0 in the child) its controlling one.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
+	if err := spec.cgroup().Start(cmd); err != nil {
 		return nil, err
 	}
 	p := newProcess(spec, cmd)
@@ -216,6 +218,15 @@ func startTTY(spec Spec) (*Process, error) {
 	p.log.Debug("child started on a terminal", "command", spec.Argv, "dir", spec.Dir)
 	go p.reap(h, nil)
 	return p, nil
+}
+
+// cgroup is the agent's cgroup the child is born in (its sandbox's
+// caps; v1 cgroups are joined by the sandbox's helper): nil for none.
+func (spec Spec) cgroup() *cgroup.Group {
+	if spec.Sandbox == nil || !spec.Sandbox.On {
+		return nil
+	}
+	return &spec.Sandbox.Cgroup
 }
 
 func newProcess(spec Spec, cmd *exec.Cmd) *Process {
