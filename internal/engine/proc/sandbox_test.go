@@ -3,12 +3,15 @@ package proc
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/procstat"
 	"github.com/troupe-dev/troupe/internal/sandbox"
@@ -75,8 +78,26 @@ func TestSandboxedChildIsConfinedAndKilledWhole(t *testing.T) {
 }
 
 // liveInGroup lists the processes of process group pgid that are not
-// zombies ("pid state comm" each), from /proc.
+// zombies ("pid state comm" each), from /proc. A member SIGKILLed a moment
+// ago may still be exiting (state R or D, freeing its memory): each member
+// found is given up to 5 s in all, waited on its pidfd, before the list is
+// taken again.
 func liveInGroup(t *testing.T, pgid int) []string {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, m := range listLiveInGroup(t, pgid) {
+		var pid int
+		fmt.Sscan(m, &pid)
+		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+			unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, max(int(time.Until(deadline).Milliseconds()), 0))
+			unix.Close(fd)
+		}
+	}
+	return listLiveInGroup(t, pgid)
+}
+
+// listLiveInGroup is liveInGroup's one look at /proc.
+func listLiveInGroup(t *testing.T, pgid int) []string {
 	t.Helper()
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
