@@ -1,29 +1,21 @@
 package terminal
 
 import (
-	"sync/atomic"
-
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/term"
 )
 
-// Launch starts a program on a terminal and its Session: the PTY's output
-// is the session's activity, and a person can attach to it. spec.Term,
-// spec.Attach and spec.Bump are set here.
+// Launch starts a program on a terminal and its Session, to which a
+// person can attach; its activity is what the session reads on the screen
+// (Session.step: text that changes, animation aside). spec.Term and
+// spec.Attach are set here.
 func Launch(o term.Options, spec SessionSpec) (*Session, error) {
-	var bump atomic.Pointer[func()]
-	o.OnOutput = func(int) {
-		if f := bump.Load(); f != nil {
-			(*f)()
-		}
-	}
 	t, err := term.Start(o)
 	if err != nil {
 		return nil, err
 	}
 	spec.Term = t
 	spec.Attach = attachable{t}
-	spec.Bump = func(b func()) { bump.Store(&b) }
 	return NewSession(spec), nil
 }
 

@@ -117,9 +117,6 @@ type SessionSpec struct {
 	Attach engine.Terminal
 	// Cleanup runs once the session ended (remove its files).
 	Cleanup func()
-	// Bump, if set, is called by the session with its activity meter's
-	// Bump, so output counted elsewhere (the PTY reader) reaches it.
-	Bump func(bump func())
 }
 
 // Session is a terminal agent's session.
@@ -166,9 +163,6 @@ func NewSession(spec SessionSpec) *Session {
 	}
 	if s.quiet <= 0 {
 		s.quiet = DefaultQuietFor
-	}
-	if spec.Bump != nil {
-		spec.Bump(s.Bump)
 	}
 	if a, ok := spec.Driver.(interface{ SetBump(func()) }); ok {
 		a.SetBump(s.Bump) // what the driver reads is activity too
@@ -277,6 +271,7 @@ type loopState struct {
 	lastDialog    string
 	lastKeyAt     time.Time // the last key answering a dialog
 	outputs       int       // output events of the submitted turn
+	shown         string    // the screen's text less its animation, when last read (activity)
 }
 
 // loop reads the screen after every change, poll, Send or Interrupt and
@@ -324,6 +319,13 @@ func (s *Session) loop() {
 // most before looking again (0: until something happens).
 func (s *Session) step(ctx context.Context, ls *loopState) time.Duration {
 	scr := s.t.Screen()
+	// Activity (C3) is the screen's text changing, not its animation: a
+	// spinner turning or an elapsed-time counter counting is what a hung
+	// program shows too.
+	if shown := withoutAnimation(scr.Text()); shown != ls.shown {
+		ls.shown = shown
+		s.Bump()
+	}
 	obs := s.d.Observe(scr)
 
 	switch obs.State {
