@@ -212,3 +212,64 @@ busy = "working..."
 		t.Fatalf("ask after detaching = %+v, %v", req, err)
 	}
 }
+
+// spinnerREPL answers "hang" by turning a spinner and counting seconds for
+// ever: the seed's hung TUI.
+const spinnerREPL = `printf 'repl> '
+while IFS= read -r line; do
+  case "$line" in *hang*) ;; *) printf 'working'; sleep 0.2; printf '\r\033[K'; echo "answered"; printf 'repl> '; continue;; esac
+  i=0
+  while :; do
+    for f in '⠋' '⠙' '⠹' '⠸' '⠼' '⠴' '⠦' '⠧' '⠇' '⠏'; do
+      printf '\r%s working (%ds)' "$f" "$i"; sleep 0.1
+    done
+    i=$((i+1))
+  done
+done`
+
+// TestHungSpinnerIsCut (issue 22): a terminal agent that only animates a
+// spinner and an elapsed-time counter is silent: the ask to it ends with
+// no reply after one turn_timeout (3 s here), not at the 4 h ceiling.
+func TestHungSpinnerIsCut(t *testing.T) {
+	state, proj := t.TempDir(), filepath.Join(t.TempDir(), "app")
+	script := filepath.Join(t.TempDir(), "spin.sh")
+	if err := os.WriteFile(script, []byte(spinnerREPL), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeTeam(t, proj, fmt.Sprintf(`
+[[agent]]
+name = "spinner"
+engine = "terminal"
+command = "/bin/sh"
+args = [%q]
+turn_timeout = "3s"
+
+[agent.terminal]
+idle = "repl>"
+busy = "working"
+`, script))
+	d := startDaemon(t, state, "--project", proj)
+	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A first turn: a new session's first turn waits longer for its first
+	// word (StartTimeout); the hang is the second.
+	if req, err := cl.Ask(ctx, p.ID, "spinner", "hello", 0); err != nil || req.State != troupe.ReqAnswered {
+		t.Fatalf("first ask = %+v, %v", req, err)
+	}
+	req, err := cl.Ask(ctx, p.ID, "spinner", "hang", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.State != troupe.ReqNoReply || !strings.Contains(req.Error, "no reply from spinner") {
+		t.Fatalf("ask to a spinning agent = %s %q (%q), want no reply after its turn_timeout; its log:\n%s", req.State, req.Error, req.Answer, mustTroupe(t, state, proj, "log", "spinner"))
+	}
+}
