@@ -57,6 +57,10 @@ func (r *rig) startTUI(t *testing.T, a troupe.AgentSpec, spec engine.StartSpec) 
 	a.Engine, a.Command = troupe.EngineClaude, r.bin
 	spec.Agent, spec.Dir = a, r.dir
 	spec.Key = troupe.RuntimeKey{Project: "p1", Agent: a.Name}
+	if !spec.Sandbox.On {
+		spec.Sandbox = r.sandboxed(t) // as the daemon runs it
+	}
+	r.sb = spec.Sandbox
 	s, err := r.eng.Start(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("start: %v", err)
@@ -129,11 +133,18 @@ func TestTUITurns(t *testing.T) {
 		t.Fatalf("turn 3 ended %+v, want interrupted", end)
 	}
 
-	// The registry file is there while it runs and gone after /exit.
+	// The registry file is there while it runs and gone after /exit; in
+	// a bubblewrap sandbox, in the agent's own folder, not the person's.
 	home, _ := lookup(r.env, "HOME")
-	reg := registryFiles(t, home, id)
+	shared := filepath.Join(home, ".claude", "sessions")
+	reg := registryFiles(t, r.registry(t), id)
 	if len(reg) != 1 {
 		t.Fatalf("registry files of session %s: %v", id, reg)
+	}
+	if r.registry(t) != shared {
+		if in := registryFiles(t, shared, id); len(in) != 0 {
+			t.Errorf("the sandboxed TUI wrote %v in the person's registry", in)
+		}
 	}
 	drive.Close(t, s)
 	if s.Err() != nil {
@@ -147,9 +158,9 @@ func TestTUITurns(t *testing.T) {
 	}
 }
 
-func registryFiles(t *testing.T, home, id string) []string {
+func registryFiles(t *testing.T, dir, id string) []string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(home, ".claude", "sessions", "*.json"))
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	var out []string
 	for _, f := range files {
 		if e, ok := readEntry(f); ok && e.SessionID == id {
@@ -263,7 +274,9 @@ func TestTUIContract(t *testing.T) {
 				// A second before the kill: the TUI writes its transcript
 				// lines a moment after it shows them, and a process killed
 				// at once loses the last ones (so does its output here).
-				return `[[text:` + turn.Text + `]] [[tool:Bash {"command":"sleep 1; kill -9 $PPID"}]]`
+				// SIGSEGV, a crash: in a bubblewrap sandbox the TUI is pid 1
+				// of its pid namespace, which ignores a SIGKILL from inside.
+				return `[[text:` + turn.Text + `]] [[tool:Bash {"command":"sleep 1; kill -SEGV $PPID"}]]`
 			default:
 				return "[[text:" + turn.Text + "]]"
 			}
@@ -281,7 +294,12 @@ func TestTUIPermissionPromptBlocks(t *testing.T) {
 	r := newRig(t)
 	s := r.startTUI(t, troupe.AgentSpec{PermissionMode: "default"}, engine.StartSpec{})
 	drive.SessionID(t, s)
-	msg := `[[tool:Bash {"command":"echo hi-from-bash > out.txt && cat out.txt","description":"write a file"}]]`
+	// In a folder of the workspace: under Landlock its top level, which
+	// holds read-only paths (.claude/, .troupe/), takes no new entry.
+	if err := os.Mkdir(filepath.Join(r.dir, "work"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	msg := `[[tool:Bash {"command":"echo hi-from-bash > work/out.txt && cat work/out.txt","description":"write a file"}]]`
 	if err := s.Send(context.Background(), enginetest.Input("t1", msg)); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,9 @@ import (
 
 // Launch starts a program on a terminal and its Session: the PTY's output
 // is the session's activity, and a person can attach to it. spec.Term,
-// spec.Attach and spec.Bump are set here.
+// spec.Attach and spec.Bump are set here. A driver with a SetPID(int)
+// method is told the program's process id (its session's, and that of
+// the sandbox's bubblewrap when sandboxed) before the session starts.
 func Launch(o term.Options, spec SessionSpec) (*Session, error) {
 	var bump atomic.Pointer[func()]
 	o.OnOutput = func(int) {
@@ -22,6 +24,9 @@ func Launch(o term.Options, spec SessionSpec) (*Session, error) {
 		return nil, err
 	}
 	spec.Term = t
+	if d, ok := spec.Driver.(interface{ SetPID(int) }); ok {
+		d.SetPID(t.PID())
+	}
 	spec.Attach = attachable{t}
 	spec.Bump = func(b func()) { bump.Store(&b) }
 	return NewSession(spec), nil
