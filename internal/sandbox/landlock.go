@@ -114,22 +114,25 @@ var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/d
 // entries made or removed in it directly), which is what the Landlock
 // mechanism cannot give that bubblewrap does.
 func LandlockRules(p Policy) []landlock.Rule {
+	// A path gone between this listing and the restriction (another
+	// program's temporary folder in /tmp) is granted nothing, and does not
+	// fail the restriction: IgnoreIfMissing.
 	var rules []landlock.Rule
 	ro := func(paths []string) {
 		for _, x := range paths {
 			if isDir, ok := exists(x); ok && isDir {
-				rules = append(rules, landlock.RODirs(x))
+				rules = append(rules, landlock.RODirs(x).IgnoreIfMissing())
 			} else if ok {
-				rules = append(rules, landlock.ROFiles(x))
+				rules = append(rules, landlock.ROFiles(x).IgnoreIfMissing())
 			}
 		}
 	}
 	rw := func(paths []string) {
 		for _, x := range paths {
 			if isDir, ok := exists(x); ok && isDir {
-				rules = append(rules, landlock.RWDirs(x).WithRefer())
+				rules = append(rules, landlock.RWDirs(x).WithRefer().IgnoreIfMissing())
 			} else if ok {
-				rules = append(rules, landlock.RWFiles(x))
+				rules = append(rules, landlock.RWFiles(x).IgnoreIfMissing())
 			}
 		}
 	}
