@@ -1,19 +1,24 @@
 package claude
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/enginetest"
 	"github.com/troupe-dev/troupe/internal/engine/terminal"
 	"github.com/troupe-dev/troupe/internal/fakemodel"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/term"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -414,5 +419,66 @@ func TestTUIResume(t *testing.T) {
 	s3 := r.startTUI(t, troupe.AgentSpec{}, engine.StartSpec{Resume: "00000000-0000-4000-8000-000000000000"})
 	if got := drive.SessionID(t, s3); got == "00000000-0000-4000-8000-000000000000" {
 		t.Errorf("an id without a transcript was resumed")
+	}
+}
+
+// TestPrivateRegistry: under bubblewrap a sandboxed CLI gets the agent's
+// own registry folder, emptied, bound over <config>/sessions; under
+// Landlock, or unsandboxed, the shared one.
+func TestPrivateRegistry(t *testing.T) {
+	cfg, private := filepath.Join(t.TempDir(), ".claude"), t.TempDir()
+	own := filepath.Join(private, "claude-sessions")
+	if err := os.MkdirAll(own, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(own, "1.json") // a killed CLI's
+	if err := os.WriteFile(stale, []byte(`{"pid":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &sandbox.Policy{On: true, Mechanism: sandbox.Bubblewrap, Private: private}
+	got, err := privateRegistry(p, cfg)
+	if err != nil || got != own {
+		t.Fatalf("bubblewrap: %q, %v; want %q", got, err, own)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale file is still there (%v)", err)
+	}
+	if want := []sandbox.Bind{{Source: own, Target: filepath.Join(cfg, "sessions")}}; !slices.Equal(p.Binds, want) {
+		t.Errorf("binds %+v, want %+v", p.Binds, want)
+	}
+	if fi, err := os.Stat(filepath.Join(cfg, "sessions")); err != nil || !fi.IsDir() {
+		t.Errorf("the bind's target is not made: %v", err)
+	}
+	for _, p := range []*sandbox.Policy{nil, {On: true, Mechanism: sandbox.Landlock, Private: private}, {On: true, Mechanism: sandbox.Bubblewrap}} {
+		if got, err := privateRegistry(p, cfg); err != nil || got != filepath.Join(cfg, "sessions") || p != nil && len(p.Binds) != 0 {
+			t.Errorf("%+v: %q, %v; want the shared folder, no bind", p, got, err)
+		}
+	}
+}
+
+// TestInSession finds this test's process by its session, its pid in its
+// own pid namespace (here the machine's) and its start time, and nothing
+// when one of them differs.
+func TestInSession(t *testing.T) {
+	sid, err := unix.Getsid(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	start, pid := f[19], os.Getpid()
+	if !inSession(sid, pid, start) {
+		t.Fatalf("inSession(%d, %d, %s) = false for this process", sid, pid, start)
+	}
+	for _, c := range []struct {
+		sid, pid int
+		start    string
+	}{{sid + 1, pid, start}, {sid, pid + 1, start}, {sid, pid, start + "0"}} {
+		if inSession(c.sid, c.pid, c.start) {
+			t.Errorf("inSession(%d, %d, %s) = true", c.sid, c.pid, c.start)
+		}
 	}
 }
