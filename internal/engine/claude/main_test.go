@@ -20,14 +20,16 @@ func TestMain(m *testing.M) {
 // Claude Code state writable and the rest of HOME read-only, a state dir
 // hidden, a private temporary folder and troupe's private folder for the
 // agent; on the mechanism Detect finds (TROUPE_SANDBOX=landlock forces
-// Landlock). Without one the test fails under CI=true, else skips.
+// Landlock). Without one the test fails under CI=true, else runs
+// unsandboxed (the zero Policy).
 func (r *rig) sandboxed(t *testing.T) sandbox.Policy {
 	t.Helper()
 	if d := sandbox.Detect(); d.Mechanism == sandbox.None {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("no sandbox mechanism: %s", d.Why)
 		}
-		t.Skipf("no sandbox mechanism: %s", d.Why)
+		t.Logf("no sandbox mechanism (%s): the TUI runs unsandboxed", d.Why)
+		return sandbox.Policy{}
 	}
 	home, _ := lookup(r.env, "HOME")
 	state := filepath.Join(t.TempDir(), "state")

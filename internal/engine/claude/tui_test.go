@@ -482,3 +482,43 @@ func TestInSession(t *testing.T) {
 		}
 	}
 }
+
+// TestTUIResize: a person's window size reaches the TUI in its sandbox
+// (where it is pid 1 of its pid namespace, which gets only the signals it
+// handles): SIGWINCH makes it redraw its prompt's rules to the new width,
+// wider than the terminal's default (a narrower one could be the old rules
+// cut).
+func TestTUIResize(t *testing.T) {
+	t.Parallel()
+	r := tuiRig(t, nil)
+	s := r.startTUI(t, troupe.AgentSpec{}, engine.StartSpec{})
+	drive.SessionID(t, s)
+	if _, end := drive.RunTurn(t, s, "t1", "[[text:before the resize]]"); end.Error != "" {
+		t.Fatalf("turn ended %+v", end)
+	}
+	const cols, rows = term.DefaultCols + 30, term.DefaultRows
+	rule := strings.Repeat("─", cols)
+	v, err := s.Terminal().Attach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Detach()
+	e := term.NewEmulator(cols, rows, nil)
+	defer e.Close()
+	if err := v.Resize(cols, rows); err != nil {
+		t.Fatal(err)
+	}
+	e.Write(v.Snapshot())
+	timeout := time.After(patience)
+	for !slices.ContainsFunc(strings.Split(e.Text(), "\n"), func(l string) bool { return strings.TrimSpace(l) == rule }) {
+		select {
+		case b, ok := <-v.Output():
+			if !ok {
+				t.Fatalf("detached: %s", v.Reason())
+			}
+			e.Write(b)
+		case <-timeout:
+			t.Fatalf("no %d-column rule %v after the resize; screen:\n%s", cols, patience, e.Text())
+		}
+	}
+}
