@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -305,10 +307,14 @@ func privateRegistry(p *sandbox.Policy, cfg string) (string, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("empty the sandbox's session registry: %w", err)
 	}
-	for _, d := range []string{dir, shared} { // shared: the mount's target
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return "", fmt.Errorf("make the sandbox's session registry: %w", err)
-		}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("make the sandbox's session registry: %w", err)
+	}
+	// The mount's target, made if missing. Agents may write in <cfg>: a
+	// link planted there is not followed (the mount then shadows what it
+	// names inside the sandbox, no more).
+	if err := os.Mkdir(shared, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("make %s: %w", shared, err)
 	}
 	p.Binds = append(slices.Clip(p.Binds), sandbox.Bind{Source: dir, Target: shared})
 	return dir, nil

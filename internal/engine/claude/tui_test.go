@@ -428,8 +428,10 @@ func TestTUIResume(t *testing.T) {
 func TestPrivateRegistry(t *testing.T) {
 	cfg, private := filepath.Join(t.TempDir(), ".claude"), t.TempDir()
 	own := filepath.Join(private, "claude-sessions")
-	if err := os.MkdirAll(own, 0o700); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{own, cfg} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
 	}
 	stale := filepath.Join(own, "1.json") // a killed CLI's
 	if err := os.WriteFile(stale, []byte(`{"pid":1}`), 0o600); err != nil {
