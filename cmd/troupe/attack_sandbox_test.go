@@ -22,7 +22,8 @@ import (
 // The escape suite of the sandbox (issue 20, C16): agents whose every
 // permission is granted (a fake agent, which runs shell commands as a CLI
 // does, and an openai agent in bypassPermissions on the fake model), and a
-// background task of each, try to reach what the sandbox keeps out: the
+// background task of each, and a terminal-mode program (bash on troupe's
+// terminal, the generic terminal engine), try to reach what the sandbox keeps out: the
 // daemon's token, the team file, git's hooks and config, another
 // registered project, HOME's ssh key, the daemon's environment, each also
 // through a symbolic link placed in the workspace. Every one is refused.
@@ -45,6 +46,18 @@ turn_timeout = "2m"
 [agent.openai]
 base_url = %q
 api_key_env = "TROUPE_TEST_OPENAI_KEY"
+
+# A terminal-mode program: bash on troupe's terminal, as a person would
+# use it (sandboxed by default, as every engine is).
+[[agent]]
+name = "sh"
+engine = "terminal"
+command = "/bin/bash"
+args = ["--norc", "--noprofile", "-i"]
+env = { PS1 = "sh-ready> " }
+
+[agent.terminal]
+idle = "sh-ready>"
 
 [[agent]]
 name = "open"
@@ -249,6 +262,14 @@ func testSandboxEscapes(t *testing.T, mechanism sandbox.Mechanism) {
 	r.ask("o", `[[tool:run_in_background {"command":`+cmd+`}]]`)
 	r.check("openai task", r.taskOutput("o", 1), as)
 
+	// A terminal-mode program: bash typing the attacks on its terminal
+	// (from a file, so that the command line echoed on the screen holds
+	// none of the markers).
+	if err := os.WriteFile(filepath.Join(r.proj, "attacks.sh"), []byte(sh+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.check("terminal bash", r.ask("sh", "sh attacks.sh"), as)
+
 	// Its file tools, which troupe runs in its own process, honour the
 	// sandbox too.
 	for _, a := range []struct{ args, want string }{
@@ -300,7 +321,7 @@ func TestAttackSandboxShownOff(t *testing.T) {
 			continue
 		}
 		switch off := strings.Contains(l, "OFF (unsandboxed)"); {
-		case f[0] == "open" && !off, (f[0] == "f" || f[0] == "o") && off:
+		case f[0] == "open" && !off, (f[0] == "f" || f[0] == "o" || f[0] == "sh") && off:
 			t.Errorf("troupe agents: %q", l)
 		}
 	}

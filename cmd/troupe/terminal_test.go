@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/engine/claude/claudetest"
 	"github.com/troupe-dev/troupe/internal/fakemodel"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/term"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -58,11 +60,32 @@ while IFS= read -r line; do
 done`
 
 // TestTerminalAgents runs a team mixing terminal and structured agents in
-// the daemon: the person asks the Claude TUI agent, which calls troupe's
+// the daemon, each sandboxed (by default), under bubblewrap and under
+// Landlock: the person asks the Claude TUI agent, which calls troupe's
 // ask_agent (MCP, as in structured mode) on the helper; the generic REPL
 // answers through its patterns; the person attaches to the TUI over the
 // API's WebSocket and sees its screen.
 func TestTerminalAgents(t *testing.T) {
+	for _, m := range []sandbox.Mechanism{sandbox.Bubblewrap, sandbox.Landlock} {
+		t.Run(string(m), func(t *testing.T) { testTerminalAgents(t, m) })
+	}
+}
+
+// needMechanism skips the test (fails it under CI=true) when mechanism
+// cannot run here.
+func needMechanism(t *testing.T, mechanism sandbox.Mechanism) {
+	t.Helper()
+	r := sandbox.Detect()
+	if r.Mechanism == sandbox.None || mechanism == sandbox.Bubblewrap && r.Bwrap == "" || mechanism == sandbox.Landlock && r.LandlockABI == 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no %s here: %s", mechanism, r.Why)
+		}
+		t.Skipf("no %s here: %s", mechanism, r.Why)
+	}
+}
+
+func testTerminalAgents(t *testing.T, mechanism sandbox.Mechanism) {
+	needMechanism(t, mechanism)
 	bin := claudetest.Bin(t)
 	model := fakemodel.New(fakemodel.Options{})
 	if err := model.Start(""); err != nil {
@@ -75,7 +98,7 @@ func TestTerminalAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeTeam(t, proj, fmt.Sprintf(terminalTeam, bin, script))
-	env := claudetest.Env(t, claudetest.Home(t, proj), model.URL())
+	env := append(claudetest.Env(t, claudetest.Home(t, proj), model.URL()), sandbox.MechanismEnv+"="+string(mechanism))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	d := startDaemonEnv(t, state, env, "--project", proj)
@@ -135,6 +158,15 @@ func TestTerminalAgents(t *testing.T) {
 	}
 	if _, err := cl.AttachTerminal(ctx, p.ID, "helper"); err == nil || !strings.Contains(err.Error(), "not in terminal mode") {
 		t.Errorf("attach to a structured agent: %v", err)
+	}
+	agents, err := cl.Agents(ctx, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range agents {
+		if !a.Sandboxed {
+			t.Errorf("agent %s (%s, %s mode) runs unsandboxed", a.Name, a.Engine, a.Mode)
+		}
 	}
 }
 
@@ -211,6 +243,127 @@ busy = "working..."
 	if err != nil || req.State != troupe.ReqAnswered || !strings.Contains(req.Answer, "STILL THERE") {
 		t.Fatalf("ask after detaching = %+v, %v", req, err)
 	}
+}
+
+// TestTerminalClaudeAgentsApart runs two Claude TUI agents of one name in
+// two projects at once, sandboxed: each keeps its own session, found by
+// its own driver, turn after turn. Under bubblewrap each TUI is pid 1 of
+// its pid namespace and would write ~/.claude/sessions/1.json over the
+// other's; there each writes its registry in a folder of its own
+// (<state>/sandbox/<project>/<agent>/claude-sessions), none in the
+// person's.
+func TestTerminalClaudeAgentsApart(t *testing.T) {
+	for _, m := range []sandbox.Mechanism{sandbox.Bubblewrap, sandbox.Landlock} {
+		t.Run(string(m), func(t *testing.T) { testTerminalClaudeAgentsApart(t, m) })
+	}
+}
+
+func testTerminalClaudeAgentsApart(t *testing.T, mechanism sandbox.Mechanism) {
+	needMechanism(t, mechanism)
+	bin := claudetest.Bin(t)
+	model := fakemodel.New(fakemodel.Options{})
+	if err := model.Start(""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Close() })
+	state := t.TempDir()
+	projs := []string{filepath.Join(t.TempDir(), "one"), filepath.Join(t.TempDir(), "two")}
+	team := fmt.Sprintf("[[agent]]\nname = \"tui\"\nengine = \"claude\"\nmode = \"terminal\"\ncommand = %q\npermission_mode = \"acceptEdits\"\n", bin)
+	for _, p := range projs {
+		writeTeam(t, p, team)
+	}
+	home := claudetest.Home(t, projs...)
+	env := append(claudetest.Env(t, home, model.URL()), sandbox.MechanismEnv+"="+string(mechanism))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d := startDaemonEnv(t, state, env, "--project", projs[0], "--project", projs[1])
+	t.Cleanup(func() {
+		d.stop(syscall.SIGTERM)
+		waitNoProcessIn(t, projs...)
+	})
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]troupe.ProjectID, len(projs))
+	for i, dir := range projs {
+		p, err := cl.ResolveProject(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = p.ID
+	}
+	// Both at once, twice: the second turns need each driver to find its
+	// TUI idle in its own registry file while the other TUI runs.
+	for turn := range 2 {
+		errs := make(chan error, len(ids))
+		for i, p := range ids {
+			go func() {
+				want := fmt.Sprintf("project %d turn %d", i, turn)
+				req, err := cl.Ask(ctx, p, "tui", "[[text:"+want+"]]", 0)
+				switch {
+				case err != nil:
+					errs <- fmt.Errorf("ask project %d: %w", i, err)
+				case req.State != troupe.ReqAnswered || req.Answer != want:
+					errs <- fmt.Errorf("ask project %d turn %d: %s %q (%s)", i, turn, req.State, req.Answer, req.Error)
+				default:
+					errs <- nil
+				}
+			}()
+		}
+		for range ids {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	sessions := make([]string, len(ids))
+	for i, p := range ids {
+		agents, err := cl.Agents(ctx, p)
+		if err != nil || len(agents) != 1 || agents[0].SessionID == "" || !agents[0].Sandboxed {
+			t.Fatalf("agents of project %d: %+v, %v", i, agents, err)
+		}
+		sessions[i] = agents[0].SessionID
+	}
+	if sessions[0] == sessions[1] {
+		t.Fatalf("both agents have session %s", sessions[0])
+	}
+	// Each session is named by one registry file: under bubblewrap in its
+	// agent's own folder (and none in the person's), under Landlock in the
+	// person's (with its real pid).
+	shared := filepath.Join(home, ".claude", "sessions")
+	for i, id := range sessions {
+		dir := shared
+		if mechanism == sandbox.Bubblewrap {
+			dir = filepath.Join(state, "sandbox", string(ids[i]), "tui", "claude-sessions")
+			if n := registryNaming(t, shared, id); n != 0 {
+				t.Errorf("session %s of project %d: %d files in the person's registry", id, i, n)
+			}
+		}
+		if n := registryNaming(t, dir, id); n != 1 {
+			t.Errorf("session %s of project %d: %d files in %s, want 1", id, i, n, dir)
+		}
+	}
+}
+
+// registryNaming counts the registry files of dir whose sessionId is id.
+func registryNaming(t *testing.T, dir, id string) int {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	n := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		var e struct {
+			SessionID string `json:"sessionId"`
+		}
+		if err == nil && json.Unmarshal(b, &e) == nil && e.SessionID == id {
+			n++
+		}
+	}
+	return n
 }
 
 // spinnerREPL answers "hang" by turning a spinner and counting seconds for

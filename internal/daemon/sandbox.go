@@ -19,7 +19,8 @@ import (
 // of the project in dir, working in work, built from this machine (HOME,
 // the state dir, every other registered project, the caches its
 // environment names) and the agent's team settings. It makes the agent's
-// private temporary folder (<state>/sandbox/<project>/<agent>/tmp) and
+// private temporary folder (<state>/sandbox/<project>/<agent>/tmp, in
+// the agent's own folder of troupe's, Policy.Private) and
 // its project's folder of oversize messages.
 //
 // The agent's caps (memory, processes) get their cgroup from cgroups: one
@@ -64,7 +65,8 @@ func sandboxes(stateDir string, reg *project.Registry, cgroups *cgroup.Manager, 
 			}
 			in.Caches = append(in.Caches, d)
 		}
-		in.Temp = filepath.Join(stateDir, "sandbox", string(k.Project), string(k.Agent), "tmp")
+		in.Private = filepath.Join(stateDir, "sandbox", string(k.Project), string(k.Agent))
+		in.Temp = filepath.Join(in.Private, "tmp")
 		in.Messages = filepath.Join(stateDir, "messages", string(k.Project))
 		for _, d := range []string{in.Temp, in.Messages} {
 			if err := os.MkdirAll(d, 0o700); err != nil {

@@ -22,7 +22,9 @@ var placeholderDirs = map[string]bool{".troupe": true, ".claude": true, ".codex"
 // to the group reaches the program (bwrap forwards none) and a program on
 // a terminal keeps it as its controlling terminal.
 //
-// Paths that do not exist are skipped, except the workspace's read-only
+// p.Binds come after the policy's paths (a bind's target is usually inside
+// a writable folder, the engine's state). Paths that do not exist are
+// skipped, except the workspace's read-only
 // folders named in placeholderDirs and .git/hooks of a git folder.
 func BwrapArgv(bwrap string, p Policy, argv []string) []string {
 	a := []string{bwrap,
@@ -70,6 +72,12 @@ func BwrapArgv(bwrap string, p Policy, argv []string) []string {
 				a = append(a, "--tmpfs", m.path)
 				remount = append(remount, m.path)
 			}
+		}
+	}
+	for _, b := range p.Binds {
+		src, dst := clean(b.Source), resolve(clean(b.Target))
+		if isDir, ok := exists(src); src != "" && dst != "" && ok && isDir {
+			a = append(a, "--bind", src, dst)
 		}
 	}
 	for _, r := range remount {

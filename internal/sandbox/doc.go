@@ -18,7 +18,9 @@
 // granting their siblings instead of their parents (Complement); what it
 // cannot do is stated by Detect's report: no private /tmp or pid
 // namespace, and no new entry directly in a folder that holds a hidden or
-// read-only path.
+// read-only path. A Policy's Binds (a folder of troupe's for the agent
+// shown at another path: Claude Code's session registry, named by pids
+// that every pid namespace repeats) are made by bubblewrap only.
 //
 // A Policy also carries the agent's memory and process caps (Caps, from
 // its team) and the cgroup that enforces them (Cgroup, made by the daemon

@@ -36,6 +36,18 @@ type Policy struct {
 	Temp string `json:"temp,omitempty"`
 	// Mechanism forces a mechanism; empty: Detect's.
 	Mechanism Mechanism `json:"mechanism,omitempty"`
+	// Binds show a folder of the agent's own (Source) at Target, writable,
+	// under bubblewrap only: Landlock makes no mounts, and there Target
+	// stays what the rest of the policy says. An engine gives its CLI so a
+	// private folder where the CLI names files by its pid (Claude Code's
+	// session registry, ~/.claude/sessions/<pid>.json): in the pid
+	// namespace of each bubblewrap sandbox the CLI is pid 1, and agents
+	// sharing the person's folder would overwrite each other's files.
+	Binds []Bind `json:"binds,omitempty"`
+	// Private is a folder of troupe's for this agent, out of the
+	// sandbox's reach (under the hidden state dir) and for it alone,
+	// where an engine keeps the sources of its Binds. "": none (no Binds).
+	Private string `json:"-"`
 	// AsInit makes the program pid 1 of its pid namespace under
 	// bubblewrap (--as-pid-1) instead of a child of bubblewrap's own
 	// reaper. That reaper outlives bubblewrap by a moment and is then a
@@ -55,6 +67,24 @@ type Policy struct {
 	// troupe's binary, or a test binary whose TestMain calls MaybeRunHelper.
 	// Empty: this executable.
 	Helper []string `json:"-"`
+}
+
+// Bind is a folder shown at another path in the sandbox (Policy.Binds).
+type Bind struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
+}
+
+// Enforcer is the mechanism that enforces p on this machine: p.Mechanism,
+// else Detect's; "" when p is off.
+func (p Policy) Enforcer() Mechanism {
+	switch {
+	case !p.On:
+		return ""
+	case p.Mechanism != "":
+		return p.Mechanism
+	}
+	return Detect().Mechanism
 }
 
 // ForEngine is the policy of an engine's own process: p with the network
@@ -94,6 +124,9 @@ type Inputs struct {
 	Caches []string
 	// Temp is the agent's private temporary folder (made by the caller).
 	Temp string
+	// Private is troupe's folder for the agent, out of its reach
+	// (Policy.Private; made by the caller).
+	Private string
 	// Team is the team file's [agent.sandbox].
 	Team troupe.AgentSandbox
 	// Default says whether the sandbox is on when the team does not say
@@ -111,19 +144,20 @@ var ByDefault = map[troupe.Engine]bool{
 	troupe.EngineClaude:   true,
 	troupe.EngineCodex:    true,
 	troupe.EngineOpenCode: true,
+	troupe.EngineTerminal: true,
+	troupe.EngineACP:      true,
 }
 
 // Enabled says whether agent spec is sandboxed: its team's sandbox =
-// true/false, else its engine's default (ByDefault). Claude Code in
-// terminal mode is not sandboxed by default: its real-CLI test
-// (TestTerminalAgents) does not pass in the sandbox yet (its TUI is never
-// seen ready; not found why in time).
+// true/false, else its engine's default (ByDefault). Every engine and
+// mode is sandboxed by default: terminal-mode programs too (Claude Code's
+// TUI, the generic terminal engine), whose terminal stays their
+// controlling one inside the sandbox (BwrapArgv starts no new session;
+// proc.Spec.TTY gives the sandbox a session of its own on troupe's
+// terminal).
 func Enabled(spec troupe.AgentSpec) bool {
 	if spec.Sandbox.Enabled != nil {
 		return *spec.Sandbox.Enabled
-	}
-	if spec.Engine == troupe.EngineClaude && spec.Mode == troupe.ModeTerminal {
-		return false
 	}
 	return ByDefault[spec.Engine]
 }
@@ -160,7 +194,7 @@ func Build(in Inputs) Policy {
 	if in.Team.Enabled != nil {
 		on = *in.Team.Enabled
 	}
-	p := Policy{On: on, Network: in.Team.Network == nil || *in.Team.Network, Temp: clean(in.Temp)}
+	p := Policy{On: on, Network: in.Team.Network == nil || *in.Team.Network, Temp: clean(in.Temp), Private: clean(in.Private)}
 	p.Caps.Memory, p.Caps.Processes = in.Team.Caps()
 	home := func(rel ...string) []string {
 		if in.Home == "" {

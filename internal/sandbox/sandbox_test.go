@@ -255,6 +255,19 @@ func TestBwrapArgv(t *testing.T) {
 			t.Errorf("argv has %q:\n%s", bad, got)
 		}
 	}
+	// A bind comes after the paths it lies in; one whose source is
+	// missing is skipped.
+	src, dst := filepath.Join(f.state, "sandbox", "claude-sessions"), filepath.Join(f.home, ".claude", "sessions")
+	if err := os.MkdirAll(src, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p.Writable = append(p.Writable, filepath.Join(f.home, ".claude"))
+	p.Binds = []Bind{{Source: src, Target: dst}, {Source: filepath.Join(f.root, "missing"), Target: filepath.Join(f.home, "x")}}
+	got = strings.Join(BwrapArgv("/usr/bin/bwrap", p, []string{"true"}), " ")
+	if want := "--bind " + filepath.Join(f.home, ".claude") + " " + filepath.Join(f.home, ".claude") + " "; !strings.Contains(got, want) ||
+		!strings.Contains(got, "--bind "+src+" "+dst+" --remount-ro") || strings.Contains(got, filepath.Join(f.home, "x")) {
+		t.Errorf("binds: %s", got)
+	}
 	p.Network = false
 	if got := BwrapArgv("bwrap", p, []string{"true"}); !slices.Contains(got, "--unshare-net") {
 		t.Errorf("network off: no --unshare-net in %v", got)
@@ -373,6 +386,34 @@ func TestEscapesBubblewrap(t *testing.T) {
 	}
 }
 
+// TestBindBubblewrap: what the sandbox writes at a bind's target lands in
+// its source, not in the folder the target names outside.
+func TestBindBubblewrap(t *testing.T) {
+	needBwrap(t)
+	f := newFixture(t)
+	src, dst := filepath.Join(f.state, "sandbox", "claude-sessions"), filepath.Join(f.home, ".claude", "sessions")
+	for _, d := range []string{src, dst} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := Build(f.inputs())
+	p.Binds = []Bind{{Source: src, Target: dst}}
+	argv, err := Wrap(p, []string{"/bin/sh", "-c", "echo 1 > " + dst + "/1.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("write at the bind's target: %v: %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(src, "1.json")); err != nil {
+		t.Errorf("not in the bind's source: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "1.json")); err == nil {
+		t.Errorf("written in the target's own folder")
+	}
+}
+
 func TestEscapesLandlock(t *testing.T) {
 	needLandlock(t)
 	testEscapes(t, Landlock)
@@ -401,9 +442,12 @@ func TestEnabled(t *testing.T) {
 	}{
 		{troupe.AgentSpec{Engine: troupe.EngineFake}, true},
 		{troupe.AgentSpec{Engine: troupe.EngineClaude}, true},
-		{troupe.AgentSpec{Engine: troupe.EngineClaude, Mode: troupe.ModeTerminal}, false},
-		{troupe.AgentSpec{Engine: troupe.EngineClaude, Mode: troupe.ModeTerminal, Sandbox: troupe.AgentSandbox{Enabled: &yes}}, true},
-		{troupe.AgentSpec{Engine: troupe.EngineACP}, false},
+		{troupe.AgentSpec{Engine: troupe.EngineClaude, Mode: troupe.ModeTerminal}, true},
+		{troupe.AgentSpec{Engine: troupe.EngineClaude, Mode: troupe.ModeTerminal, Sandbox: troupe.AgentSandbox{Enabled: &no}}, false},
+		{troupe.AgentSpec{Engine: troupe.EngineTerminal, Mode: troupe.ModeTerminal}, true},
+		{troupe.AgentSpec{Engine: troupe.EngineACP}, true},
+		{troupe.AgentSpec{Engine: troupe.EngineACP, Sandbox: troupe.AgentSandbox{Enabled: &yes}}, true},
+		{troupe.AgentSpec{Engine: "unknown"}, false},
 		{troupe.AgentSpec{Engine: troupe.EngineOpenAI, Sandbox: troupe.AgentSandbox{Enabled: &no}}, false},
 	} {
 		if got := Enabled(c.spec); got != c.want {

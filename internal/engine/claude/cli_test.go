@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/engine/claude/claudetest"
 	"github.com/troupe-dev/troupe/internal/engine/enginetest"
 	"github.com/troupe-dev/troupe/internal/fakemodel"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -35,6 +36,7 @@ type rig struct {
 	dir   string
 	env   []string
 	eng   *Engine
+	sb    sandbox.Policy // the TUI's (startTUI)
 }
 
 func newRig(t *testing.T) *rig {

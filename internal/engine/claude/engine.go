@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
@@ -104,6 +107,9 @@ type launch struct {
 	mcpFile string // "" without an MCP endpoint
 	instr   string
 	sandbox *sandbox.Policy // the CLI's sandbox; nil: none
+	// registry is the folder where the CLI's session registry is seen
+	// from here: <config>/sessions, or the sandbox's own (privateRegistry).
+	registry string
 }
 
 // argv is the CLI's command line for a new session (resume false: id is
@@ -195,6 +201,11 @@ func (e *Engine) Start(ctx context.Context, spec engine.StartSpec) (engine.Sessi
 	if l.sandbox != nil {
 		log.Info("Claude Code's own sandbox is off in this session: troupe's sandbox contains the agent and its commands")
 	}
+	if cfg := configDir(l.env); cfg != "" {
+		if l.registry, err = privateRegistry(l.sandbox, cfg); err != nil {
+			return nil, fmt.Errorf("start claude agent %s: %w", name, err)
+		}
+	}
 	if spec.Sandbox.On && spec.Sandbox.Temp != "" {
 		// /tmp is read-only in the sandbox: Claude Code's temporary files
 		// (its messaging sockets, task outputs) go in the agent's own.
@@ -273,6 +284,40 @@ func writeMCPConfig(m engine.MCPAccess, limit time.Duration, parent string) (dir
 		return "", "", fmt.Errorf("write mcp config: %w", err)
 	}
 	return dir, file, nil
+}
+
+// privateRegistry gives the CLI in a bubblewrap sandbox a session registry
+// of its own and returns where it is seen from here; elsewhere it returns
+// the shared <cfg>/sessions (docs/engines/claude-code.md, "Session
+// registry"). In a bubblewrap sandbox the CLI runs in a pid namespace of
+// its own, where it is pid 1, and names its files by that pid
+// (sessions/1.json): in the person's shared folder every sandboxed agent
+// would write, and remove at its exit, the same file. So the folder
+// <p.Private>/claude-sessions (troupe's, out of every agent's reach) is
+// bound over <cfg>/sessions in the sandbox, emptied first: one session
+// of the agent runs at a time, and what a killed CLI left there is stale.
+// Under Landlock (no pid namespace: the CLI writes its real pid) or
+// without p.Private the shared folder is used.
+func privateRegistry(p *sandbox.Policy, cfg string) (string, error) {
+	shared := filepath.Join(cfg, "sessions")
+	if p == nil || p.Private == "" || p.Enforcer() != sandbox.Bubblewrap {
+		return shared, nil
+	}
+	dir := filepath.Join(p.Private, "claude-sessions")
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("empty the sandbox's session registry: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("make the sandbox's session registry: %w", err)
+	}
+	// The mount's target, made if missing. Agents may write in <cfg>: a
+	// link planted there is not followed (the mount then shadows what it
+	// names inside the sandbox, no more).
+	if err := os.Mkdir(shared, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("make %s: %w", shared, err)
+	}
+	p.Binds = append(slices.Clip(p.Binds), sandbox.Bind{Source: dir, Target: shared})
+	return dir, nil
 }
 
 // noOwnSandbox is the --settings layer that turns Claude Code's own

@@ -26,6 +26,10 @@ import (
 // in docs/engines/claude-code.md ("Transcripts", "Terminal UI", "Session
 // registry").
 
+// envNoFlicker chooses Claude Code's renderer: 0 the classic one, 1 the
+// fullscreen one.
+const envNoFlicker = "CLAUDE_CODE_NO_FLICKER"
+
 // tuiPoll is how often the TUI driver reads the session's registry file
 // and transcript between outputs.
 const tuiPoll = 250 * time.Millisecond
@@ -72,14 +76,22 @@ func (e *Engine) startTUI(spec engine.StartSpec, l *launch, tmp string, log *slo
 	if !resume {
 		id = newSessionID()
 	}
-	env := make([]string, 0, len(l.env)+1)
+	env := make([]string, 0, len(l.env)+2)
 	for _, kv := range l.env {
-		if !strings.HasPrefix(kv, "TERM=") {
+		if !strings.HasPrefix(kv, "TERM=") && !strings.HasPrefix(kv, envNoFlicker+"=") {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "TERM=xterm-256color") // what the emulator is
-	d := &tuiDriver{cfg: cfg, sessionID: id, transcript: tpath(id), log: log}
+	// TERM: what the emulator is. The classic renderer, the one the
+	// driver reads: in a bubblewrap sandbox the TUI otherwise opens with
+	// an offer of its fullscreen renderer (docs/engines/claude-code.md,
+	// "Dialogs").
+	env = append(env, "TERM=xterm-256color", envNoFlicker+"=0")
+	reg := l.registry
+	if reg == "" {
+		reg = filepath.Join(cfg, "sessions")
+	}
+	d := &tuiDriver{registry: reg, sessionID: id, transcript: tpath(id), log: log}
 	s, err := terminal.Launch(term.Options{
 		Argv:        l.tuiArgv(id, resume),
 		Dir:         l.dir,
@@ -148,7 +160,8 @@ func MungePath(path string) string {
 // from its transcript (docs/engines/claude-code.md, "Session registry",
 // "Transcripts").
 type tuiDriver struct {
-	cfg        string
+	registry   string // the folder of the CLI's registry files
+	root       int    // the terminal's session: the program's pid (SetPID)
 	sessionID  string
 	transcript string
 	log        *slog.Logger
@@ -187,6 +200,10 @@ func (d *tuiDriver) bumpNow() {
 
 func (d *tuiDriver) Poll() time.Duration { return tuiPoll }
 
+// SetPID is told the program's pid, which leads its terminal's session
+// (terminal.Launch), before the session's loop starts.
+func (d *tuiDriver) SetPID(pid int) { d.root = pid }
+
 // TakeOutput: the text blocks the transcript got since the last call.
 func (d *tuiDriver) TakeOutput() []string {
 	d.readTranscript()
@@ -212,6 +229,9 @@ var tuiDialogs = []struct {
 }{
 	{[]string{"Yes, I trust this folder"}, "Yes, I trust this folder"},
 	{[]string{"Detected a custom API key", "Do you want to use this API key?"}, "Yes"},
+	// An offer of a renderer the driver does not read; seen at start in
+	// troupe's sandbox.
+	{[]string{"Try the new fullscreen renderer?", "Not now"}, "Not now"},
 }
 
 // dialogMarks are what any of Claude Code's dialogs shows.
@@ -305,7 +325,7 @@ func (d *tuiDriver) readRegistry() {
 		}
 		d.regFile, d.status, d.waitFor = "", "", ""
 	}
-	dir := filepath.Join(d.cfg, "sessions")
+	dir := d.registry
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
@@ -317,7 +337,7 @@ func (d *tuiDriver) readRegistry() {
 		}
 		path := filepath.Join(dir, name)
 		e, ok := readEntry(path)
-		if !ok || e.SessionID != d.sessionID || !Alive(e.PID, e.ProcStart) {
+		if !ok || e.SessionID != d.sessionID || !d.alive(e) {
 			continue
 		}
 		d.regFile, d.regPID, d.regStart = path, e.PID, e.ProcStart
@@ -341,6 +361,54 @@ func readEntry(path string) (registryEntry, bool) {
 		return e, false
 	}
 	return e, true
+}
+
+// alive reports whether the process of registry entry e runs: e.PID as
+// this process numbers pids (Alive), or as the pid namespace of the
+// program's sandbox does (bubblewrap: the CLI is pid 1 there), where it
+// is a process of the terminal's session whose innermost pid is e.PID.
+func (d *tuiDriver) alive(e registryEntry) bool {
+	return Alive(e.PID, e.ProcStart) || (d.root > 0 && inSession(d.root, e.PID, e.ProcStart))
+}
+
+// inSession reports whether a process of session sid, started at
+// procStart (field 22 of its /proc stat), has nspid as its pid in its
+// own pid namespace (the last of the NSpid line of /proc/<pid>/status).
+// It reads /proc whole: the driver asks until it finds the registry
+// file, then no more.
+func inSession(sid, nspid int, procStart string) bool {
+	if sid <= 0 || nspid <= 0 || procStart == "" {
+		return false
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	want := strconv.Itoa(sid)
+	for _, de := range ents {
+		name := de.Name()
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		st, err := procstat.Read(pid)
+		if err != nil || st.Zombie() || strconv.Itoa(st.Session) != want || st.StartString() != procStart {
+			continue
+		}
+		status, err := os.ReadFile("/proc/" + name + "/status")
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(status)) {
+			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				ids := strings.Fields(rest)
+				if len(ids) > 0 && ids[len(ids)-1] == strconv.Itoa(nspid) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // Alive reports whether process pid runs and started at procStart (field

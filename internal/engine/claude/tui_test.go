@@ -1,19 +1,24 @@
 package claude
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/enginetest"
 	"github.com/troupe-dev/troupe/internal/engine/terminal"
 	"github.com/troupe-dev/troupe/internal/fakemodel"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/term"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -57,6 +62,10 @@ func (r *rig) startTUI(t *testing.T, a troupe.AgentSpec, spec engine.StartSpec) 
 	a.Engine, a.Command = troupe.EngineClaude, r.bin
 	spec.Agent, spec.Dir = a, r.dir
 	spec.Key = troupe.RuntimeKey{Project: "p1", Agent: a.Name}
+	if !spec.Sandbox.On {
+		spec.Sandbox = r.sandboxed(t) // as the daemon runs it
+	}
+	r.sb = spec.Sandbox
 	s, err := r.eng.Start(context.Background(), spec)
 	if err != nil {
 		t.Fatalf("start: %v", err)
@@ -129,11 +138,18 @@ func TestTUITurns(t *testing.T) {
 		t.Fatalf("turn 3 ended %+v, want interrupted", end)
 	}
 
-	// The registry file is there while it runs and gone after /exit.
+	// The registry file is there while it runs and gone after /exit; in
+	// a bubblewrap sandbox, in the agent's own folder, not the person's.
 	home, _ := lookup(r.env, "HOME")
-	reg := registryFiles(t, home, id)
+	shared := filepath.Join(home, ".claude", "sessions")
+	reg := registryFiles(t, r.registry(t), id)
 	if len(reg) != 1 {
 		t.Fatalf("registry files of session %s: %v", id, reg)
+	}
+	if r.registry(t) != shared {
+		if in := registryFiles(t, shared, id); len(in) != 0 {
+			t.Errorf("the sandboxed TUI wrote %v in the person's registry", in)
+		}
 	}
 	drive.Close(t, s)
 	if s.Err() != nil {
@@ -147,9 +163,9 @@ func TestTUITurns(t *testing.T) {
 	}
 }
 
-func registryFiles(t *testing.T, home, id string) []string {
+func registryFiles(t *testing.T, dir, id string) []string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(home, ".claude", "sessions", "*.json"))
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 	var out []string
 	for _, f := range files {
 		if e, ok := readEntry(f); ok && e.SessionID == id {
@@ -263,7 +279,9 @@ func TestTUIContract(t *testing.T) {
 				// A second before the kill: the TUI writes its transcript
 				// lines a moment after it shows them, and a process killed
 				// at once loses the last ones (so does its output here).
-				return `[[text:` + turn.Text + `]] [[tool:Bash {"command":"sleep 1; kill -9 $PPID"}]]`
+				// SIGSEGV, a crash: in a bubblewrap sandbox the TUI is pid 1
+				// of its pid namespace, which ignores a SIGKILL from inside.
+				return `[[text:` + turn.Text + `]] [[tool:Bash {"command":"sleep 1; kill -SEGV $PPID"}]]`
 			default:
 				return "[[text:" + turn.Text + "]]"
 			}
@@ -281,7 +299,12 @@ func TestTUIPermissionPromptBlocks(t *testing.T) {
 	r := newRig(t)
 	s := r.startTUI(t, troupe.AgentSpec{PermissionMode: "default"}, engine.StartSpec{})
 	drive.SessionID(t, s)
-	msg := `[[tool:Bash {"command":"echo hi-from-bash > out.txt && cat out.txt","description":"write a file"}]]`
+	// In a folder of the workspace: under Landlock its top level, which
+	// holds read-only paths (.claude/, .troupe/), takes no new entry.
+	if err := os.Mkdir(filepath.Join(r.dir, "work"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	msg := `[[tool:Bash {"command":"echo hi-from-bash > work/out.txt && cat work/out.txt","description":"write a file"}]]`
 	if err := s.Send(context.Background(), enginetest.Input("t1", msg)); err != nil {
 		t.Fatal(err)
 	}
@@ -396,5 +419,108 @@ func TestTUIResume(t *testing.T) {
 	s3 := r.startTUI(t, troupe.AgentSpec{}, engine.StartSpec{Resume: "00000000-0000-4000-8000-000000000000"})
 	if got := drive.SessionID(t, s3); got == "00000000-0000-4000-8000-000000000000" {
 		t.Errorf("an id without a transcript was resumed")
+	}
+}
+
+// TestPrivateRegistry: under bubblewrap a sandboxed CLI gets the agent's
+// own registry folder, emptied, bound over <config>/sessions; under
+// Landlock, or unsandboxed, the shared one.
+func TestPrivateRegistry(t *testing.T) {
+	cfg, private := filepath.Join(t.TempDir(), ".claude"), t.TempDir()
+	own := filepath.Join(private, "claude-sessions")
+	for _, d := range []string{own, cfg} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := filepath.Join(own, "1.json") // a killed CLI's
+	if err := os.WriteFile(stale, []byte(`{"pid":1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &sandbox.Policy{On: true, Mechanism: sandbox.Bubblewrap, Private: private}
+	got, err := privateRegistry(p, cfg)
+	if err != nil || got != own {
+		t.Fatalf("bubblewrap: %q, %v; want %q", got, err, own)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("the stale file is still there (%v)", err)
+	}
+	if want := []sandbox.Bind{{Source: own, Target: filepath.Join(cfg, "sessions")}}; !slices.Equal(p.Binds, want) {
+		t.Errorf("binds %+v, want %+v", p.Binds, want)
+	}
+	if fi, err := os.Stat(filepath.Join(cfg, "sessions")); err != nil || !fi.IsDir() {
+		t.Errorf("the bind's target is not made: %v", err)
+	}
+	for _, p := range []*sandbox.Policy{nil, {On: true, Mechanism: sandbox.Landlock, Private: private}, {On: true, Mechanism: sandbox.Bubblewrap}} {
+		if got, err := privateRegistry(p, cfg); err != nil || got != filepath.Join(cfg, "sessions") || p != nil && len(p.Binds) != 0 {
+			t.Errorf("%+v: %q, %v; want the shared folder, no bind", p, got, err)
+		}
+	}
+}
+
+// TestInSession finds this test's process by its session, its pid in its
+// own pid namespace (here the machine's) and its start time, and nothing
+// when one of them differs.
+func TestInSession(t *testing.T) {
+	sid, err := unix.Getsid(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	start, pid := f[19], os.Getpid()
+	if !inSession(sid, pid, start) {
+		t.Fatalf("inSession(%d, %d, %s) = false for this process", sid, pid, start)
+	}
+	for _, c := range []struct {
+		sid, pid int
+		start    string
+	}{{sid + 1, pid, start}, {sid, pid + 1, start}, {sid, pid, start + "0"}} {
+		if inSession(c.sid, c.pid, c.start) {
+			t.Errorf("inSession(%d, %d, %s) = true", c.sid, c.pid, c.start)
+		}
+	}
+}
+
+// TestTUIResize: a person's window size reaches the TUI in its sandbox
+// (where it is pid 1 of its pid namespace, which gets only the signals it
+// handles): SIGWINCH makes it redraw its prompt's rules to the new width,
+// wider than the terminal's default (a narrower one could be the old rules
+// cut).
+func TestTUIResize(t *testing.T) {
+	t.Parallel()
+	r := tuiRig(t, nil)
+	s := r.startTUI(t, troupe.AgentSpec{}, engine.StartSpec{})
+	drive.SessionID(t, s)
+	if _, end := drive.RunTurn(t, s, "t1", "[[text:before the resize]]"); end.Error != "" {
+		t.Fatalf("turn ended %+v", end)
+	}
+	const cols, rows = term.DefaultCols + 30, term.DefaultRows
+	rule := strings.Repeat("─", cols)
+	v, err := s.Terminal().Attach()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Detach()
+	e := term.NewEmulator(cols, rows, nil)
+	defer e.Close()
+	if err := v.Resize(cols, rows); err != nil {
+		t.Fatal(err)
+	}
+	e.Write(v.Snapshot())
+	timeout := time.After(patience)
+	for !slices.ContainsFunc(strings.Split(e.Text(), "\n"), func(l string) bool { return strings.TrimSpace(l) == rule }) {
+		select {
+		case b, ok := <-v.Output():
+			if !ok {
+				t.Fatalf("detached: %s", v.Reason())
+			}
+			e.Write(b)
+		case <-timeout:
+			t.Fatalf("no %d-column rule %v after the resize; screen:\n%s", cols, patience, e.Text())
+		}
 	}
 }

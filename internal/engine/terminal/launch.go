@@ -8,13 +8,18 @@ import (
 // Launch starts a program on a terminal and its Session, to which a
 // person can attach; its activity is what the session reads on the screen
 // (Session.step: text that changes, animation aside). spec.Term and
-// spec.Attach are set here.
+// spec.Attach are set here. A driver with a SetPID(int) method is told
+// the program's process id (its session's, and that of the sandbox's
+// bubblewrap when sandboxed) before the session starts.
 func Launch(o term.Options, spec SessionSpec) (*Session, error) {
 	t, err := term.Start(o)
 	if err != nil {
 		return nil, err
 	}
 	spec.Term = t
+	if d, ok := spec.Driver.(interface{ SetPID(int) }); ok {
+		d.SetPID(t.PID())
+	}
 	spec.Attach = attachable{t}
 	return NewSession(spec), nil
 }
