@@ -309,8 +309,21 @@ func (e *Emulator) Write(p []byte) (n int, err error) {
 		return 0, io.ErrClosedPipe
 	}
 
-	for i := range p {
-		e.parser.Advance(p[i])
+	for i, b := range p {
+		// troupe: in the ground state a printable ASCII character is
+		// printed and a C0 control other than ESC executed, with the parser
+		// staying in the ground state (its transition table); these skip the
+		// parser's per-byte dispatch.
+		switch {
+		case e.parser.State() != parser.GroundState:
+			e.parser.Advance(b)
+		case b >= ansi.SP && b < ansi.DEL:
+			e.handlePrint(rune(b))
+		case b < ansi.SP && b != ansi.ESC:
+			e.handleControl(b)
+		default:
+			e.parser.Advance(b)
+		}
 		// Flush the last cluster once the whole slice is written. Every
 		// sequence handler flushes on its own way in, so a cluster only has to
 		// survive until either the next printable character extends it or the

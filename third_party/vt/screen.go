@@ -60,6 +60,20 @@ func (s *Screen) CellAt(x int, y int) *uv.Cell {
 	return s.buf.CellAt(x, y)
 }
 
+// setNarrowCell stores c at x, y when c and the cell it replaces are both one
+// column wide, which is what uv.Line.Set does then without its checks for wide
+// cells, and marks the cell touched. False, having changed nothing, in any
+// other case. (troupe: most cells a program prints.)
+func (s *Screen) setNarrowCell(x, y int, c *uv.Cell) bool {
+	lines := s.buf.Lines
+	if c.Width != 1 || y < 0 || y >= len(lines) || x < 0 || x >= len(lines[y]) || lines[y][x].Width != 1 {
+		return false
+	}
+	lines[y][x] = *c
+	s.buf.TouchLine(x, y, 1)
+	return true
+}
+
 // SetCell sets the cell at the given x, y position.
 func (s *Screen) SetCell(x, y int, c *uv.Cell) {
 	s.buf.SetCell(x, y, c)
@@ -129,8 +143,31 @@ func (s *Screen) Fill(c *uv.Cell) {
 }
 
 // FillArea fills the given area with the given cell.
+//
+// troupe: a cell one column wide stored over one that is one column wide is
+// assigned directly (what uv.Line.Set then does); every other cell goes
+// through uv.Line.Set.
 func (s *Screen) FillArea(c *uv.Cell, area uv.Rectangle) {
-	s.buf.FillArea(c, area)
+	if c != nil && c.Width > 1 {
+		s.buf.FillArea(c, area)
+		s.touchArea(area)
+		return
+	}
+	fill := uv.EmptyCell // as uv.Line.Set stores a nil cell
+	if c != nil {
+		fill = *c
+	}
+	in := area.Intersect(s.buf.Bounds())
+	for y := in.Min.Y; y < in.Max.Y; y++ {
+		line := s.buf.Lines[y]
+		for x := in.Min.X; x < in.Max.X; x++ {
+			if line[x].Width == 1 {
+				line[x] = fill
+			} else {
+				line.Set(x, c)
+			}
+		}
+	}
 	s.touchArea(area)
 }
 

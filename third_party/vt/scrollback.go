@@ -34,7 +34,11 @@ func NewScrollback(maxLines int) *Scrollback {
 // [uv.EmptyCell] (the same as c.IsZero() || c.Equal(&uv.EmptyCell), without
 // comparing colors through their RGBA methods).
 func blankCell(c *uv.Cell) bool {
-	return *c == uv.EmptyCell || *c == uv.Cell{}
+	if c.Style.Fg != nil || c.Style.Bg != nil || c.Style.UnderlineColor != nil ||
+		c.Style.Attrs != 0 || c.Style.Underline != 0 || c.Link.URL != "" || c.Link.Params != "" {
+		return false
+	}
+	return (c.Width == 1 && c.Content == " ") || (c.Width == 0 && c.Content == "")
 }
 
 // Push adds a line to the scrollback buffer.
@@ -57,7 +61,9 @@ func (s *Scrollback) Push(line uv.Line) {
 	}
 	// Full: the oldest line's storage takes the new one.
 	old := s.lines[s.head]
-	clear(old)
+	if len(old) > n {
+		clear(old[n:]) // the cells past the new line's end hold no references
+	}
 	s.lines[s.head] = append(old[:0], line[:n]...)
 	s.head = (s.head + 1) % len(s.lines)
 }

@@ -16,6 +16,15 @@ func printableASCII(r rune) bool {
 	return r >= ansi.SP && r < ansi.DEL
 }
 
+// asciiString holds the one-character strings of the ASCII characters, so
+// printing one allocates no string. (troupe)
+var asciiString = func() (s [128]string) {
+	for i := range s {
+		s[i] = string(rune(i))
+	}
+	return s
+}()
+
 // handlePrint handles printable characters.
 //
 // A character is held back rather than printed straight away, because the one
@@ -37,7 +46,7 @@ func (e *Emulator) handlePrint(r rune) {
 		// Two printable ASCII characters in a row is the common case by a wide
 		// margin, and needs no segmenting at all.
 		if len(e.grapheme) == 1 && printableASCII(rune(e.grapheme[0])) {
-			e.handleGrapheme(string(e.grapheme[0]), 1)
+			e.handleGrapheme(asciiString[e.grapheme[0]], 1)
 			e.grapheme = utf8.AppendRune(e.grapheme[:0], r)
 			return
 		}
@@ -120,7 +129,9 @@ func (e *Emulator) handleGrapheme(content string, width int) {
 		e.lastChar, _ = utf8.DecodeRuneInString(content)
 	}
 
-	e.scr.SetCell(x, y, &cell)
+	if !e.scr.setNarrowCell(x, y, &cell) {
+		e.scr.SetCell(x, y, &cell)
+	}
 
 	// Handle phantom state at the end of the line
 	e.atPhantom = awm && x >= e.scr.Width()-1
