@@ -45,6 +45,8 @@ type Emulator struct {
 	// runes, so the segmenter can read the buffer without a conversion on
 	// every character.
 	grapheme []byte
+	// segments memoizes segment. (troupe)
+	segments map[string][]cluster
 
 	// troupe: the modes read on every character or line feed, cached from
 	// modes (a map) by syncModes.

@@ -66,17 +66,64 @@ func (e *Emulator) flushGrapheme() {
 	// XXX: We always use [ansi.GraphemeWidth] here to report accurate widths
 	// and it's up to the caller to decide how to handle Unicode vs non-Unicode
 	// modes.
-	method := ansi.GraphemeWidth
 	graphemes := e.grapheme
-	for len(graphemes) > 0 {
-		cluster, width := ansi.FirstGraphemeCluster(graphemes, method)
-		if len(cluster) == 0 {
-			break
+	// troupe: a printable ASCII character followed by another, or last, is a
+	// cluster of its own one column wide (nothing ASCII extends a cluster);
+	// the segmenter is asked only about what is left.
+	for len(graphemes) > 0 && printableASCII(rune(graphemes[0])) &&
+		(len(graphemes) == 1 || printableASCII(rune(graphemes[1]))) {
+		e.handleGrapheme(asciiString[graphemes[0]], 1)
+		graphemes = graphemes[1:]
+	}
+	if len(graphemes) > 0 {
+		for _, c := range e.segment(graphemes) {
+			e.handleGrapheme(c.content, c.width)
 		}
-		e.handleGrapheme(string(cluster), width)
-		graphemes = graphemes[len(cluster):]
 	}
 	e.grapheme = e.grapheme[:0] // Reset the grapheme buffer.
+}
+
+// cluster is one grapheme cluster and its width.
+type cluster struct {
+	content string
+	width   int
+}
+
+// Bounds of the memo of segment: the runs it keeps, and their length.
+const (
+	maxSegmentMemo    = 256
+	maxSegmentMemoRun = 64
+)
+
+// segment splits b into grapheme clusters with their widths. (troupe: the
+// split of short runs is kept, at most maxSegmentMemo of them, the memo
+// emptied when full: a program draws the same glyphs, box lines and words
+// again and again, and the segmenter and a string per cluster were most of
+// the time a non-ASCII character took.)
+func (e *Emulator) segment(b []byte) []cluster {
+	if cs, ok := e.segments[string(b)]; ok {
+		return cs
+	}
+	// XXX: We always use [ansi.GraphemeWidth] here to report accurate widths
+	// and it's up to the caller to decide how to handle Unicode vs non-Unicode
+	// modes.
+	method := ansi.GraphemeWidth
+	var cs []cluster
+	for rest := b; len(rest) > 0; {
+		c, width := ansi.FirstGraphemeCluster(rest, method)
+		if len(c) == 0 {
+			break
+		}
+		cs = append(cs, cluster{string(c), width})
+		rest = rest[len(c):]
+	}
+	if len(b) <= maxSegmentMemoRun {
+		if len(e.segments) >= maxSegmentMemo || e.segments == nil {
+			e.segments = make(map[string][]cluster, maxSegmentMemo)
+		}
+		e.segments[string(b)] = cs
+	}
+	return cs
 }
 
 // handleGrapheme handles UTF-8 graphemes.
