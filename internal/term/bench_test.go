@@ -201,7 +201,7 @@ func screenDiff(text string, lines []string) string {
 }
 
 // TestXtermSameScreen checks the emulator against @xterm/headless (the
-// test oracle) on the captures and a 2 MB synthetic stream. make test
+// test oracle) on the captures and a 1 MB synthetic stream. make test
 // installs it and sets $TROUPE_XTERM_DIR; without it the test skips, except
 // in CI (CI=true), where it fails.
 func TestXtermSameScreen(t *testing.T) {
@@ -222,7 +222,7 @@ func TestXtermSameScreen(t *testing.T) {
 		}
 		e.Close()
 	}
-	data := synthStream(2 << 20)
+	data := synthStream(1 << 20)
 	x, err := runXterm(xdir, data, 120, 40, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -311,28 +311,35 @@ func (e *Emulator) Write(p []byte) (n int, err error) {
 		return 0, io.ErrClosedPipe
 	}
 
-	for i, b := range p {
+	for i := 0; i < len(p); i++ {
+		b := p[i]
 		// troupe: in the ground state a printable ASCII character is
 		// printed and a C0 control other than ESC executed, with the parser
 		// staying in the ground state (its transition table); these skip the
-		// parser's per-byte dispatch.
+		// parser's per-byte dispatch, and a run of printable ASCII is printed
+		// as one.
 		switch {
 		case e.parser.State() != parser.GroundState:
 			e.parser.Advance(b)
-		case b >= ansi.SP && b < ansi.DEL:
-			e.handlePrint(rune(b))
+		case printableASCII(rune(b)):
+			n := 1
+			for i+n < len(p) && printableASCII(rune(p[i+n])) {
+				n++
+			}
+			e.printASCIIRun(p[i : i+n])
+			i += n - 1
 		case b < ansi.SP && b != ansi.ESC:
 			e.handleControl(b)
 		default:
 			e.parser.Advance(b)
 		}
-		// Flush the last cluster once the whole slice is written. Every
-		// sequence handler flushes on its own way in, so a cluster only has to
-		// survive until either the next printable character extends it or the
-		// write ends.
-		if len(e.grapheme) > 0 && i == len(p)-1 {
-			e.flushGrapheme()
-		}
+	}
+	// Flush the last cluster once the whole slice is written. Every sequence
+	// handler flushes on its own way in, so a cluster only has to survive
+	// until either the next printable character extends it or the write
+	// ends.
+	if len(e.grapheme) > 0 {
+		e.flushGrapheme()
 	}
 	return len(p), nil
 }

@@ -56,6 +56,56 @@ func (e *Emulator) handlePrint(r rune) {
 	e.grapheme = utf8.AppendRune(e.grapheme, r)
 }
 
+// printASCIIRun handles run, printable ASCII characters, as handlePrint does
+// one by one: the first flushes what is buffered, each is printed when the
+// next arrives, and the last stays buffered. (troupe)
+func (e *Emulator) printASCIIRun(run []byte) {
+	e.handlePrint(rune(run[0]))
+	if len(run) == 1 {
+		return
+	}
+	// The buffer holds run[0] alone now.
+	for s := run[:len(run)-1]; len(s) > 0; {
+		k := e.printASCIIFast(s)
+		s = s[k:]
+		if len(s) > 0 {
+			e.handleGrapheme(asciiString[s[0]], 1)
+			s = s[1:]
+		}
+	}
+	e.grapheme = append(e.grapheme[:0], run[len(run)-1])
+}
+
+// printASCIIFast prints the longest start of s, printable ASCII characters,
+// that it can store straight into the cursor's row, and says how long it
+// was: what handleGrapheme does for each when no wrap is pending, no
+// character set maps ASCII, no cursor callback is set, and each character
+// lands short of the last column on a one-column cell. (troupe)
+func (e *Emulator) printASCIIFast(s []byte) int {
+	scr := e.scr
+	if e.atPhantom || e.gsingle != 0 || e.charsets[e.gl] != nil || scr.cb == nil || scr.cb.CursorPosition != nil {
+		return 0
+	}
+	x, y := scr.cur.X, scr.cur.Y
+	lines := scr.buf.Lines
+	if y < 0 || y >= len(lines) || x < 0 {
+		return 0
+	}
+	line := lines[y]
+	pen, link := scr.cur.Pen, scr.cur.Link
+	k := 0
+	for k < len(s) && x+k < len(line)-1 && line[x+k].Width == 1 {
+		line[x+k] = uv.Cell{Content: asciiString[s[k]], Style: pen, Link: link, Width: 1}
+		k++
+	}
+	if k > 0 {
+		e.lastChar = rune(s[k-1])
+		scr.buf.TouchLine(x, y, k)
+		scr.cur.X = x + k
+	}
+	return k
+}
+
 // flushGrapheme flushes the current grapheme buffer, if any, and handles the
 // grapheme as a single unit.
 func (e *Emulator) flushGrapheme() {
