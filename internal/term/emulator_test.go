@@ -68,3 +68,20 @@ func TestAltScreenKeepsScrollback(t *testing.T) {
 		t.Errorf("back on the main screen: %+v", s)
 	}
 }
+
+// TestHostileSequences: sequences a hostile program can send neither crash
+// the emulator (a scroll region or margins past the screen indexed past its
+// rows) nor keep it busy (a back tab or repeat of 2^31 ran 2^31 steps
+// under the emulator's lock).
+func TestHostileSequences(t *testing.T) {
+	for _, s := range []string{
+		"\x1b[2;7r00000000000\x1b[7B\n\n",
+		"\x1b[?69h\x1b[2;99s\x1b[1;1Hxyz\x1b[4@\x1b[2P",
+		"abc\x1b[2147483647Z\x1b[2147483647I",
+		"abc\x1b[2147483647b",
+	} {
+		e := NewEmulator(20, 6, nil)
+		e.Write([]byte(s))
+		e.Close()
+	}
+}

@@ -12,7 +12,7 @@ func (e *Emulator) nextTab(n int) {
 	scroll := e.scr.ScrollRegion()
 	for range n {
 		ts := e.tabstops.Next(x)
-		if ts < x {
+		if ts <= x { // troupe: at a fixed point (no stop further), not n more times
 			break
 		}
 		x = ts
@@ -41,7 +41,7 @@ func (e *Emulator) prevTab(n int) {
 
 	for range n {
 		ts := e.tabstops.Prev(x)
-		if ts > x {
+		if ts >= x { // troupe: at a fixed point (no stop further), not n more times
 			break
 		}
 		x = ts
@@ -97,6 +97,9 @@ func (e *Emulator) carriageReturn() {
 	e.atPhantom = false
 }
 
+// maxRepeat bounds the characters one REP prints. (troupe)
+const maxRepeat = 64 << 10
+
 // repeatPreviousCharacter repeats the previous character n times. This is
 // equivalent to typing the same character n times. This performs the same as
 // [ansi.REP].
@@ -104,7 +107,9 @@ func (e *Emulator) repeatPreviousCharacter(n int) {
 	if e.lastChar == 0 {
 		return
 	}
-	for range n {
+	// troupe: at most maxRepeat (a parameter of 2^31 kept the emulator, and
+	// its owner's lock, busy for minutes).
+	for range min(n, maxRepeat) {
 		e.handlePrint(e.lastChar)
 	}
 }

@@ -52,8 +52,15 @@ type Emulator struct {
 	// modes (a map) by syncModes.
 	autoWrap, newLineMode bool
 
+	// csiParams is fastCsi's parameters, reused.
+	csiParams [maxFastCsiParams]ansi.Param
+
 	// slowScroll turns the fast line feed (Screen.rotateUp) off. (troupe)
 	slowScroll bool
+	// slowPaths turns troupe's other fast paths off: every byte goes
+	// through the parser, every cluster through the segmenter, every cell
+	// through uv.Line.Set (the tests compare). (troupe)
+	slowPaths bool
 
 	// The ANSI parser to use.
 	parser *ansi.Parser
@@ -319,7 +326,7 @@ func (e *Emulator) Write(p []byte) (n int, err error) {
 		// parser's per-byte dispatch, and a run of printable ASCII is printed
 		// as one.
 		switch {
-		case e.parser.State() != parser.GroundState:
+		case e.slowPaths || e.parser.State() != parser.GroundState:
 			e.parser.Advance(b)
 		case printableASCII(rune(b)):
 			n := 1
@@ -330,6 +337,12 @@ func (e *Emulator) Write(p []byte) (n int, err error) {
 			i += n - 1
 		case b < ansi.SP && b != ansi.ESC:
 			e.handleControl(b)
+		case b == ansi.ESC:
+			if n := e.fastCsi(p[i:]); n > 0 {
+				i += n - 1
+			} else {
+				e.parser.Advance(b)
+			}
 		default:
 			e.parser.Advance(b)
 		}

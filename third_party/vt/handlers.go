@@ -866,12 +866,18 @@ func (e *Emulator) registerDefaultCsiHandlers() {
 		}
 
 		height := e.Height()
-		bottom, _ := e.parser.Param(1, height)
+		bottom, _, _ := params.Param(1, height) // troupe: not the parser's, which a fast CSI does not fill
 		if bottom < 1 {
 			bottom = height
 		}
 
 		if top >= bottom {
+			return false
+		}
+		// troupe: a margin past the screen is the screen's edge (as xterm);
+		// a line feed at it indexed past the rows.
+		bottom = min(bottom, height)
+		if top > bottom {
 			return false
 		}
 
@@ -905,6 +911,12 @@ func (e *Emulator) registerDefaultCsiHandlers() {
 			}
 
 			if left >= right {
+				return false
+			}
+			// troupe: a margin past the screen is the screen's edge (as
+			// xterm); it indexed past the row.
+			right = min(right, width)
+			if left > right {
 				return false
 			}
 

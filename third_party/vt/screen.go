@@ -17,6 +17,8 @@ type Screen struct {
 	scroll uv.Rectangle
 	// scrollback is the scrollback buffer for lines scrolled off the top.
 	scrollback *Scrollback
+	// slowFill makes FillArea store every cell through uv.Line.Set. (troupe)
+	slowFill bool
 }
 
 // NewScreen creates a new screen.
@@ -153,11 +155,16 @@ func (s *Screen) FillArea(c *uv.Cell, area uv.Rectangle) {
 		s.touchArea(area)
 		return
 	}
+	in := area.Intersect(s.buf.Bounds()) // uv.Buffer.SetCell ignores the cells outside
+	if s.slowFill {
+		s.buf.FillArea(c, in)
+		s.touchArea(area)
+		return
+	}
 	fill := uv.EmptyCell // as uv.Line.Set stores a nil cell
 	if c != nil {
 		fill = *c
 	}
-	in := area.Intersect(s.buf.Bounds())
 	for y := in.Min.Y; y < in.Max.Y; y++ {
 		line := s.buf.Lines[y]
 		for x := in.Min.X; x < in.Max.X; x++ {

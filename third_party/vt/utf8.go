@@ -120,7 +120,7 @@ func (e *Emulator) flushGrapheme() {
 	// troupe: a printable ASCII character followed by another, or last, is a
 	// cluster of its own one column wide (nothing ASCII extends a cluster);
 	// the segmenter is asked only about what is left.
-	for len(graphemes) > 0 && printableASCII(rune(graphemes[0])) &&
+	for !e.slowPaths && len(graphemes) > 0 && printableASCII(rune(graphemes[0])) &&
 		(len(graphemes) == 1 || printableASCII(rune(graphemes[1]))) {
 		e.handleGrapheme(asciiString[graphemes[0]], 1)
 		graphemes = graphemes[1:]
@@ -151,7 +151,7 @@ const (
 // again and again, and the segmenter and a string per cluster were most of
 // the time a non-ASCII character took.)
 func (e *Emulator) segment(b []byte) []cluster {
-	if cs, ok := e.segments[string(b)]; ok {
+	if cs, ok := e.segments[string(b)]; ok && !e.slowPaths {
 		return cs
 	}
 	// XXX: We always use [ansi.GraphemeWidth] here to report accurate widths
@@ -226,7 +226,7 @@ func (e *Emulator) handleGrapheme(content string, width int) {
 		e.lastChar, _ = utf8.DecodeRuneInString(content)
 	}
 
-	if !e.scr.setNarrowCell(x, y, &cell) {
+	if e.slowPaths || !e.scr.setNarrowCell(x, y, &cell) {
 		e.scr.SetCell(x, y, &cell)
 	}
 
