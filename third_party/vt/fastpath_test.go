@@ -2,8 +2,10 @@ package vt
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -35,18 +37,19 @@ func writeBoth(t *testing.T, data []byte, n int) {
 	slow.SetSlowScroll(true)
 	slow.slowPaths = true
 	slow.scrs[0].slowFill, slow.scrs[1].slowFill = true, true
+	// The replies to queries, drained until the pipes close (as
+	// internal/term does: Close's flag is not safe beside a Read).
+	var wg sync.WaitGroup
 	for _, e := range []*Emulator{fast, slow} {
-		go func() { // the replies to queries, drained
-			buf := make([]byte, 256)
-			for {
-				if _, err := e.Read(buf); err != nil {
-					return
-				}
-			}
-		}()
+		wg.Go(func() {
+			_, _ = io.Copy(io.Discard, e.pr)
+		})
 	}
-	defer fast.Close()
-	defer slow.Close()
+	defer func() {
+		fast.pw.CloseWithError(io.EOF)
+		slow.pw.CloseWithError(io.EOF)
+		wg.Wait()
+	}()
 	for i := 0; i < len(data); i += n {
 		part := data[i:min(i+n, len(data))]
 		fast.Write(part)
