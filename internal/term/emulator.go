@@ -93,7 +93,6 @@ func NewEmulator(cols, rows int, reply func([]byte)) *Emulator {
 			}
 		},
 	})
-	e.fixEraseDisplay()
 	// The reply pipe is synchronous: a query blocks Write until someone
 	// reads its answer, so a goroutine always reads.
 	e.pw, _ = e.vt.InputPipe().(*io.PipeWriter)
@@ -115,43 +114,6 @@ func (e *Emulator) drain(reply func([]byte)) {
 		}
 	}
 }
-
-// fixEraseDisplay replaces two behaviours of the library's ED (CSI J):
-// ED 1 erased the whole cursor row (xterm erases up to and including the
-// cursor), and ED 2 on the alternate screen pushed the screen into a
-// hidden scrollback of 10,000 lines that nothing reads or caps (a TUI that
-// repaints with ED 2 grew by megabytes a minute). Handlers registered
-// later run first; false hands the sequence to the library's.
-func (e *Emulator) fixEraseDisplay() {
-	e.vt.RegisterCsiHandler('J', func(params ansi.Params) bool {
-		n, _, _ := params.Param(0, 0)
-		w, h := e.vt.Width(), e.vt.Height()
-		switch {
-		case n == 1:
-			p := e.vt.CursorPosition()
-			for y := 0; y <= p.Y && y < h; y++ {
-				end := w
-				if y == p.Y {
-					end = min(p.X+1, w)
-				}
-				for x := 0; x < end; x++ {
-					e.vt.SetCell(x, y, blank())
-				}
-			}
-			return true
-		case n == 2 && e.vt.IsAltScreen():
-			for y := 0; y < h; y++ {
-				for x := 0; x < w; x++ {
-					e.vt.SetCell(x, y, blank())
-				}
-			}
-			return true
-		}
-		return false
-	})
-}
-
-func blank() *uv.Cell { c := uv.EmptyCell; return &c }
 
 // Write feeds the program's output to the emulator.
 func (e *Emulator) Write(p []byte) (int, error) {

@@ -1473,7 +1473,7 @@ var cases = []struct {
 		},
 		want: []string{
 			"        ",
-			"        ",
+			"  F     ", // troupe: up to and including the cursor, as xterm (was the whole row)
 			"GHI     ",
 		},
 		pos: uv.Pos(1, 1),

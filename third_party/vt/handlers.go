@@ -552,8 +552,10 @@ func (e *Emulator) registerDefaultCsiHandlers() {
 			e.scr.FillArea(e.scr.blankCell(), rect1)
 			e.scr.FillArea(e.scr.blankCell(), rect2)
 		case 1: // Erase screen above (including cursor)
-			rect := uv.Rect(0, 0, width, y+1)
-			e.scr.FillArea(e.scr.blankCell(), rect)
+			// troupe: the rows above, then the cursor's row up to and
+			// including the cursor (as xterm); it erased the whole row.
+			e.scr.FillArea(e.scr.blankCell(), uv.Rect(0, 0, width, y))
+			e.scr.FillArea(e.scr.blankCell(), uv.Rect(0, y, x+1, 1))
 		case 2: // erase screen
 			// Save screen content to scrollback before clearing
 			e.scr.ClearWithScrollback()
