@@ -111,3 +111,22 @@ func FuzzFastPaths(f *testing.F) {
 		writeBoth(t, data, int(n)+1)
 	})
 }
+
+// TestAltScreenKeepsNoScrollback: the alternate screen's repaints (ED 2)
+// and scrolling keep nothing (upstream pushed them into a hidden scrollback
+// of 10,000 lines that nothing reads), and the main screen's is kept.
+func TestAltScreenKeepsNoScrollback(t *testing.T) {
+	e := NewEmulator(10, 3)
+	e.Write([]byte("1\r\n2\r\n3\r\n4\r\n"))
+	main := e.Scrollback().Len()
+	e.Write([]byte("\x1b[?1049h"))
+	for range 100 {
+		e.Write([]byte("\x1b[2J\x1b[Hframe\r\n\r\n\r\n\r\n"))
+	}
+	if n := e.scrs[1].Scrollback().Len(); n != 0 {
+		t.Errorf("the alternate screen kept %d lines", n)
+	}
+	if n := e.Scrollback().Len(); n != main || main == 0 {
+		t.Errorf("the main screen's scrollback went from %d to %d lines", main, n)
+	}
+}
