@@ -90,7 +90,7 @@ func feed(e *Emulator, data []byte) {
 
 // BenchmarkEmulator is the emulator's throughput on the raw Claude Code
 // captures and a 50 MB synthetic TUI stream, and, when the reference
-// emulator is installed ($TROUPE_XTERM_DIR, make bench does it),
+// emulator is installed ($TROUPE_XTERM_DIR, which make test and make bench set),
 // @xterm/headless on the same bytes: its MB/s (parse only, Node started
 // beforehand), the speed ratio, and whether both final screens are the
 // same text.
