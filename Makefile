@@ -17,8 +17,15 @@ CODEX_BIN      := $(CODEX_DIR)/node_modules/@openai/codex-linux-x64/vendor/x86_6
 OPENCODE_VERSION := 1.18.33
 OPENCODE_DIR   := $(TOOLS)/opencode-$(OPENCODE_VERSION)
 OPENCODE_BIN   := $(OPENCODE_DIR)/node_modules/opencode-linux-x64/bin/opencode
-# The tests find the pinned CLIs here.
-TOOL_ENV       := TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_OPENCODE_BIN=$(OPENCODE_BIN)
+# The reference terminal emulator internal/term's differential test and
+# benchmark compare with, pinned by internal/term/testdata/xterm's
+# package-lock.json (npm ci installs exactly it). One folder per version.
+XTERM_VERSION  := 6.0.0
+XTERM_PIN      := internal/term/testdata/xterm
+XTERM_DIR      := $(TOOLS)/xterm-headless-$(XTERM_VERSION)
+XTERM          := $(XTERM_DIR)/node_modules/@xterm/headless/package.json
+# The tests find the pinned CLIs and the reference emulator here.
+TOOL_ENV       := TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_OPENCODE_BIN=$(OPENCODE_BIN) TROUPE_XTERM_DIR=$(XTERM_DIR)
 
 .PHONY: build run worktree-demo test bench fuzz clean tools web
 
@@ -53,7 +60,7 @@ run: build
 worktree-demo: build
 	TROUPE=$(CURDIR)/$(BIN) examples/worktree-demo/run.sh
 
-tools: $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN)
+tools: $(CLAUDE_BIN) $(CODEX_BIN) $(OPENCODE_BIN) $(XTERM)
 
 $(CLAUDE_BIN):
 	mkdir -p $(CLAUDE_DIR)
@@ -70,6 +77,12 @@ $(OPENCODE_BIN):
 	npm install --no-audit --no-fund --prefix $(OPENCODE_DIR) opencode-ai@$(OPENCODE_VERSION)
 	$(OPENCODE_BIN) --version
 
+$(XTERM): $(XTERM_PIN)/package.json $(XTERM_PIN)/package-lock.json
+	mkdir -p $(XTERM_DIR)
+	cp $(XTERM_PIN)/package.json $(XTERM_PIN)/package-lock.json $(XTERM_DIR)/
+	cd $(XTERM_DIR) && npm ci --no-audit --no-fund
+	touch $@
+
 # Besides vet: go.mod and go.sum are what `go mod tidy` makes (-diff
 # prints the change and fails, touching nothing); staticcheck (pinned by the
 # tool directive in go.mod) reports nothing. A finding that is a justified
@@ -83,6 +96,7 @@ test: tools web
 	$(GO) mod tidy -diff
 	$(GO) tool staticcheck ./...
 	$(TOOL_ENV) $(GO) test -race -timeout 12m ./...
+	$(GO) test -C third_party/vt -race ./...
 
 # The method of BENCHMARKS.md: each benchmark with a fixed number of
 # iterations (-benchtime Nx) and three runs (-count 3) unless its line says
@@ -91,16 +105,7 @@ test: tools web
 # big/small ratios. About 2 minutes on 2 quiet cores, 5 when they are shared.
 BENCH = $(TOOL_ENV) $(GO) test -run '^$$' -benchmem -count 3
 
-# The reference terminal emulator the term benchmarks compare with,
-# pinned by internal/term/testdata/xterm/package-lock.json.
-XTERM_DIR := internal/term/testdata/xterm
-XTERM     := $(XTERM_DIR)/node_modules/@xterm/headless/package.json
-
-$(XTERM): $(XTERM_DIR)/package.json $(XTERM_DIR)/package-lock.json
-	cd $(XTERM_DIR) && npm ci --no-audit --no-fund
-	touch $@
-
-bench: build tools $(XTERM)
+bench: build tools
 	@rm -f bench.out
 	$(BENCH) -benchtime 10x -bench '^BenchmarkStartup$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToOwnerTurn$$' ./cmd/troupe | tee -a bench.out
@@ -134,7 +139,7 @@ bench: build tools $(XTERM)
 	$(BENCH) -benchtime 3x -bench '^BenchmarkCreate10kFiles$$' ./internal/worktree | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 3x -bench '^BenchmarkClaude(IndexCold|ListWarm|AppendReread|Restart)$$' ./internal/claudesessions | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkClaudeFullParseBaseline$$' ./internal/claudesessions | tee -a bench.out
-	TROUPE_XTERM_DIR=$(CURDIR)/$(XTERM_DIR) $(BENCH) -count 1 -benchtime 3x -bench '^BenchmarkEmulator$$' ./internal/term | tee -a bench.out
+	$(BENCH) -count 1 -benchtime 3x -bench '^BenchmarkEmulator$$' ./internal/term | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkIdleTerminals$$' ./internal/term | tee -a bench.out
 	$(GO) run ./internal/benchreport bench.out
 

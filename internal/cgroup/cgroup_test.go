@@ -165,7 +165,8 @@ func TestGroupsAreProjectQualified(t *testing.T) {
 }
 
 func TestTwoDaemonsTwoNames(t *testing.T) {
-	if Name(t.TempDir()) == Name(t.TempDir()) {
+	a, b := t.TempDir(), t.TempDir()
+	if Name(a) == Name(b) {
 		t.Fatal("two state dirs, one cgroup name")
 	}
 }

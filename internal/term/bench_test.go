@@ -90,7 +90,7 @@ func feed(e *Emulator, data []byte) {
 
 // BenchmarkEmulator is the emulator's throughput on the raw Claude Code
 // captures and a 50 MB synthetic TUI stream, and, when the reference
-// emulator is installed ($TROUPE_XTERM_DIR, make bench does it),
+// emulator is installed ($TROUPE_XTERM_DIR, which make test and make bench set),
 // @xterm/headless on the same bytes: its MB/s (parse only, Node started
 // beforehand), the speed ratio, and whether both final screens are the
 // same text.
@@ -201,11 +201,13 @@ func screenDiff(text string, lines []string) string {
 }
 
 // TestXtermSameScreen checks the emulator against @xterm/headless (the
-// test oracle) on the captures, when it is installed ($TROUPE_XTERM_DIR).
+// test oracle) on the captures and a 1 MB synthetic stream. make test
+// installs it and sets $TROUPE_XTERM_DIR; without it the test skips, except
+// in CI (CI=true), where it fails.
 func TestXtermSameScreen(t *testing.T) {
-	xdir := os.Getenv("TROUPE_XTERM_DIR")
+	xdir := xtermDir(t, os.Getenv)
 	if xdir == "" {
-		t.Skip("TROUPE_XTERM_DIR unset: make bench installs @xterm/headless and sets it")
+		return
 	}
 	for _, name := range captures {
 		data := loadCapture(t, name).out
@@ -220,6 +222,33 @@ func TestXtermSameScreen(t *testing.T) {
 		}
 		e.Close()
 	}
+	data := synthStream(1 << 20)
+	x, err := runXterm(xdir, data, 120, 40, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := NewEmulator(120, 40, nil)
+	defer e.Close()
+	feed(e, data)
+	if d := screenDiff(e.Text(), x.Lines); d != "" {
+		t.Errorf("synthetic stream: final screen differs from xterm's:\n%s", d)
+	}
+}
+
+// xtermDir is $TROUPE_XTERM_DIR, where @xterm/headless is installed; when
+// it is unset, t is skipped, or failed in CI (CI=true), and "" returned.
+func xtermDir(t testing.TB, getenv func(string) string) string {
+	t.Helper()
+	xdir := getenv("TROUPE_XTERM_DIR")
+	if xdir != "" {
+		return xdir
+	}
+	const why = "TROUPE_XTERM_DIR unset: make test installs @xterm/headless (make tools) and sets it"
+	if getenv("CI") == "true" {
+		t.Fatal(why + "; in CI the differential test must run")
+	}
+	t.Skip(why)
+	return ""
 }
 
 // BenchmarkIdleTerminals is the memory of n idle terminal agents as troupe
@@ -289,4 +318,33 @@ func statusField(key string) int64 {
 		}
 	}
 	return 0
+}
+
+// recordTB records what xtermDir asks of its test.
+type recordTB struct {
+	testing.TB
+	fataled, skipped bool
+}
+
+func (r *recordTB) Helper()      {}
+func (r *recordTB) Fatal(...any) { r.fataled = true }
+func (r *recordTB) Skip(...any)  { r.skipped = true }
+func (r *recordTB) Name() string { return "record" }
+
+// TestXtermDirFailsInCI: without @xterm/headless the differential test
+// fails in CI and skips elsewhere.
+func TestXtermDirFailsInCI(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	r := &recordTB{TB: t}
+	if dir := xtermDir(r, env(map[string]string{"CI": "true"})); dir != "" || !r.fataled {
+		t.Errorf("CI=true, no TROUPE_XTERM_DIR: dir %q, failed %v; want a failure", dir, r.fataled)
+	}
+	r = &recordTB{TB: t}
+	if xtermDir(r, env(nil)); r.fataled || !r.skipped {
+		t.Errorf("outside CI, no TROUPE_XTERM_DIR: failed %v, skipped %v; want a skip", r.fataled, r.skipped)
+	}
+	r = &recordTB{TB: t}
+	if dir := xtermDir(r, env(map[string]string{"CI": "true", "TROUPE_XTERM_DIR": "/x"})); dir != "/x" || r.fataled || r.skipped {
+		t.Errorf("TROUPE_XTERM_DIR set: dir %q, failed %v, skipped %v", dir, r.fataled, r.skipped)
+	}
 }

@@ -2,17 +2,16 @@ package term
 
 import (
 	"io"
-	"reflect"
 	"strings"
 	"sync"
-	"unsafe"
 
 	uv "github.com/charmbracelet/ultraviolet"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/vt"
 )
 
-// noFastScroll turns fastScroll off (the differential tests compare).
+// noFastScroll turns the emulator's fast line feed off (the differential
+// tests compare it with the general scroll).
 var noFastScroll = false
 
 // DefaultScrollback is how many lines scrolled off the main screen an
@@ -66,7 +65,6 @@ type Emulator struct {
 	title string
 	alt   bool
 	paste bool // the program turned bracketed paste on (DECSET 2004)
-	lnm   bool // newline mode (LNM) is on
 
 	pw        *io.PipeWriter // the emulator's reply pipe, closed by Close
 	drainDone chan struct{}
@@ -80,31 +78,21 @@ func NewEmulator(cols, rows int, reply func([]byte)) *Emulator {
 	cols, rows = max(cols, 1), max(rows, 1)
 	e := &Emulator{vt: vt.NewEmulator(cols, rows), drainDone: make(chan struct{})}
 	e.vt.SetScrollbackSize(DefaultScrollback)
-	shrinkParser(e.vt)
+	e.vt.SetSlowScroll(noFastScroll)
 	e.vt.SetCallbacks(vt.Callbacks{
 		Title:     func(t string) { e.title = t }, // called inside Write, mu held
 		AltScreen: func(on bool) { e.alt = on },
 		EnableMode: func(m ansi.Mode) {
-			switch m {
-			case ansi.ModeBracketedPaste:
+			if m == ansi.ModeBracketedPaste {
 				e.paste = true
-			case ansi.ModeLineFeedNewLine:
-				e.lnm = true
 			}
 		},
 		DisableMode: func(m ansi.Mode) {
-			switch m {
-			case ansi.ModeBracketedPaste:
+			if m == ansi.ModeBracketedPaste {
 				e.paste = false
-			case ansi.ModeLineFeedNewLine:
-				e.lnm = false
 			}
 		},
 	})
-	if !noFastScroll {
-		installFastScroll(e.vt, &e.lnm)
-	}
-	e.fixEraseDisplay()
 	// The reply pipe is synchronous: a query blocks Write until someone
 	// reads its answer, so a goroutine always reads.
 	e.pw, _ = e.vt.InputPipe().(*io.PipeWriter)
@@ -126,43 +114,6 @@ func (e *Emulator) drain(reply func([]byte)) {
 		}
 	}
 }
-
-// fixEraseDisplay replaces two behaviours of the library's ED (CSI J):
-// ED 1 erased the whole cursor row (xterm erases up to and including the
-// cursor), and ED 2 on the alternate screen pushed the screen into a
-// hidden scrollback of 10,000 lines that nothing reads or caps (a TUI that
-// repaints with ED 2 grew by megabytes a minute). Handlers registered
-// later run first; false hands the sequence to the library's.
-func (e *Emulator) fixEraseDisplay() {
-	e.vt.RegisterCsiHandler('J', func(params ansi.Params) bool {
-		n, _, _ := params.Param(0, 0)
-		w, h := e.vt.Width(), e.vt.Height()
-		switch {
-		case n == 1:
-			p := e.vt.CursorPosition()
-			for y := 0; y <= p.Y && y < h; y++ {
-				end := w
-				if y == p.Y {
-					end = min(p.X+1, w)
-				}
-				for x := 0; x < end; x++ {
-					e.vt.SetCell(x, y, blank())
-				}
-			}
-			return true
-		case n == 2 && e.vt.IsAltScreen():
-			for y := 0; y < h; y++ {
-				for x := 0; x < w; x++ {
-					e.vt.SetCell(x, y, blank())
-				}
-			}
-			return true
-		}
-		return false
-	})
-}
-
-func blank() *uv.Cell { c := uv.EmptyCell; return &c }
 
 // Write feeds the program's output to the emulator.
 func (e *Emulator) Write(p []byte) (int, error) {
@@ -265,27 +216,4 @@ func (e *Emulator) Close() error {
 	})
 	<-e.drainDone
 	return nil
-}
-
-// parserData is the size of the buffer the emulator's parser keeps for the
-// data of one OSC, DCS or APC sequence (a title, a hyperlink, a clipboard
-// write): longer ones are cut. The library's own parser default.
-const parserData = 64 << 10
-
-// shrinkParser gives the emulator's parser a parserData buffer instead of
-// the 4 MB the library's NewEmulator reserves for each (100 terminal agents
-// held 400 MB of heap for it). The library has no option for it, so the
-// unexported field is reached through reflection; if a later version
-// renames it, nothing is changed (TestParserShrunk says so).
-func shrinkParser(v *vt.Emulator) bool {
-	f := reflect.ValueOf(v).Elem().FieldByName("parser")
-	if !f.IsValid() || f.Type() != reflect.TypeFor[*ansi.Parser]() {
-		return false
-	}
-	p := *(**ansi.Parser)(unsafe.Pointer(f.UnsafeAddr()))
-	if p == nil {
-		return false
-	}
-	p.SetDataSize(parserData)
-	return true
 }

@@ -7,12 +7,23 @@ import (
 	"github.com/charmbracelet/x/vt"
 )
 
-// TestFastScrollInstalled: the library's internals are still where
-// fastScroll reaches them.
+// TestFastScrollInstalled: a line feed at the bottom of the screen moves
+// the rows, not every cell (the cell under row 1 column 0 is the same cell
+// in row 0 afterwards); SetSlowScroll (the differential tests' reference)
+// copies them.
 func TestFastScrollInstalled(t *testing.T) {
-	var lnm bool
-	if !installFastScroll(vt.NewEmulator(10, 3), &lnm) {
-		t.Fatal("fastScroll not installed: the emulator library changed; scrolling is O(screen) again")
+	for _, slow := range []bool{false, true} {
+		v := vt.NewEmulator(10, 3)
+		v.SetSlowScroll(slow)
+		v.Write([]byte("a\r\nb\r\nc"))
+		below := v.CellAt(0, 1)
+		v.Write([]byte("\n"))
+		if moved := v.CellAt(0, 0) == below; moved == slow {
+			t.Errorf("slow scroll %v: row 1 moved up as a row: %v", slow, moved)
+		}
+		if got := v.String(); got != "b\nc\n" {
+			t.Errorf("slow scroll %v: screen %q after the line feed", slow, got)
+		}
 	}
 }
 

@@ -5,9 +5,14 @@
 // the final screen's lines
 // (trailing spaces trimmed). The data goes in 32 KB chunks, each after the
 // previous one was parsed (xterm's flow control; it drops data past 50 MB
-// pending). Usage: node screen.mjs FILE COLS ROWS [REPEAT]
+// pending). Usage: node screen.mjs FILE COLS ROWS [REPEAT], with NODE_PATH
+// naming the node_modules folder @xterm/headless is installed in (make
+// installs it outside the repo, so it is loaded with require, which reads
+// NODE_PATH; an import would look only beside this file).
 import { readFileSync } from 'node:fs';
-import xterm from '@xterm/headless';
+import { createRequire } from 'node:module';
+
+const xterm = createRequire(import.meta.url)('@xterm/headless');
 
 const [file, cols, rows, repeat = '1'] = process.argv.slice(2);
 const data = readFileSync(file);
