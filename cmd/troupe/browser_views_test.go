@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,13 +20,19 @@ import (
 )
 
 // copyFixtureSession copies one of internal/claudesessions' recorded
-// transcripts into a Claude config folder's projects/ tree.
-func copyFixtureSession(t *testing.T, claudeDir, id string) {
+// transcripts into a Claude config folder's projects/ tree; cwd, when not
+// "", replaces the folder it was recorded in (a session handed to an agent
+// must have started in the agent's folder).
+func copyFixtureSession(t *testing.T, claudeDir, id, cwd string) {
 	t.Helper()
 	const src = "../../internal/claudesessions/testdata/transcripts/print-mode/-home-lab-a-work-fixproj"
 	b, err := os.ReadFile(filepath.Join(src, id+".jsonl"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cwd != "" {
+		q, _ := json.Marshal(cwd)
+		b = regexp.MustCompile(`"cwd": ?"[^"]*"`).ReplaceAll(b, []byte(`"cwd":`+string(q)))
 	}
 	dst := filepath.Join(claudeDir, "projects", "-home-lab-a-work-fixproj")
 	if err := os.MkdirAll(dst, 0o755); err != nil {
@@ -99,8 +107,8 @@ engine = "claude"
 `, script))
 	claudeDir := t.TempDir()
 	const sessA, sessB = "aaaaaaaa-bbbb-4ccc-8ddd-000000000001", "4153f123-0ed3-4769-886f-bb478a784dd9"
-	copyFixtureSession(t, claudeDir, sessA)
-	copyFixtureSession(t, claudeDir, sessB)
+	copyFixtureSession(t, claudeDir, sessA, proj) // handed off to cc below
+	copyFixtureSession(t, claudeDir, sessB, "")
 	// Session B is live: a registry file names this test's process, with
 	// its start time (C8's check).
 	stat, err := os.ReadFile("/proc/self/stat")
