@@ -29,7 +29,7 @@
 // Group is a value.
 //
 // Who imports it: the daemon (Manager), internal/sandbox (a Policy carries
-// the agent's Group), internal/engine/proc and internal/task (which start
+// the agent's Group), internal/proc and internal/task (which start
 // processes into a Group), the runtime and the openai engine (OOMKills),
 // internal/project (ParseSize), api (FormatSize) and cli (Probe). It
 // imports troupe's vocabulary only.

@@ -55,7 +55,7 @@ func TestArchitectureTable(t *testing.T) {
 }
 
 // short is a package's path as the table writes it: without the module and
-// internal/ ("engine/proc", "cmd/troupe").
+// internal/ ("engine/claude", "cmd/troupe").
 func short(path string) string {
 	return strings.TrimPrefix(strings.TrimPrefix(path, mod), "internal/")
 }

@@ -8,7 +8,7 @@
 // Concurrency: every method of Process is safe for concurrent use, except
 // that one Wait at a time may run; Close ends a Wait in progress.
 //
-// Who may import: the packages that own child processes (internal/engine/proc,
+// Who may import: the packages that own child processes (internal/proc,
 // internal/task) and tests. It depends on nothing of troupe.
 package pidfd
 

@@ -26,7 +26,7 @@
 // its team) and the cgroup that enforces them (Cgroup, made by the daemon
 // with internal/cgroup): under cgroup v1 Wrap puts a /bin/sh that joins it
 // in front of bubblewrap, and the Landlock helper joins it before it
-// restricts itself; under v2 internal/engine/proc and internal/task start
+// restricts itself; under v2 internal/proc and internal/task start
 // the wrapped command straight into it.
 //
 // Concurrency: a Policy is a value; Build, Wrap and BwrapArgv are pure
@@ -34,7 +34,7 @@
 // and caches it; safe for concurrent use). No goroutines.
 //
 // Who imports it: the daemon (which builds policies), the runtime and the
-// engine seam (which carry them), internal/engine/proc and internal/task
+// engine seam (which carry them), internal/proc and internal/task
 // (which wrap argvs), internal/cli (the helper command) and doctor. It
 // imports troupe's vocabulary and internal/cgroup only.
 package sandbox

@@ -16,7 +16,7 @@
 //
 // Concurrency: every method of Emulator and Terminal is safe for concurrent
 // use. A Terminal owns two goroutines (the PTY reader and the input writer)
-// and its child (own session and process group, reaped by engine/proc,
+// and its child (own session and process group, reaped by proc,
 // stopped by escalation); Close stops all of them.
 //
 // Only this package imports the PTY and emulator libraries (the layout

@@ -25,7 +25,7 @@
 // else reject_always). Any other request of the agent is refused.
 //
 // Concurrency: Engine is stateless and safe for concurrent use. Each
-// Session owns one child, started with internal/engine/proc (own process
+// Session owns one child, started with internal/proc (own process
 // group; proc's reaper and stderr reader, which bumps the activity token
 // for every chunk), and these goroutines of its own: the reader, the
 // internal/jsonrpc connection's Run over the child's stdio (every line

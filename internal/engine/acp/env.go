@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/proc"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 

@@ -19,7 +19,7 @@
 // the person's Claude login and settings only (C11, env.go).
 //
 // Concurrency: Engine is stateless and safe for concurrent use. Each Session
-// owns one CLI process at a time, started with internal/engine/proc (own
+// owns one CLI process at a time, started with internal/proc (own
 // process group; proc's reaper and its stderr reader, which keeps the tail
 // and bumps the activity token for every chunk), and these goroutines of
 // its own: the lifecycle goroutine, which reads stdout (every line bumps the

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/proc"
 )
 
 // passedVars are the daemon's variables a Claude Code child gets by name:

@@ -32,7 +32,7 @@
 // child's environment is built with proc.Env (env.go).
 //
 // Concurrency: Engine is stateless and safe for concurrent use. Each
-// Session owns one app-server process, started with internal/engine/proc
+// Session owns one app-server process, started with internal/proc
 // (own process group; proc's reaper and its stderr reader, which bumps the
 // activity token for every chunk), and these goroutines of its own: the
 // reader, the internal/jsonrpc connection's Run over the child's stdio,

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/proc"
 )
 
 // passedVars are the daemon's variables a Codex child gets by name: the

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
-	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/proc"
 	"github.com/troupe-dev/troupe/internal/jsonrpc"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )

@@ -23,7 +23,7 @@
 // turn's usage, with token counts derived from the lengths of its texts.
 //
 // Concurrency: Engine is stateless and safe for concurrent use. Each Session
-// owns one child process, started with internal/engine/proc (own process
+// owns one child process, started with internal/proc (own process
 // group; proc's reaper, the only caller of Wait, and its stderr reader,
 // which keeps the last 4 KB for error reasons and bumps the activity token
 // for every chunk), and these goroutines of its own: a stdout reader

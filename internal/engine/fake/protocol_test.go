@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/proc"
 )
 
 func TestDecode(t *testing.T) {

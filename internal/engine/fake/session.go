@@ -12,7 +12,7 @@ import (
 	"syscall"
 
 	"github.com/troupe-dev/troupe/internal/engine"
-	"github.com/troupe-dev/troupe/internal/engine/proc"
+	"github.com/troupe-dev/troupe/internal/proc"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 

@@ -20,7 +20,7 @@
 // workspace tools (workspace.go, command.go): read_file, write_file,
 // edit_file, list_dir, search_text, run_command, confined to the working
 // folder by an os.Root, regular files only, opened without blocking, every
-// result bounded; run_command through internal/engine/proc (own process
+// result bounded; run_command through internal/proc (own process
 // group, stop by escalation, output head + tail; under coreutils timeout
 // as a backstop 2 s past its limit, so a daemon killed mid-command does not
 // leave it running on). A process a command

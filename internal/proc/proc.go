@@ -2,8 +2,10 @@
 // its own process group, pipes for its stdio, one reaper, a bounded tail of
 // its stderr, a stop by escalation, and an environment that is built, not
 // inherited. Every engine that drives a program over stdio (fake, and the
-// Claude stream-json, Codex app-server and ACP adapters) starts it here, so
-// these rules live in one place.
+// Claude stream-json, Codex app-server and ACP adapters), the openai
+// engine's commands and internal/term's programs on a terminal start it
+// here, so these rules live in one place. It sits below both the engines
+// and term, which is why it is not under internal/engine.
 //
 // Concurrency: Start returns a *Process that owns two goroutines: the
 // reaper, the only caller of Wait, which closes Done once the child is
