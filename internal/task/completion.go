@@ -1,0 +1,247 @@
+package task
+
+// A task's end: the supervisor watched through its pidfd, the status it
+// wrote read, what the job left stopped, the completion message posted
+// exactly once and the task row completed.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/pidfd"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// track gives task t a watcher, unless it has one or Run is not running.
+// sup is the supervisor Start just started, nil for a task to adopt.
+func (m *Manager) track(t Task, sup *supervisorProc) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.live || m.watching[t.ID] {
+		if sup != nil {
+			sup.release()
+		}
+		return
+	}
+	m.watching[t.ID] = true
+	ctx := m.ctx
+	m.wg.Go(func() {
+		defer func() {
+			m.mu.Lock()
+			delete(m.watching, t.ID)
+			m.mu.Unlock()
+		}()
+		m.watch(ctx, t, sup)
+	})
+}
+
+// watch waits for the end of t's supervisor, then completes t. It returns
+// without completing t when ctx ends first.
+func (m *Manager) watch(ctx context.Context, t Task, sup *supervisorProc) {
+	log := m.log.With("task", t.ID, "project", t.Project, "agent", t.Owner)
+	var (
+		fd   *pidfd.Process
+		proc *os.Process
+	)
+	if sup != nil {
+		fd, proc = sup.fd, sup.proc
+	} else {
+		var err error
+		if fd, err = attachProcess(t.SupervisorPID, t.SupervisorStart); err != nil {
+			// Not "gone": the kernel refused a handle (fd limit…). The
+			// task stays running in the store; the next Run retries.
+			log.Error("watch task: cannot watch its supervisor", "pid", t.SupervisorPID, "err", err)
+			return
+		}
+	}
+	var (
+		res  Result
+		left *Stopped
+	)
+	if fd == nil {
+		res, left = m.result(t, nil, true)
+	} else {
+		err := fd.Wait(ctx)
+		if err != nil {
+			fd.Close()
+			if proc != nil {
+				proc.Release()
+			}
+			if ctx.Err() == nil {
+				log.Error("watch task", "err", err)
+			}
+			return
+		}
+		var how *os.ProcessState
+		if proc != nil {
+			// It exited: Wait returns at once, with its status.
+			how, _ = proc.Wait()
+		} else {
+			fd.Reap()
+		}
+		fd.Close()
+		res, left = m.result(t, how, false)
+	}
+	m.finish(ctx, log, t, res, left)
+}
+
+// result is how t ended: its status file, or lost with the reason, and
+// what its supervisor stopped of it. how is the supervisor's exit status
+// when known (nil otherwise); vanished says it was gone before the watch
+// began.
+func (m *Manager) result(t Task, how *os.ProcessState, vanished bool) (Result, *Stopped) {
+	dir := m.taskDir(t.ID)
+	st, err := readStatus(dir)
+	if err == nil {
+		return st.result(), st.Stopped
+	}
+	if errors.Is(err, fs.ErrNotExist) && exists(filepath.Join(dir, killFile)) && !exists(filepath.Join(dir, outputFile)) {
+		// Kill's SIGTERM ended the supervisor before it caught signals;
+		// the job never started.
+		killSession(t.SupervisorPID, t.SupervisorStart)
+		return Result{State: Killed, ExitCode: -1, Reason: killedBeforeStart, EndedAt: time.Now().UTC()}, nil
+	}
+	if how != nil && how.ExitCode() == exitNoSpace {
+		// The disk was full even for its reserved blocks: the task failed
+		// for want of space, it is not lost.
+		reason := noSpaceReason(statusFile)
+		if n := killSession(t.SupervisorPID, t.SupervisorStart); n > 0 {
+			reason += fmt.Sprintf("; %d leftover processes of the task were killed", n)
+		}
+		return Result{State: Failed, ExitCode: -1, Reason: reason, EndedAt: time.Now().UTC()}, nil
+	}
+	var reason string
+	hows := ""
+	if how != nil {
+		hows = how.String()
+	}
+	if vanished {
+		reason = "the supervisor vanished while the daemon was down"
+	} else {
+		reason = fmt.Sprintf("the supervisor (pid %d) died", t.SupervisorPID)
+		if hows != "" {
+			reason += " (" + hows + ")"
+		}
+		reason += " without recording how the task ended"
+	}
+	if b, lerr := tailFile(filepath.Join(dir, supervisorLog), 512); lerr == nil {
+		if line := lastLines(b, 1, 300); strings.TrimSpace(line) != "" {
+			reason += ": " + strings.TrimSpace(line)
+		}
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		reason += fmt.Sprintf(" (%v)", err)
+	}
+	if n := killSession(t.SupervisorPID, t.SupervisorStart); n > 0 {
+		reason += fmt.Sprintf("; %d leftover processes of the task were killed", n)
+	}
+	return Result{State: Lost, ExitCode: -1, Reason: reason, EndedAt: time.Now().UTC()}, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+func readStatus(dir string) (status, error) {
+	var st status
+	b, err := os.ReadFile(filepath.Join(dir, statusFile))
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("read task status: %w", err)
+	}
+	if !st.State.Final() {
+		return st, fmt.Errorf("read task status: state %q is not final", st.State)
+	}
+	return st, nil
+}
+
+// finish records t's end and its completion message, and notifies.
+// left is what the supervisor stopped of it.
+func (m *Manager) finish(ctx context.Context, log *slog.Logger, t Task, res Result, left *Stopped) {
+	out, size, err := readOutput(m.taskDir(t.ID), 4*messageBytes)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		log.Warn("read task output", "err", err)
+	}
+	if res.EndedAt.IsZero() {
+		res.EndedAt = time.Now().UTC()
+	}
+	// The end is recorded even when Run is stopping: it was seen.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	msg, notify, err := m.complete(sctx, log, t, res, completionText(t, res, left, size, out))
+	if err != nil {
+		// The task stays running in the store: the next Run completes it
+		// from its status file, and the message key keeps its message
+		// single.
+		log.Error("complete task", "err", err)
+	}
+	m.mu.Lock()
+	fn, changed := m.notify, m.changed
+	m.mu.Unlock()
+	if notify && fn != nil {
+		fn(msg)
+	}
+	if changed != nil && err == nil {
+		ended := t
+		ended.State, ended.ExitCode, ended.Signal, ended.Reason, ended.EndedAt = res.State, res.ExitCode, res.Signal, res.Reason, res.EndedAt
+		ended.Stopped = left
+		changed(ended)
+	}
+	m.pruneProject(sctx, t.Project, t.ID) // its own output stays readable
+}
+
+// complete records how t ended, in two steps of one transaction each:
+// post appends the completion message to the owner's inbox under the key
+// task:<id>, then the task row records the end with the message's id. A
+// daemon that dies between the two finds the task still running at its
+// next start, adopts it, sees its status file, and completes it again: the
+// key makes the message exactly-once.
+//
+// notify says whether to tell the runtime, so that one call per completion
+// does: the call that recorded the end, when it stored the message or
+// finds it still queued (stored by a daemon that died before the second
+// step; its Recover woke the owner too, and a second wake is harmless);
+// and the call that stored the message when the second step failed, since
+// the message waits in the inbox while the task stays running until the
+// next start.
+func (m *Manager) complete(ctx context.Context, log *slog.Logger, t Task, res Result, text string) (msg troupe.Message, notify bool, err error) {
+	msg, added, err := m.post(ctx, t, text)
+	if err != nil {
+		return troupe.Message{}, false, err
+	}
+	done, err := m.store.CompleteTask(ctx, t.ID, res, msg.ID)
+	switch {
+	case err != nil:
+		return msg, added, err
+	case !done:
+		log.Debug("task already completed")
+		return msg, false, nil
+	}
+	log.Info("task ended", "state", res.State, "exit_code", res.ExitCode, "signal", res.Signal, "reason", res.Reason)
+	return msg, added || msg.State == troupe.MsgQueued, nil
+}
+
+// post appends t's completion message, once per task whatever calls it
+// (CompletionKey).
+func (m *Manager) post(ctx context.Context, t Task, text string) (troupe.Message, bool, error) {
+	msg := troupe.Message{Project: t.Project, To: t.Owner, From: From, Kind: troupe.KindTask, Text: text}
+	stored, added, err := m.inbox.AppendOnce(ctx, CompletionKey(t.ID), msg)
+	if err != nil {
+		return troupe.Message{}, false, fmt.Errorf("complete task %s: %w", t.ID, err)
+	}
+	return stored, added, nil
+}
+
+// CompletionKey is the idempotency key of task id's completion message.
+func CompletionKey(id ID) string { return "task:" + string(id) }
