@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/troupe-dev/troupe/internal/claudefmt"
 	"io"
 	"io/fs"
 	"os"
@@ -238,23 +239,23 @@ type accumulator struct {
 
 func (a *accumulator) line(b []byte) {
 	fl := a.fl
-	l := ScanLine(b)
-	if l.Bad || l.Kind == KindUnknown {
+	l := claudefmt.ScanLine(b)
+	if l.Bad || l.Kind == claudefmt.KindUnknown {
 		fl.Skipped++
 		return
 	}
 	if l.Timestamp != "" {
 		if fl.First.IsZero() {
-			fl.First = parseTime(l.Timestamp)
+			fl.First = claudefmt.ParseTime(l.Timestamp)
 		}
 		a.lastTS = l.Timestamp
 	}
 	switch l.Kind {
-	case KindUser, KindAssistant:
+	case claudefmt.KindUser, claudefmt.KindAssistant:
 		fl.Messages++
 		if (fl.Cwd == "" || fl.Prompt == "") && a.tries < headTries {
 			a.tries++
-			h, err := ParseHead(bytes.TrimSpace(b))
+			h, err := claudefmt.ParseHead(bytes.TrimSpace(b))
 			if err != nil {
 				fl.Messages--
 				fl.Skipped++
@@ -268,16 +269,16 @@ func (a *accumulator) line(b []byte) {
 				a.setTitle("prompt", fl.Prompt)
 			}
 		}
-		if l.Kind == KindAssistant && l.Model != "" && l.Model != "<synthetic>" {
+		if l.Kind == claudefmt.KindAssistant && l.Model != "" && l.Model != "<synthetic>" {
 			fl.Model = l.Model
 		}
-	case KindAITitle, KindCustomTitle, KindSummary:
-		t, err := ParseTitle(bytes.TrimSpace(b))
+	case claudefmt.KindAITitle, claudefmt.KindCustomTitle, claudefmt.KindSummary:
+		t, err := claudefmt.ParseTitle(bytes.TrimSpace(b))
 		if err != nil {
 			fl.Skipped++
 			return
 		}
-		kind := map[Kind]string{KindAITitle: "ai", KindCustomTitle: "custom", KindSummary: "summary"}[l.Kind]
+		kind := map[claudefmt.Kind]string{claudefmt.KindAITitle: "ai", claudefmt.KindCustomTitle: "custom", claudefmt.KindSummary: "summary"}[l.Kind]
 		a.setTitle(kind, cut(t, MaxPrompt))
 	}
 }
@@ -291,7 +292,7 @@ func (a *accumulator) setTitle(kind, t string) {
 
 func (a *accumulator) finish() {
 	if a.lastTS != "" {
-		if t := parseTime(a.lastTS); !t.IsZero() {
+		if t := claudefmt.ParseTime(a.lastTS); !t.IsZero() {
 			a.fl.Last = t
 		}
 	}

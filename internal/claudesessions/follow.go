@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/troupe-dev/troupe/internal/claudefmt"
 	"strings"
 	"time"
 )
@@ -115,8 +116,8 @@ func readChunk(path string, offset int64, maxLine int) (Chunk, error) {
 // answers, tool calls and results, errors. Other known lines give no
 // entry; ok is false for a line that is not a known JSON line.
 func Render(b []byte) (_ []Entry, ok bool) {
-	l := ScanLine(b)
-	if l.Bad || l.Kind == KindUnknown {
+	l := claudefmt.ScanLine(b)
+	if l.Bad || l.Kind == claudefmt.KindUnknown {
 		return nil, false
 	}
 	var v struct {
@@ -132,7 +133,7 @@ func Render(b []byte) (_ []Entry, ok bool) {
 	if json.Unmarshal(b, &v) != nil {
 		return nil, false
 	}
-	at := parseTime(v.Timestamp)
+	at := claudefmt.ParseTime(v.Timestamp)
 	switch v.Type {
 	case "user", "assistant":
 		if v.IsMeta {

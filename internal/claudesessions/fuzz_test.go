@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/troupe-dev/troupe/internal/claudefmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,9 +38,9 @@ func seedLines(f *testing.F) {
 func FuzzScanLine(f *testing.F) {
 	seedLines(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		l := ScanLine(b)
-		_, _ = ParseHead(b)
-		_, _ = ParseTitle(b)
+		l := claudefmt.ScanLine(b)
+		_, _ = claudefmt.ParseHead(b)
+		_, _ = claudefmt.ParseTitle(b)
 		_, _ = Render(b)
 		var top map[string]json.RawMessage
 		if json.Unmarshal(b, &top) != nil {
@@ -52,7 +53,7 @@ func FuzzScanLine(f *testing.F) {
 		if json.Unmarshal(top["type"], &typ) != nil {
 			return
 		}
-		if k, ok := knownTypes[typ]; ok && l.Kind != k {
+		if k, ok := claudefmt.KindOf(typ); ok && l.Kind != k {
 			t.Fatalf("type %q scanned as kind %d, want %d: %q", typ, l.Kind, k, b)
 		}
 	})
@@ -86,7 +87,7 @@ func FuzzParseRegistryFile(f *testing.F) {
 	}
 	f.Add([]byte(`{"pid":-1,"sessionId":"x"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := ParseRegistryFile(b)
+		r, err := claudefmt.ParseRegistryFile(b)
 		if err == nil && (r.PID <= 0 || r.SessionID == "") {
 			t.Fatalf("accepted %q as %+v", b, r)
 		}
@@ -115,7 +116,7 @@ func FuzzProcStartTime(f *testing.F) {
 // Escaped letters cannot hide a line's type from the scan.
 func TestScanLineEscapedLetters(t *testing.T) {
 	for _, s := range []string{`{"typ\u0065":"user"}`, `{"type":"us\u0065r"}`, `{"typ\u0065":"user","a":{"type":"assistant"}}`} {
-		if l := ScanLine([]byte(s)); l.Kind != KindUser {
+		if l := claudefmt.ScanLine([]byte(s)); l.Kind != claudefmt.KindUser {
 			t.Errorf("%s: kind %d, want user", s, l.Kind)
 		}
 	}

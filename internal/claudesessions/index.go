@@ -54,22 +54,6 @@ type Options struct {
 	Workers int
 }
 
-// ConfigDir is Claude Code's config folder for the environment given by
-// getenv: $CLAUDE_CONFIG_DIR when set, else $HOME/.claude.
-func ConfigDir(getenv func(string) string) (string, error) {
-	if d := getenv("CLAUDE_CONFIG_DIR"); d != "" {
-		return filepath.Abs(d)
-	}
-	home := getenv("HOME")
-	if home == "" {
-		h, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("find Claude Code's folder: %w: set HOME or CLAUDE_CONFIG_DIR", err)
-		}
-		home = h
-	}
-	return filepath.Join(home, ".claude"), nil
-}
 
 // Index is the transcript index. Create it with NewIndex.
 type Index struct {

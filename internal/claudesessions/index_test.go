@@ -185,15 +185,3 @@ func TestIndexWatchedSyncStatsReportedOnly(t *testing.T) {
 	}
 }
 
-// CLAUDE_CONFIG_DIR wins over HOME, as in the CLI.
-func TestConfigDir(t *testing.T) {
-	env := map[string]string{"HOME": "/home/p"}
-	get := func(k string) string { return env[k] }
-	if d, err := ConfigDir(get); err != nil || d != "/home/p/.claude" {
-		t.Errorf("HOME only: %q, %v", d, err)
-	}
-	env["CLAUDE_CONFIG_DIR"] = "/etc/cc"
-	if d, err := ConfigDir(get); err != nil || d != "/etc/cc" {
-		t.Errorf("CLAUDE_CONFIG_DIR: %q, %v", d, err)
-	}
-}

@@ -1,11 +1,9 @@
 package claudesessions
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/troupe-dev/troupe/internal/claudefmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,45 +14,6 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/procstat"
 )
-
-// RegistryFile is one <config>/sessions/<pid>.json as the CLI writes it
-// (docs/engines/claude-code.md, "Session registry"). Status, WaitingFor
-// and UpdatedAt are absent before 2.1.3xx; PIDDomain too.
-type RegistryFile struct {
-	PID        int    `json:"pid"`
-	SessionID  string `json:"sessionId"`
-	Cwd        string `json:"cwd"`
-	StartedAt  int64  `json:"startedAt"` // unix ms
-	ProcStart  string `json:"procStart"` // field 22 of /proc/<pid>/stat
-	Version    string `json:"version"`
-	Kind       string `json:"kind"`
-	Entrypoint string `json:"entrypoint"`
-	PIDDomain  string `json:"pidDomain"`
-	Name       string `json:"name"`
-	Status     string `json:"status"` // idle, busy, waiting
-	WaitingFor string `json:"waitingFor"`
-	UpdatedAt  int64  `json:"updatedAt"` // unix ms
-}
-
-// MaxRegistryFile bounds a registry file's read (they are ~600 bytes).
-const MaxRegistryFile = 64 << 10
-
-// ParseRegistryFile decodes a registry file. A pid that is not positive
-// or a missing session id is an error: such a file names nothing.
-func ParseRegistryFile(b []byte) (RegistryFile, error) {
-	var r RegistryFile
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&r); err != nil {
-		return RegistryFile{}, fmt.Errorf("decode registry file: %w", err)
-	}
-	if r.PID <= 0 {
-		return RegistryFile{}, errors.New("decode registry file: no positive pid")
-	}
-	if r.SessionID == "" {
-		return RegistryFile{}, errors.New("decode registry file: no sessionId")
-	}
-	return r, nil
-}
 
 // ProcStartTime reads field 22 (starttime, clock ticks after boot) of a
 // /proc/<pid>/stat line. The second field, the command name, is in
@@ -152,29 +111,17 @@ func (r *Registry) Read() Snapshot {
 
 // readFile reads one registry file: a regular file, no link followed,
 // without blocking, bounded.
-func (r *Registry) readFile(path string) (RegistryFile, error) {
+func (r *Registry) readFile(path string) (claudefmt.RegistryFile, error) {
 	var last error
 	for range 2 { // a file read while the CLI writes it may be cut: once more
-		f, _, err := openFile(path)
-		if err != nil {
-			return RegistryFile{}, err
-		}
-		b, err := io.ReadAll(io.LimitReader(f, MaxRegistryFile+1))
-		f.Close()
-		if err != nil {
-			return RegistryFile{}, err
-		}
-		if len(b) > MaxRegistryFile {
-			return RegistryFile{}, fmt.Errorf("over %d bytes", MaxRegistryFile)
-		}
-		rf, err := ParseRegistryFile(b)
-		if err == nil {
-			return rf, nil
+		rf, err := claudefmt.ReadRegistryFile(path)
+		if err == nil || errors.Is(err, fs.ErrNotExist) {
+			return rf, err
 		}
 		last = err
 		time.Sleep(5 * time.Millisecond)
 	}
-	return RegistryFile{}, last
+	return claudefmt.RegistryFile{}, last
 }
 
 // namespaceGone reports whether the pid namespace of domain
@@ -224,7 +171,7 @@ func (r *Registry) namespaceGone(domain string) bool {
 
 // check applies C8 to one file: live iff the pid exists and its start
 // time equals procStart; unreadable or in doubt reads as live.
-func (r *Registry) check(f RegistryFile, selfNS string) (Liveness, bool) {
+func (r *Registry) check(f claudefmt.RegistryFile, selfNS string) (Liveness, bool) {
 	lv := Liveness{Live: true, Status: f.Status, WaitingFor: f.WaitingFor, PIDs: []int{f.PID}}
 	if f.PIDDomain != "" && selfNS != "" && !strings.HasSuffix(f.PIDDomain, ":"+selfNS) {
 		if r.namespaceGone(f.PIDDomain) {

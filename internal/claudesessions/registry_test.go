@@ -3,6 +3,7 @@ package claudesessions
 import (
 	"errors"
 	"fmt"
+	"github.com/troupe-dev/troupe/internal/claudefmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -46,7 +47,7 @@ func TestParseRegistryFixtures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := ParseRegistryFile(b)
+		r, err := claudefmt.ParseRegistryFile(b)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
@@ -62,7 +63,7 @@ func TestParseRegistryFixtures(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "{", "[]", `{"pid":0,"sessionId":"x"}`, `{"pid":12}`, `{"pid":"12","sessionId":"x"}`} {
-		if _, err := ParseRegistryFile([]byte(bad)); err == nil {
+		if _, err := claudefmt.ParseRegistryFile([]byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/cgroup"
+	"github.com/troupe-dev/troupe/internal/claudefmt"
 	"github.com/troupe-dev/troupe/internal/claudesessions"
 	"github.com/troupe-dev/troupe/internal/engine/openai"
 	"github.com/troupe-dev/troupe/internal/events"
@@ -256,7 +257,7 @@ func Run(ctx context.Context, cfg Config) error {
 	trees := worktree.New(filepath.Join(cfg.StateDir, "worktrees"))
 	claudeDir := cfg.ClaudeDir
 	if claudeDir == "" {
-		if claudeDir, err = claudesessions.ConfigDir(os.Getenv); err != nil {
+		if claudeDir, err = claudefmt.ConfigDir(os.Getenv); err != nil {
 			return err
 		}
 	}

@@ -116,6 +116,10 @@ var never = map[string][]string{
 	// The Claude sessions of the machine are read by the daemon and served
 	// by the API: they know no runtime, store, project registry or API.
 	"internal/claudesessions": {mod + "internal/runtime", mod + "internal/store/sqlite", mod + "internal/project", mod + "internal/api"},
+	// Claude Code's file formats are below both of their readers (the
+	// engine's terminal driver, the sessions index): they know no troupe
+	// package at all.
+	"internal/claudefmt": {mod + "internal"},
 	// The inbox is below everything that delivers or fills it.
 	"internal/inbox": {mod + "internal/runtime", mod + "internal/engine", mod + "internal/project", mod + "internal/task"},
 }

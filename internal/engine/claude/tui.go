@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/troupe-dev/troupe/internal/claudefmt"
 	"io"
 	"log/slog"
 	"os"
@@ -14,7 +15,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf16"
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/terminal"
@@ -42,7 +42,6 @@ const tuiFallbackIdle = 3 * time.Second
 // Caps on what the driver reads (C14: the transcript is written by the
 // agent's own program).
 const (
-	maxRegistryFile   = 64 << 10
 	maxTranscriptRun  = 8 << 20 // read per poll
 	maxTranscriptLine = 4 << 20 // one transcript line
 	maxAnswer         = 256 << 10
@@ -66,7 +65,7 @@ func (e *Engine) startTUI(spec engine.StartSpec, l *launch, tmp string, log *slo
 		return nil, fmt.Errorf("resolve working directory: %w", err)
 	}
 	id, resume := spec.Resume, spec.Resume != ""
-	tpath := func(id string) string { return filepath.Join(cfg, "projects", MungePath(cwd), id+".jsonl") }
+	tpath := func(id string) string { return filepath.Join(cfg, "projects", claudefmt.MungePath(cwd), id+".jsonl") }
 	if resume {
 		if _, err := os.Stat(tpath(id)); err != nil {
 			log.Info("the conversation to resume has no transcript: starting a new one", "session", id)
@@ -117,42 +116,14 @@ func (e *Engine) startTUI(spec engine.StartSpec, l *launch, tmp string, log *slo
 }
 
 // configDir is Claude Code's folder in the child's environment:
-// CLAUDE_CONFIG_DIR, else $HOME/.claude.
+// CLAUDE_CONFIG_DIR, else $HOME/.claude ("" when it names neither).
 func configDir(env []string) string {
-	if v, ok := lookup(env, "CLAUDE_CONFIG_DIR"); ok && v != "" {
-		return v
+	get := func(k string) string { v, _ := lookup(env, k); return v }
+	if get("CLAUDE_CONFIG_DIR") == "" && get("HOME") == "" {
+		return ""
 	}
-	if v, ok := lookup(env, "HOME"); ok && v != "" {
-		return filepath.Join(v, ".claude")
-	}
-	return ""
-}
-
-// MungePath is the folder name Claude Code gives a working directory under
-// projects/: every UTF-16 code unit that is not [A-Za-z0-9] becomes "-";
-// a result longer than 200 is cut to 200 and "-" plus the base-36 djb2
-// hash of the path is appended (docs/engines/claude-code.md, "Transcripts").
-func MungePath(path string) string {
-	units := utf16.Encode([]rune(path))
-	b := make([]byte, len(units))
-	var h int32
-	for i, u := range units {
-		h = (h << 5) - h + int32(u)
-		switch {
-		case u >= 'a' && u <= 'z', u >= 'A' && u <= 'Z', u >= '0' && u <= '9':
-			b[i] = byte(u)
-		default:
-			b[i] = '-'
-		}
-	}
-	if len(b) <= 200 {
-		return string(b)
-	}
-	abs := int64(h)
-	if abs < 0 {
-		abs = -abs
-	}
-	return string(b[:200]) + "-" + strconv.FormatInt(abs, 36)
+	d, _ := claudefmt.ConfigDir(get)
+	return d
 }
 
 // tuiDriver reads Claude Code's TUI: dialogs from its screen, busy and
@@ -306,15 +277,6 @@ func shown(text string, marks []string) bool {
 	return false
 }
 
-// registryEntry is what the driver reads of ~/.claude/sessions/<pid>.json.
-type registryEntry struct {
-	PID        int    `json:"pid"`
-	SessionID  string `json:"sessionId"`
-	ProcStart  string `json:"procStart"`
-	Status     string `json:"status"`
-	WaitingFor string `json:"waitingFor"`
-}
-
 // readRegistry finds the session's registry file (by its sessionId, with
 // the process alive: pid and procStart agree, C8) and reads its status.
 func (d *tuiDriver) readRegistry() {
@@ -346,28 +308,16 @@ func (d *tuiDriver) readRegistry() {
 	}
 }
 
-func readEntry(path string) (registryEntry, bool) {
-	var e registryEntry
-	f, err := os.OpenFile(path, os.O_RDONLY|syscallNonblock, 0)
-	if err != nil {
-		return e, false
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return e, false
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxRegistryFile))
-	if err != nil || json.Unmarshal(b, &e) != nil {
-		return e, false
-	}
-	return e, true
+func readEntry(path string) (claudefmt.RegistryFile, bool) {
+	e, err := claudefmt.ReadRegistryFile(path)
+	return e, err == nil
 }
 
 // alive reports whether the process of registry entry e runs: e.PID as
 // this process numbers pids (Alive), or as the pid namespace of the
 // program's sandbox does (bubblewrap: the CLI is pid 1 there), where it
 // is a process of the terminal's session whose innermost pid is e.PID.
-func (d *tuiDriver) alive(e registryEntry) bool {
+func (d *tuiDriver) alive(e claudefmt.RegistryFile) bool {
 	return Alive(e.PID, e.ProcStart) || (d.root > 0 && inSession(d.root, e.PID, e.ProcStart))
 }
 
@@ -456,22 +406,6 @@ func (d *tuiDriver) TurnEnded(s term.Screen, interrupting bool) (bool, string, s
 	return true, strings.TrimSpace(strings.Join(d.answer, "\n")), d.failure
 }
 
-// transcriptLine is what the driver reads of a transcript line.
-type transcriptLine struct {
-	Type    string `json:"type"`
-	Subtype string `json:"subtype"`
-	Content any    `json:"content"`
-	Message struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"message"`
-}
-
-type tblock struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
-}
-
 // readTranscript reads the lines appended since the last read (at most
 // maxTranscriptRun a call; a line longer than maxTranscriptLine is skipped).
 func (d *tuiDriver) readTranscript() {
@@ -519,13 +453,13 @@ func (d *tuiDriver) readTranscript() {
 
 // take reads one transcript line of the submitted turn.
 func (d *tuiDriver) take(line []byte) {
-	var l transcriptLine
+	var l claudefmt.Entry
 	if json.Unmarshal(line, &l) != nil {
 		return
 	}
 	switch l.Type {
 	case "assistant":
-		var blocks []tblock
+		var blocks []claudefmt.Block
 		if json.Unmarshal(l.Message.Content, &blocks) != nil {
 			return
 		}
@@ -538,7 +472,7 @@ func (d *tuiDriver) take(line []byte) {
 			}
 		}
 	case "user":
-		var blocks []tblock
+		var blocks []claudefmt.Block
 		if json.Unmarshal(l.Message.Content, &blocks) == nil {
 			for _, b := range blocks {
 				if b.Type == "tool_result" {

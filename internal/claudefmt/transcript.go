@@ -1,4 +1,4 @@
-package claudesessions
+package claudefmt
 
 import (
 	"bytes"
@@ -23,6 +23,13 @@ const (
 	KindSummary
 	KindOther
 )
+
+// KindOf is the Kind of a line whose top-level type is typ; false for a
+// type not known.
+func KindOf(typ string) (Kind, bool) {
+	k, ok := knownTypes[typ]
+	return k, ok
+}
 
 // knownTypes maps the top-level line types seen in transcripts of the
 // pinned CLI (docs/engines/claude-code.md, "Transcripts") and of older
@@ -290,8 +297,8 @@ func ParseTitle(b []byte) (string, error) {
 	return "", nil
 }
 
-// parseTime reads a line's RFC 3339 timestamp; zero when it is not one.
-func parseTime(s string) time.Time {
+// ParseTime reads a line's RFC 3339 timestamp; zero when it is not one.
+func ParseTime(s string) time.Time {
 	if s == "" {
 		return time.Time{}
 	}
@@ -300,4 +307,23 @@ func parseTime(s string) time.Time {
 		return time.Time{}
 	}
 	return t.UTC()
+}
+
+// Entry is a transcript line as a reader of a turn needs it: its type,
+// and the message's role and content blocks (Block).
+type Entry struct {
+	Type    string `json:"type"`
+	Subtype string `json:"subtype"`
+	Content any    `json:"content"`
+	Message struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"message"`
+}
+
+// Block is one content block of a message: its type ("text",
+// "tool_use", ...) and, for text, the text.
+type Block struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
 }
