@@ -1,19 +1,15 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/engine/acp/opencodetest"
-	"github.com/troupe-dev/troupe/internal/fakemodel"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -52,11 +48,7 @@ func TestAttackSandboxACP(t *testing.T) {
 func testAttackSandboxACP(t *testing.T, mechanism sandbox.Mechanism) {
 	needMechanism(t, mechanism)
 	bin := opencodetest.Bin(t)
-	model := fakemodel.New(fakemodel.Options{})
-	if err := model.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { model.Close() })
+	model := startModel(t)
 	state, proj := t.TempDir(), filepath.Join(t.TempDir(), "app")
 	env := append(opencodetest.Env(t, model.URL(), map[string]any{"bash": "allow"}), sandbox.MechanismEnv+"="+string(mechanism))
 	// troupe passes an ACP agent only the usual variables (XDG_ among
@@ -85,21 +77,7 @@ func testAttackSandboxACP(t *testing.T, mechanism sandbox.Mechanism) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	d := startDaemonEnv(t, state, env, "--project", proj)
-	t.Cleanup(func() {
-		d.stop(syscall.SIGTERM)
-		waitNoProcessIn(t, proj)
-	})
-	cl, err := client.FromStateDir(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := cl.ResolveProject(ctx, proj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, cl, p := serveProject(t, state, proj, env, 3*time.Minute)
 	tok, err := os.ReadFile(filepath.Join(state, "token"))
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/client"
-	"github.com/troupe-dev/troupe/internal/fakemodel"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/task"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -85,11 +84,7 @@ func newSandboxRig(t *testing.T, mechanism sandbox.Mechanism) *sandboxRig {
 		}
 		t.Skipf("no %s here: %s", mechanism, r.Why)
 	}
-	model := fakemodel.New(fakemodel.Options{})
-	if err := model.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { model.Close() })
+	model := startModel(t)
 	r := &sandboxRig{t: t, state: t.TempDir(), proj: filepath.Join(t.TempDir(), "app"),
 		other: filepath.Join(t.TempDir(), "other"), home: t.TempDir()}
 	writeTeam(t, r.proj, fmt.Sprintf(sandboxTeam, model.URL()+"/v1"))
@@ -373,18 +368,7 @@ func testWorktreeGit(t *testing.T, mechanism sandbox.Mechanism) {
 	main := gitIn(t, proj, "rev-parse", "main")
 	index, _ := os.ReadFile(filepath.Join(proj, ".git", "index"))
 	env := append(os.Environ(), "HOME="+t.TempDir(), sandbox.MechanismEnv+"="+string(mechanism))
-	d := startDaemonEnv(t, state, env, "--project", proj)
-	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
-	cl, err := client.FromStateDir(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	p, err := cl.ResolveProject(ctx, proj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, cl, p := serveProject(t, state, proj, env, 2*time.Minute)
 	g := "git -c user.name=w -c user.email=w@example.com "
 	dotgit := filepath.Join(proj, ".git")
 	as := []attack{

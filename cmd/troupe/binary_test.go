@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/events"
+	"github.com/troupe-dev/troupe/internal/fakemodel"
 	"github.com/troupe-dev/troupe/internal/procstat"
 	"golang.org/x/sys/unix"
 )
@@ -554,4 +555,43 @@ func groupMembers(pgid int) []member {
 		out = append(out, member{pid: pid, ppid: st.PPID, state: string(st.State), cmdline: strings.ReplaceAll(string(cmd), "\x00", " ")})
 	}
 	return out
+}
+
+// serveProject starts a daemon on state with the environment env (nil:
+// this process's) serving the project at proj, and resolves it: a context
+// that ends at the test's end or after timeout, the daemon, its client and
+// the project. At the test's end the daemon stops (SIGTERM) and nothing is
+// left running in proj.
+func serveProject(t *testing.T, state, proj string, env []string, timeout time.Duration, args ...string) (context.Context, *daemon, *client.Client, api.Project) {
+	t.Helper()
+	if env == nil {
+		env = os.Environ()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	d := startDaemonEnv(t, state, env, append([]string{"--project", proj}, args...)...)
+	t.Cleanup(func() {
+		d.stop(syscall.SIGTERM)
+		waitNoProcessIn(t, proj)
+	})
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, d, cl, p
+}
+
+// startModel starts troupe's fake model server, closed at the test's end.
+func startModel(t testing.TB) *fakemodel.Server {
+	t.Helper()
+	model := fakemodel.New(fakemodel.Options{})
+	if err := model.Start(""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { model.Close() })
+	return model
 }

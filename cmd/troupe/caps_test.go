@@ -294,21 +294,7 @@ func TestAgentCapsOff(t *testing.T) {
 	writeTeam(t, proj, "[[agent]]\nname = \"f\"\nengine = \"fake\"\nallowed_tools = [\"Bash\"]\n[agent.sandbox]\nmemory = \"1GiB\"\n")
 	t.Setenv(cgroup.OffEnv, "off") // doctor runs in the CLI's process
 	env := append(os.Environ(), "HOME="+home)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	d := startDaemonEnv(t, state, env, "--project", proj)
-	t.Cleanup(func() {
-		d.stop(syscall.SIGTERM)
-		waitNoProcessIn(t, proj)
-	})
-	cl, err := client.FromStateDir(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := cl.ResolveProject(ctx, proj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, cl, p := serveProject(t, state, proj, env, time.Minute)
 	req, err := cl.Ask(ctx, p.ID, "f", "!sh cat /proc/self/cgroup", 0)
 	if err != nil || req.State != troupe.ReqAnswered || strings.Contains(req.Answer, "agent-f") {
 		t.Fatalf("agent without caps: %v %s %q %q, want it answered, in no cgroup of its own", err, req.State, req.Answer, req.Error)
@@ -344,21 +330,7 @@ func TestAgentCapsLandlock(t *testing.T) {
 	state, home, proj := t.TempDir(), t.TempDir(), filepath.Join(t.TempDir(), "a")
 	writeTeam(t, proj, "[[agent]]\nname = \"f\"\nengine = \"fake\"\nallowed_tools = [\"Bash\", \"run_in_background\"]\n[agent.sandbox]\nprocesses = 100\n")
 	env := append(os.Environ(), "HOME="+home, sandbox.MechanismEnv+"=landlock")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	d := startDaemonEnv(t, state, env, "--project", proj)
-	t.Cleanup(func() {
-		d.stop(syscall.SIGTERM)
-		waitNoProcessIn(t, proj)
-	})
-	cl, err := client.FromStateDir(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := cl.ResolveProject(ctx, proj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, cl, p := serveProject(t, state, proj, env, time.Minute)
 	want := "project-" + string(p.ID) + "/agent-f"
 	inside := func(who, out string) {
 		t.Helper()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/engine/claude/claudetest"
-	"github.com/troupe-dev/troupe/internal/fakemodel"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/term"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -87,11 +86,7 @@ func needMechanism(t *testing.T, mechanism sandbox.Mechanism) {
 func testTerminalAgents(t *testing.T, mechanism sandbox.Mechanism) {
 	needMechanism(t, mechanism)
 	bin := claudetest.Bin(t)
-	model := fakemodel.New(fakemodel.Options{})
-	if err := model.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { model.Close() })
+	model := startModel(t)
 	state, proj := t.TempDir(), filepath.Join(t.TempDir(), "app")
 	script := filepath.Join(t.TempDir(), "repl.sh")
 	if err := os.WriteFile(script, []byte(termREPL), 0o755); err != nil {
@@ -261,11 +256,7 @@ func TestTerminalClaudeAgentsApart(t *testing.T) {
 func testTerminalClaudeAgentsApart(t *testing.T, mechanism sandbox.Mechanism) {
 	needMechanism(t, mechanism)
 	bin := claudetest.Bin(t)
-	model := fakemodel.New(fakemodel.Options{})
-	if err := model.Start(""); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { model.Close() })
+	model := startModel(t)
 	state := t.TempDir()
 	projs := []string{filepath.Join(t.TempDir(), "one"), filepath.Join(t.TempDir(), "two")}
 	team := fmt.Sprintf("[[agent]]\nname = \"tui\"\nengine = \"claude\"\nmode = \"terminal\"\ncommand = %q\npermission_mode = \"acceptEdits\"\n", bin)
@@ -401,18 +392,7 @@ turn_timeout = "3s"
 idle = "repl>"
 busy = "working"
 `, script))
-	d := startDaemon(t, state, "--project", proj)
-	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl, err := client.FromStateDir(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := cl.ResolveProject(ctx, proj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, cl, p := serveProject(t, state, proj, nil, time.Minute)
 	// A first turn: a new session's first turn waits longer for its first
 	// word (StartTimeout); the hang is the second.
 	if req, err := cl.Ask(ctx, p.ID, "spinner", "hello", 0); err != nil || req.State != troupe.ReqAnswered {
