@@ -37,6 +37,8 @@ type rig struct {
 	env   []string
 	eng   *Engine
 	sb    sandbox.Policy // the TUI's (startTUI)
+	// unsandboxed starts the TUI outside troupe's sandbox (startTUI).
+	unsandboxed bool
 }
 
 func newRig(t *testing.T) *rig {

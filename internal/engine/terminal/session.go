@@ -35,6 +35,10 @@ const maxDialogSteps = 12
 // trusted").
 const dialogPace = 400 * time.Millisecond
 
+// dialogRetry is how long a key answering a dialog may go without the
+// screen changing before it is taken as dropped and pressed again.
+const dialogRetry = 2 * time.Second
+
 // State is what a program is doing, as a Driver reads it.
 type State int
 
@@ -270,6 +274,7 @@ type loopState struct {
 	dialogSteps   int
 	lastDialog    string
 	lastKeyAt     time.Time // the last key answering a dialog
+	keyScreen     string    // the screen's text when it was pressed
 	outputs       int       // output events of the submitted turn
 	shown         string    // the screen's text less its animation, when last read (activity)
 }
@@ -500,6 +505,15 @@ func (s *Session) answerDialog(ctx context.Context, ls *loopState, scr term.Scre
 	if wait := dialogPace - time.Since(ls.lastKeyAt); wait > 0 {
 		return wait
 	}
+	// One key in flight: until the screen shows the last key taken, none
+	// follows (a slow TUI given a second Up before it drew the first
+	// would move past the option); a key it dropped is pressed again
+	// after dialogRetry.
+	if scr.Text() == ls.keyScreen {
+		if wait := dialogRetry - time.Since(ls.lastKeyAt); wait > 0 {
+			return wait
+		}
+	}
 	key := obs.Keys
 	if obs.Choose != "" {
 		key = selectKey(scr, obs.Choose)
@@ -522,7 +536,7 @@ func (s *Session) answerDialog(ctx context.Context, ls *loopState, scr term.Scre
 	if err := s.t.Write(ctx, key); err != nil {
 		s.log.Warn("answer dialog", "err", err)
 	}
-	ls.lastKeyAt = time.Now()
+	ls.lastKeyAt, ls.keyScreen = time.Now(), scr.Text()
 	return dialogPace
 }
 

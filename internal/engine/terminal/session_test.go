@@ -233,3 +233,50 @@ func TestSelectKey(t *testing.T) {
 		})
 	}
 }
+
+// dialogDriver sees a dialog whenever the screen shows "Use this key?",
+// to be answered "Yes".
+type dialogDriver struct{ screenDriver }
+
+func (dialogDriver) Observe(s term.Screen) Observation {
+	if strings.Contains(strings.Join(s.Lines, "\n"), "Use this key?") {
+		return Observation{State: Dialog, Choose: "Yes"}
+	}
+	return screenDriver{}.Observe(s)
+}
+
+// TestDialogOneKeyInFlight: on fake time, a TUI slow to take a key gets no
+// second one until its screen shows the first taken (two Ups in flight
+// would move its marker past the option); a key it dropped is pressed
+// again after dialogRetry.
+func TestDialogOneKeyInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ft := newFakeTerm()
+		ft.show("Use this key?", " 1. Yes", "❯ 2. No (recommended)")
+		s := NewSession(SessionSpec{Name: "a", Term: ft, Driver: dialogDriver{}})
+		defer s.Close(context.Background())
+		synctest.Wait()
+		if w := ft.input(); len(w) != 1 || w[0] != string(keyUp) {
+			t.Fatalf("first key %q, want one Up", w)
+		}
+		// The TUI has not drawn it for 1.5 s: no key follows.
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if w := ft.input(); len(w) != 1 {
+			t.Fatalf("keys %q while the first was not taken, want it alone", w)
+		}
+		// Still nothing past dialogRetry: taken as dropped, pressed again.
+		time.Sleep(dialogRetry)
+		synctest.Wait()
+		if w := ft.input(); len(w) != 2 || w[1] != string(keyUp) {
+			t.Fatalf("keys %q after %v without a change, want Up again", w, dialogRetry)
+		}
+		// Taken: the marker on Yes, then Enter.
+		ft.show("Use this key?", "❯ 1. Yes", "  2. No (recommended)")
+		time.Sleep(dialogPace)
+		synctest.Wait()
+		if w := ft.input(); len(w) != 3 || w[2] != string(keyEnter) {
+			t.Fatalf("keys %q once the marker is on Yes, want Enter", w)
+		}
+	})
+}
