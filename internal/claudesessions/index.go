@@ -54,7 +54,6 @@ type Options struct {
 	Workers int
 }
 
-
 // Index is the transcript index. Create it with NewIndex.
 type Index struct {
 	o    Options

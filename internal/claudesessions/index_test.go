@@ -184,4 +184,3 @@ func TestIndexWatchedSyncStatsReportedOnly(t *testing.T) {
 		t.Errorf("overflow: %+v, want a full pass", rep)
 	}
 }
-

@@ -92,7 +92,7 @@ var never = map[string][]string{
 	"internal/tool": {mod + "internal/runtime", mod + "internal/engine", mod + "internal/project"},
 	// Shared by every engine: they know processes and the Session seam,
 	// never the runtime above it or the projects.
-	"internal/proc":       {mod + "internal/runtime", mod + "internal/project"},
+	"internal/proc":              {mod + "internal/runtime", mod + "internal/project"},
 	"internal/engine/enginetest": {mod + "internal/runtime", mod + "internal/project"},
 	// The fake model server is a test fixture for every engine: it knows HTTP only.
 	"internal/fakemodel": {mod + "internal/runtime", mod + "internal/engine", mod + "internal/project"},

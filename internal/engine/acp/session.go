@@ -12,8 +12,8 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/engine"
-	"github.com/troupe-dev/troupe/internal/proc"
 	"github.com/troupe-dev/troupe/internal/jsonrpc"
+	"github.com/troupe-dev/troupe/internal/proc"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
-	"github.com/troupe-dev/troupe/internal/proc"
 	"github.com/troupe-dev/troupe/internal/jsonrpc"
+	"github.com/troupe-dev/troupe/internal/proc"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
