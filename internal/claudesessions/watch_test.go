@@ -18,18 +18,7 @@ func TestRunWatchesAndStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- x.Run(ctx) }()
-	// Each report of the watcher pokes x.noted: waited on, no polling.
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.After(10 * time.Second)
-		for !ok() {
-			select {
-			case <-x.noted:
-			case <-deadline:
-				t.Fatalf("%s: not within 10 s", what)
-			}
-		}
-	}
+	waitFor := func(what string, ok func() bool) { t.Helper(); waitNoted(t, x, what, ok) }
 	waitFor("watching", func() bool { x.mu.Lock(); defer x.mu.Unlock(); return x.watching })
 	if rep, err := x.Sync(ctx); err != nil || !rep.Full || rep.Read != 1 {
 		t.Fatalf("first sync: %+v %v", rep, err)
@@ -69,24 +58,27 @@ func TestRunSeesAClaudeFolderMadeLater(t *testing.T) {
 	done := make(chan error)
 	go func() { done <- x.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	waitNoted := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.After(10 * time.Second)
-		for !ok() {
-			select {
-			case <-x.noted:
-			case <-deadline:
-				t.Fatalf("%s: not within 10 s", what)
-			}
-		}
-	}
-	waitNoted("watching", func() bool { x.mu.Lock(); defer x.mu.Unlock(); return x.watching })
+	waitNoted(t, x, "watching", func() bool { x.mu.Lock(); defer x.mu.Unlock(); return x.watching })
 	if rep, err := x.Sync(ctx); err != nil || len(x.Files()) != 0 {
 		t.Fatalf("first sync: %+v %v", rep, err)
 	}
 	writeT(t, filepath.Join(dir, "projects", "-w", sid1+".jsonl"), userLine(sid1, "/w", "2026-11-29T10:00:00Z", "a"), false)
-	waitNoted("the new config folder reported", func() bool { x.mu.Lock(); defer x.mu.Unlock(); return x.full })
+	waitNoted(t, x, "the new config folder reported", func() bool { x.mu.Lock(); defer x.mu.Unlock(); return x.full })
 	if _, err := x.Sync(ctx); err != nil || len(x.Files()) != 1 {
 		t.Fatalf("sync after the folder appeared: %d files, %v", len(x.Files()), err)
+	}
+}
+
+// waitNoted waits until ok holds, looking again at each report of x's
+// watcher (x.noted: no polling), 10 s at most.
+func waitNoted(t *testing.T, x *Index, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for !ok() {
+		select {
+		case <-x.noted:
+		case <-deadline:
+			t.Fatalf("%s: not within 10 s", what)
+		}
 	}
 }
