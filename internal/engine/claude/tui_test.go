@@ -1,23 +1,23 @@
 package claude
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/enginetest"
 	"github.com/troupe-dev/troupe/internal/engine/terminal"
 	"github.com/troupe-dev/troupe/internal/fakemodel"
+	"github.com/troupe-dev/troupe/internal/procstat"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/term"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -480,27 +480,31 @@ func TestPrivateRegistry(t *testing.T) {
 	}
 }
 
-// TestInSession finds this test's process by its session, its pid in its
-// own pid namespace (here the machine's) and its start time, and nothing
-// when one of them differs.
+// TestInSession finds a child in its own session (as the terminal's
+// program is: the pty starts it with setsid) by that session, its pid in
+// its own pid namespace (here the machine's) and its start time, and
+// nothing when one of them differs. It does not use the test's own
+// session: under a container's init that session's id can be 0.
 func TestInSession(t *testing.T) {
-	sid, err := unix.Getsid(0)
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	st, err := procstat.Read(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	start, pid := f[19], os.Getpid()
+	sid, start := pid, st.StartString()
 	if !inSession(sid, pid, start) {
-		t.Fatalf("inSession(%d, %d, %s) = false for this process", sid, pid, start)
+		t.Fatalf("inSession(%d, %d, %s) = false for a child leading its session", sid, pid, start)
 	}
 	for _, c := range []struct {
 		sid, pid int
 		start    string
-	}{{sid + 1, pid, start}, {sid, pid + 1, start}, {sid, pid, start + "0"}} {
+	}{{sid + 1, pid, start}, {sid, pid + 1, start}, {sid, pid, start + "0"}, {os.Getpid(), pid, start}} {
 		if inSession(c.sid, c.pid, c.start) {
 			t.Errorf("inSession(%d, %d, %s) = true", c.sid, c.pid, c.start)
 		}
