@@ -28,7 +28,7 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 	case ev.Kind == engine.EventToolCall && ev.Tool != nil:
 		a.toolStarted(ev.Tool, time.Now())
 	case ev.Kind == engine.EventToolResult && ev.Tool != nil:
-		a.toolEnded(ev.Tool.ID)
+		a.toolEnded(ev.Tool.ID, time.Now())
 	}
 	switch ev.Kind {
 	case engine.EventOutput, engine.EventThinking, engine.EventNotice, engine.EventToolCall, engine.EventToolResult, engine.EventUsage:

@@ -50,10 +50,16 @@ func (a *actor) toolStarted(use *engine.ToolUse, now time.Time) {
 	a.flights[use.ID] = flight{title: toolTitle(use.Name, use.Input), since: now, until: now.Add(limit)}
 }
 
-// toolEnded stops following tool call id.
-func (a *actor) toolEnded(id string) {
+// toolEnded stops following tool call id. The end is itself activity,
+// recorded under the same lock: a watchdog reading the actor between the
+// two would otherwise see neither the call nor its end, and cut a turn
+// whose command had just finished.
+func (a *actor) toolEnded(id string, now time.Time) {
 	a.mu.Lock()
 	delete(a.flights, id)
+	if now.After(a.actAt) {
+		a.actAt = now
+	}
 	a.mu.Unlock()
 }
 
