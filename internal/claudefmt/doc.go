@@ -6,5 +6,8 @@
 // cheap scan, ScanLine; the head and titles; the entries a turn's reader
 // needs, Entry). The engine's terminal-mode driver (internal/engine/
 // claude) and the machine's sessions index (internal/claudesessions) both
-// read through it. Standard library only; every read is bounded.
+// read through it. One change troupe makes to them: the trust and API-key
+// answers of the TUI's dialogs in the global config file (Approve, under
+// the CLI's own lock, LockGlobalConfig), which a sandboxed CLI cannot save
+// itself. Standard library only; every read is bounded.
 package claudefmt

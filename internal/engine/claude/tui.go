@@ -75,6 +75,11 @@ func (e *Engine) startTUI(spec engine.StartSpec, l *launch, tmp string, log *slo
 	if !resume {
 		id = newSessionID()
 	}
+	if l.sandbox != nil {
+		if err := saveApprovals(l.env, cwd); err != nil {
+			log.Warn("Claude Code's trust and API-key approvals not saved: its dialogs will be answered on screen, and not kept", "err", err)
+		}
+	}
 	env := make([]string, 0, len(l.env)+2)
 	for _, kv := range l.env {
 		if !strings.HasPrefix(kv, "TERM=") && !strings.HasPrefix(kv, envNoFlicker+"=") {

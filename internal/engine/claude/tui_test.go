@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/engine/claude/claudetest"
 	"github.com/troupe-dev/troupe/internal/engine/enginetest"
 	"github.com/troupe-dev/troupe/internal/engine/terminal"
 	"github.com/troupe-dev/troupe/internal/fakemodel"
@@ -24,7 +25,8 @@ import (
 )
 
 // tuiRig starts the pinned TUI in a fresh folder the isolated HOME has
-// never trusted (so the trust dialog shows), against the fake model.
+// never trusted (so the trust dialog shows, or troupe saves the trust
+// first: TestTUIStartDialogs), against the fake model.
 func tuiRig(t *testing.T, seed func(home string)) *rig {
 	t.Helper()
 	r := newRig(t)
@@ -86,9 +88,8 @@ func screenOf(s *terminal.Session) string {
 	return e.Text()
 }
 
-// TestTUITurns runs the real TUI in a fresh folder: the trust dialog is
-// passed by selecting "Yes, I trust this folder" (its default is "No,
-// exit"), a turn is answered from the transcript, troupe's MCP tools are
+// TestTUITurns runs the real TUI in a fresh folder (its trust saved by
+// troupe before the sandboxed CLI starts: TestTUIStartDialogs), a turn is answered from the transcript, troupe's MCP tools are
 // reachable as in structured mode, a slow turn is interrupted, and Close
 // ends the program by /exit with its registry file removed.
 func TestTUITurns(t *testing.T) {
@@ -175,34 +176,52 @@ func registryFiles(t *testing.T, dir, id string) []string {
 	return out
 }
 
-// TestTUIAPIKeyDialog: a HOME that has not approved the key shows the API
-// key dialog, whose default is "No (recommended)"; troupe selects Yes.
-func TestTUIAPIKeyDialog(t *testing.T) {
+// TestTUIStartDialogs: a folder never trusted and a key never approved.
+// Outside the sandbox the CLI shows its trust and API-key dialogs, the
+// driver answers them and the CLI saves the answers in ~/.claude.json. In
+// the sandbox the CLI cannot save that file (HOME is read-only there), so
+// troupe saves the same answers before it starts, under the CLI's lock:
+// the turn is answered and the file keeps them, and its other keys.
+func TestTUIStartDialogs(t *testing.T) {
 	t.Parallel()
-	r := tuiRig(t, func(home string) {
-		p := filepath.Join(home, ".claude.json")
-		b, _ := os.ReadFile(p)
-		var cfg map[string]any
-		json.Unmarshal(b, &cfg)
-		delete(cfg, "customApiKeyResponses")
-		b, _ = json.Marshal(cfg)
-		os.WriteFile(p, b, 0o600)
-	})
-	// Outside the sandbox: in it, Claude Code cannot save ~/.claude.json
-	// (HOME is read-only; it writes the file through a lock and a
-	// temporary file beside it), so the key's approval is lost, and on a
-	// loaded machine the CLI later says "Not logged in" (a known bug, in
-	// the closing note of issue 20). This test holds the dialog's answer.
-	r.unsandboxed = true
-	s := r.startTUI(t, troupe.AgentSpec{}, engine.StartSpec{})
-	drive.SessionID(t, s)
-	_, end := drive.RunTurn(t, s, "t1", "[[text:key accepted]]")
-	if end.Error != "" || end.Text != "key accepted" {
-		t.Fatalf("turn ended %+v; screen:\n%s", end, screenOf(s))
-	}
-	home, _ := lookup(r.env, "HOME")
-	if b, _ := os.ReadFile(filepath.Join(home, ".claude.json")); !strings.Contains(string(b), "customApiKeyResponses") {
-		t.Errorf("the key's approval was not saved: ~/.claude.json is %.300s", b)
+	for _, sandboxed := range []bool{true, false} {
+		t.Run(map[bool]string{true: "sandboxed", false: "unsandboxed"}[sandboxed], func(t *testing.T) {
+			t.Parallel()
+			r := tuiRig(t, func(home string) {
+				p := filepath.Join(home, ".claude.json")
+				b, _ := os.ReadFile(p)
+				var cfg map[string]any
+				json.Unmarshal(b, &cfg)
+				delete(cfg, "customApiKeyResponses")
+				b, _ = json.Marshal(cfg)
+				os.WriteFile(p, b, 0o600)
+			})
+			r.unsandboxed = !sandboxed
+			s := r.startTUI(t, troupe.AgentSpec{}, engine.StartSpec{})
+			drive.SessionID(t, s)
+			_, end := drive.RunTurn(t, s, "t1", "[[text:key accepted]]")
+			if end.Error != "" || end.Text != "key accepted" {
+				t.Fatalf("turn ended %+v; screen:\n%s", end, screenOf(s))
+			}
+			home, _ := lookup(r.env, "HOME")
+			b, _ := os.ReadFile(filepath.Join(home, ".claude.json"))
+			var cfg struct {
+				Onboarded bool `json:"hasCompletedOnboarding"`
+				Keys      struct {
+					Approved []string `json:"approved"`
+				} `json:"customApiKeyResponses"`
+				Projects map[string]struct {
+					Trusted bool `json:"hasTrustDialogAccepted"`
+				} `json:"projects"`
+			}
+			if err := json.Unmarshal(b, &cfg); err != nil {
+				t.Fatalf("~/.claude.json: %v: %.300s", err, b)
+			}
+			cwd, _ := filepath.EvalSymlinks(r.dir)
+			if !cfg.Onboarded || !slices.Contains(cfg.Keys.Approved, claudetest.APIKey) || !cfg.Projects[cwd].Trusted {
+				t.Errorf("~/.claude.json lacks the onboarding, the key's approval or the folder's trust: %.600s", b)
+			}
+		})
 	}
 }
 
