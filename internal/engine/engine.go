@@ -254,6 +254,18 @@ type Event struct {
 	// Permission and Decision, on EventPermission.
 	Permission *Permission
 	Decision   *Decision
+	// Limit, on EventTurnEnd, says the turn ended on a usage or rate limit
+	// of the engine's account (HTTP 429, a plan's usage limit): not the
+	// agent's failure. The runtime keeps the turn's messages and runs
+	// them again once the limit resets. Error says the engine's words.
+	Limit *Limit
+}
+
+// Limit is a usage or rate limit an engine reported.
+type Limit struct {
+	// Until is when it resets, as the engine said it (a retry-after, a
+	// reset time); zero when it did not say.
+	Until time.Time
 }
 
 // ToolUse is one tool call of the agent's own (its engine's tools, or

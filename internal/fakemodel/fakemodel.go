@@ -93,6 +93,7 @@ type Server struct {
 	seen    int           // requests recorded, dropped ones included
 	dropped int           // the oldest requests dropped to keep the bounds
 	changed chan struct{} // closed and replaced when a request is recorded
+	limits  []limitEntry  // prompts under a [[limit:…]], oldest first, at most maxLimits
 	hs      *http.Server
 	url     string
 }

@@ -209,6 +209,12 @@ func (s *Server) answer(ctx context.Context, w http.ResponseWriter, req Request)
 	if !s.wait(ctx, rep.Delay) || !s.hold(ctx, rep.Hold) {
 		return
 	}
+	if rep.Limit != nil {
+		if left, ok := s.limit(req.Prompt, *rep.Limit); ok {
+			writeLimit(w, req.API, left, rep.Limit.Quiet)
+			return
+		}
+	}
 	if rep.Status != 0 {
 		writeError(w, req.API, rep.Status, fmt.Sprintf("fake error %d", rep.Status))
 		return

@@ -25,6 +25,20 @@ type Reply struct {
 	Drop   bool // close the connection in the middle of the answer
 
 	StopSequence string // the answer ended on this stop sequence (Anthropic stop_reason "stop_sequence")
+
+	// Limit, when set, refuses the prompt with HTTP 429 and the
+	// provider's rate-limit headers and body until the limit resets
+	// (Server.limit); a request of the same prompt after that is answered
+	// as the rest of the Reply says.
+	Limit *Limit
+}
+
+// Limit is a usage or rate limit the model answers with.
+type Limit struct {
+	Reset time.Duration // how long after its first refusal the limit lasts
+	// Quiet: the answer says no reset time (no retry-after, no reset
+	// header): the client has to guess.
+	Quiet bool
 }
 
 // Pace makes a slow stream: the text goes out in Total/Every+1 chunks, the
@@ -80,6 +94,8 @@ func DefaultScript(req Request) Reply {
 //	[[silent:DUR]]             start the stream, then send nothing for DUR, then answer
 //	[[error:N]]                fail with HTTP status N (400–599) and the provider's error body
 //	[[drop]]                   close the connection in the middle of the answer
+//	[[limit:DUR]]              refuse with HTTP 429 (a usage limit, reset time given) until DUR after the first refusal
+//	[[limit:DUR quiet]]        the same, with no reset time given
 //
 // DUR is a Go duration (3s, 500ms) or a number of seconds. A tool call
 // without [[text:…]] comes with the text "Calling tool NAME". Anything else
@@ -141,6 +157,13 @@ func ParseMarkers(prompt string) (Reply, string, error) {
 				return Reply{}, "", fmt.Errorf("marker [[slow:%s]]: %w", val, err)
 			}
 			r.Slow = p
+		case "limit":
+			dur, quiet := strings.CutSuffix(strings.TrimSpace(val), " quiet")
+			d, err := parseDuration(dur)
+			if err != nil {
+				return Reply{}, "", fmt.Errorf("marker [[limit:%s]]: %w", val, err)
+			}
+			r.Limit = &Limit{Reset: d, Quiet: quiet}
 		case "error":
 			n, err := strconv.Atoi(strings.TrimSpace(val))
 			if err != nil || n < 400 || n > 599 {
@@ -162,7 +185,7 @@ func ParseMarkers(prompt string) (Reply, string, error) {
 
 func isMarker(kind string) bool {
 	switch kind {
-	case "text", "tool", "slow", "sleep", "silent", "error":
+	case "text", "tool", "slow", "sleep", "silent", "error", "limit":
 		return true
 	}
 	return false
