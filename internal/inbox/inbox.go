@@ -80,7 +80,10 @@ type Store interface {
 	// EndTurn moves every in_turn message of turn to state (delivered or
 	// failed) with reason and, in the same transaction, ends each request of
 	// results as FinishRequest would. It returns the requests it ended (those
-	// still pending), each with its queued outcome message if any.
+	// still pending), each with its queued outcome message if any. State
+	// queued puts them back in the inbox, in their order, marked
+	// redelivered, with reason (a turn ended on its engine's usage limit:
+	// they run again once it resets).
 	EndTurn(ctx context.Context, k troupe.RuntimeKey, turn troupe.TurnID, state troupe.MessageState, reason string, results []RequestResult) ([]Finished, error)
 	// Expire moves every queued or in_turn message of k to expired.
 	Expire(ctx context.Context, k troupe.RuntimeKey, reason string) (int, error)

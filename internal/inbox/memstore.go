@@ -137,6 +137,10 @@ func (s *MemStore) EndTurn(_ context.Context, k troupe.RuntimeKey, turn troupe.T
 	for i := range s.msgs {
 		m := &s.msgs[i]
 		if m.Key() == k && m.State == troupe.MsgInTurn && m.Turn == turn {
+			if state == troupe.MsgQueued {
+				m.State, m.Reason, m.Turn, m.Redelivered = state, reason, "", true
+				continue
+			}
 			m.State, m.Reason, m.DoneAt = state, reason, now
 		}
 	}

@@ -38,6 +38,10 @@ type actor struct {
 	// in flight or there is no session). Used by the loop only.
 	idleStop  *time.Timer
 	idleSince time.Time
+	// limitT ends a usage limit (limit.go); limitN counts the limits in a
+	// row (a turn that ends otherwise resets it). Used by the loop only.
+	limitT *time.Timer
+	limitN int
 
 	// mu guards the fields below; the loop writes them, others read
 	// (but life's permission waits and toolCalls, which the goroutines of
@@ -59,6 +63,9 @@ type actor struct {
 	engine     troupe.Engine     // the session's engine, recorded with its conversation id
 	slot       bool              // it holds one of the runtime's session slots (slots.go)
 
+	limitUntil time.Time     // while limited: when its mail may run again (limit.go)
+	limitC     chan struct{} // closed, and replaced, each time it becomes limited
+
 	spec troupe.AgentSpec // the definition the session started with
 	cg   cgroup.Group     // the session's sandbox's cgroup (its caps); zero: none
 	ooms uint64           // the cgroup's OOM kills already told of
@@ -71,9 +78,12 @@ func newActor(r *Runtime, k troupe.RuntimeKey) *actor {
 	retry.Stop()
 	idleStop := time.NewTimer(time.Hour)
 	idleStop.Stop()
+	limitT := time.NewTimer(time.Hour)
+	limitT.Stop()
 	return &actor{rt: r, key: k, log: r.log.With("project", k.Project, "agent", k.Agent),
 		pokeC: make(chan struct{}, 1), ctlC: make(chan ctl), quit: make(chan struct{}), exited: make(chan struct{}),
-		life: lifecycle{state: troupe.StateStopped}, idle: idle, retry: retry, idleStop: idleStop, jl: turnLog{w: r.jw, key: k}}
+		life: lifecycle{state: troupe.StateStopped}, idle: idle, retry: retry, idleStop: idleStop,
+		limitT: limitT, limitC: make(chan struct{}), jl: turnLog{w: r.jw, key: k}}
 }
 
 func (a *actor) poke() {
@@ -241,6 +251,8 @@ func (a *actor) run(ctx context.Context) {
 			a.armed = false // next tries again
 		case <-a.idleStop.C:
 			a.stopIfIdle()
+		case <-a.limitT.C:
+			a.limitEnded()
 		case ev, ok := <-evs:
 			if !ok {
 				a.sessionEnded(ctx)

@@ -108,13 +108,39 @@ func (r *Runtime) request(ctx context.Context, to troupe.RuntimeKey, from troupe
 	return req, done, nil
 }
 
-// await waits for done (the request's end), at most wait when > 0.
+// await waits for done (the request's end), at most wait when > 0. An
+// ask whose target is limited (its engine's usage limit), or becomes so
+// while it waits, returns at once, detached, with LimitedUntil.
 func (r *Runtime) await(ctx context.Context, req troupe.Request, done <-chan struct{}, wait time.Duration) (troupe.Request, error) {
 	var timeout <-chan time.Time
 	if wait > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
 		timeout = t.C
+	}
+	to := troupe.RuntimeKey{Project: req.Project, Agent: req.To}
+	until, limited := r.limitedTarget(to)
+	if until.IsZero() {
+		select {
+		case <-done:
+			return r.o.Store.Request(context.WithoutCancel(ctx), req.Project, req.ID)
+		case <-limited:
+			until, _ = r.limitedTarget(to)
+		case <-timeout:
+			return r.o.Store.Detach(ctx, req.ID)
+		case <-ctx.Done():
+			if _, err := r.o.Store.Detach(context.WithoutCancel(ctx), req.ID); err != nil {
+				r.log.Error("detach request", "request", req.ID, "err", err)
+			}
+			return troupe.Request{}, ctx.Err()
+		}
+	}
+	if !until.IsZero() {
+		got, err := r.o.Store.Detach(ctx, req.ID)
+		if err == nil && got.State == troupe.ReqPending {
+			got.LimitedUntil = until
+		}
+		return got, err
 	}
 	select {
 	case <-done:

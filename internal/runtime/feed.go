@@ -80,6 +80,13 @@ func (a *actor) handle(ctx context.Context, ev engine.Event) {
 			return
 		}
 		a.tellOOM(ev.Turn)
+		if ev.Limit != nil {
+			a.limitTurn(ctx, ev)
+			return
+		}
+		if ev.Error == "" {
+			a.limitN = 0
+		}
 		a.endTurn(ctx, ev.Text, ev.Error)
 		// A turn the engine failed (its model refused, was unreachable,
 		// ...) leaves the agent failed with the engine's own words until

@@ -23,7 +23,8 @@ import (
 //	                                      │        │ ▲
 //	                                      ▼        ▼ │
 //	                                   failed   waiting (on the person's
-//	                                            permission) or blocked (a dialog)
+//	                                   limited  permission) or blocked (a dialog)
+//	                                   (usage)
 //
 //	event            allowed in                                 leads to
 //	slot wait        stopped waiting blocked failed             waiting, the slot's reason
@@ -44,6 +45,8 @@ import (
 //	block seen       idle busy waiting blocked failed           blocked, the dialog
 //	block cleared    idle busy waiting blocked failed           busy in a turn, else idle
 //	session died     idle busy waiting blocked failed           failed
+//	limited          busy waiting blocked idle                  limited, until the reset (its session closed)
+//	limit ended      limited                                    stopped (its mail starts a session)
 //	stop             any                                        stopped
 //
 // A turn ends from idle too when the end of its permission requests was
@@ -83,6 +86,8 @@ const (
 	evBlockSeen                        // its terminal shows a dialog troupe does not know (reason: the dialog)
 	evBlockCleared                     // the dialog is gone
 	evSessionDied                      // its session ended on its own (reason: how)
+	evLimited                          // its engine ended its turn on a usage limit (reason: until when, the engine's words)
+	evLimitEnded                       // the limit reset: its mail may run again
 	evStop                             // troupe or the person closed its session, or the actor ended (reason: why)
 	lifeKinds                          // the number of kinds plus one; not an event
 )
@@ -93,7 +98,7 @@ var lifeKindNames = [...]string{
 	evTurnStarted: "turn started", evTurnEnded: "turn ended", evTurnFailed: "turn failed", evTurnCut: "turn cut",
 	evPermWait: "permission wait", evPermDone: "permission done",
 	evBlockSeen: "block seen", evBlockCleared: "block cleared",
-	evSessionDied: "session died", evStop: "stop",
+	evSessionDied: "session died", evLimited: "limited", evLimitEnded: "limit ended", evStop: "stop",
 }
 
 func (k lifeKind) String() string {
@@ -192,6 +197,12 @@ func (l lifecycle) next(e lifeEvent, turn bool) (lifecycle, error) {
 	case evSessionDied:
 		from = withSession
 		n.state, n.reason, n.blocked = troupe.StateFailed, e.reason, false
+	case evLimited:
+		from = inTurn
+		n.state, n.reason, n.blocked = troupe.StateLimited, e.reason, false
+	case evLimitEnded:
+		from = []troupe.AgentState{troupe.StateLimited}
+		n.state, n.reason = troupe.StateStopped, ""
 	case evStop:
 		// slotWait stays: the actor still leaves the slots' queue
 		// (evSlotDropped) when its mail is gone.
@@ -213,9 +224,10 @@ func (l lifecycle) permWaiting() bool {
 
 // occupied reports whether the agent is not silent whatever its session
 // writes: its session is starting (a CLI's start takes seconds), it waits
-// on the person's permission decision, or its terminal shows a dialog.
+// on the person's permission decision, its terminal shows a dialog, or
+// it waits for its engine's usage limit to reset (its mail runs then).
 // The watchdogs count it as activity (actor.activity). A wait for a
 // session slot or a gone folder is no such thing: the agent does nothing.
 func (l lifecycle) occupied() bool {
-	return l.state == troupe.StateStarting || l.waits > 0 || l.blocked
+	return l.state == troupe.StateStarting || l.waits > 0 || l.blocked || l.state == troupe.StateLimited
 }

@@ -20,7 +20,7 @@ const same troupe.AgentState = "same"
 
 // allStates are the states of troupe.AgentState.
 var allStates = []troupe.AgentState{troupe.StateStopped, troupe.StateStarting, troupe.StateIdle,
-	troupe.StateBusy, troupe.StateBlocked, troupe.StateWaiting, troupe.StateFailed}
+	troupe.StateBusy, troupe.StateBlocked, troupe.StateWaiting, troupe.StateFailed, troupe.StateLimited}
 
 // lifeTable is the documented machine, written out pair by pair: for each
 // event, the states it is allowed in and the state it leads to. Every
@@ -34,6 +34,7 @@ func lifeTable() map[lifeKind]map[troupe.AgentState]troupe.AgentState {
 		blocked  = troupe.StateBlocked
 		waiting  = troupe.StateWaiting
 		failed   = troupe.StateFailed
+		limited  = troupe.StateLimited
 	)
 	to := func(s troupe.AgentState, from ...troupe.AgentState) map[troupe.AgentState]troupe.AgentState {
 		m := map[troupe.AgentState]troupe.AgentState{}
@@ -53,11 +54,13 @@ func lifeTable() map[lifeKind]map[troupe.AgentState]troupe.AgentState {
 		evTurnEnded:    to(idle, busy, waiting, blocked, idle),
 		evTurnFailed:   to(failed, busy, waiting, blocked, idle),
 		evTurnCut:      to(failed, busy, waiting, blocked, idle),
-		evPermWait:     {stopped: same, starting: same, idle: same, busy: waiting, blocked: same, waiting: waiting, failed: same},
-		evPermDone:     {stopped: same, starting: same, idle: same, busy: same, blocked: same, waiting: busyOrIdle, failed: same},
+		evPermWait:     {stopped: same, starting: same, idle: same, busy: waiting, blocked: same, waiting: waiting, failed: same, limited: same},
+		evPermDone:     {stopped: same, starting: same, idle: same, busy: same, blocked: same, waiting: busyOrIdle, failed: same, limited: same},
 		evBlockSeen:    to(blocked, idle, busy, waiting, blocked, failed),
 		evBlockCleared: to(busyOrIdle, idle, busy, waiting, blocked, failed),
 		evSessionDied:  to(failed, idle, busy, waiting, blocked, failed),
+		evLimited:      to(limited, busy, waiting, blocked, idle),
+		evLimitEnded:   to(stopped, limited),
 		evStop:         to(stopped, allStates...),
 	}
 }
@@ -100,7 +103,7 @@ func TestLifecycleTable(t *testing.T) {
 				case troupe.StateStarting, troupe.StateIdle, troupe.StateBusy:
 					wantReason = ""
 				case troupe.StateStopped:
-					if k == evSlotDropped {
+					if k == evSlotDropped || k == evLimitEnded {
 						wantReason = ""
 					}
 				}

@@ -45,6 +45,9 @@ import (
 //	running DUR limit LIM then TEXT  call the engine's own tool Bash (go test
 //	                             ./..., its Limit LIM, "none": 0), silent for
 //	                             DUR, its result, end with TEXT
+//	limited DUR times N then TEXT  the first N turns of this text end on a
+//	                             usage limit resetting DUR later ("none": no
+//	                             reset time given); the next ends with TEXT
 //	anything else                "echo: " + the texts of the batch
 type memEngine struct {
 	mu        sync.Mutex // guards the fields below
@@ -56,6 +59,8 @@ type memEngine struct {
 	decisions []engine.Decision // what Approve returned to perm scripts
 	// limit is what InputLimit declares: messages, bytes (0: none).
 	limit [2]int
+	// limited counts the turns each "limited" text has ended on a limit.
+	limited map[string]int
 }
 
 // InputLimit implements engine.InputLimiter with what the test set.
@@ -138,6 +143,13 @@ func (t *memTerminal) set(on bool) {
 	t.mu.Lock()
 	t.attached = on
 	t.mu.Unlock()
+}
+
+// startCount is the number of sessions started.
+func (e *memEngine) startCount() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.starts
 }
 
 // Peak is the most sessions that were live at once.
@@ -356,6 +368,25 @@ func (s *memSession) play(in engine.Input) {
 		if s.emit(engine.Event{Kind: engine.EventToolResult, Turn: in.Turn, Tool: &engine.ToolUse{ID: "call-1", Name: "Bash", Output: "ok"}}) {
 			end(text[strings.Index(text, " then ")+6:])
 		}
+	case len(f) >= 6 && f[0] == "limited":
+		n, _ := strconv.Atoi(f[3])
+		s.e.mu.Lock()
+		if s.e.limited == nil {
+			s.e.limited = map[string]int{}
+		}
+		s.e.limited[text]++
+		hit := s.e.limited[text] <= n
+		s.e.mu.Unlock()
+		if !hit {
+			end(text[strings.Index(text, " then ")+6:])
+			return
+		}
+		var until time.Time
+		if f[1] != "none" {
+			d, _ := time.ParseDuration(f[1])
+			until = time.Now().Add(d)
+		}
+		s.emit(engine.Event{Kind: engine.EventTurnEnd, Turn: in.Turn, Error: "usage limit reached", Limit: &engine.Limit{Until: until}})
 	case len(f) >= 4 && f[0] == "silent":
 		dur, _ := time.ParseDuration(f[1])
 		if s.wait(dur) {

@@ -28,6 +28,9 @@ func (a *actor) next(ctx context.Context) {
 	if ctx.Err() != nil || a.currentTurn() != nil {
 		return
 	}
+	if until, _ := a.limited(); !until.IsZero() {
+		return // its mail waits for the limit's reset (limit.go)
+	}
 	a.mu.Lock()
 	restart := a.restart && a.sess != nil
 	a.restart = false
@@ -182,9 +185,9 @@ func (a *actor) endTurn(ctx context.Context, text, errText string) {
 	a.finishTurn(ctx, text, errText, troupe.ReqFailed, fmt.Sprintf("%s could not answer: %s", a.key.Agent, errText))
 }
 
-// finishTurn is endTurn with the outcome a failed turn gives its requests.
-func (a *actor) finishTurn(ctx context.Context, text, errText string, failState troupe.RequestState, failMsg string) {
-	ctx = context.WithoutCancel(ctx)
+// takeTurn takes the turn in flight from the actor: its watchdog, its
+// engine's calls in flight and its permission requests end with it.
+func (a *actor) takeTurn() *turn {
 	a.mu.Lock()
 	t := a.turn
 	a.turn, a.coldUntil = nil, time.Time{}
@@ -193,6 +196,13 @@ func (a *actor) finishTurn(ctx context.Context, text, errText string, failState 
 	a.idle.Stop()
 	a.rt.dropPermissions(func(pp *pendingPerm) bool { return pp.perm.Key() == a.key && pp.perm.Turn == t.id },
 		"the turn ended before the person decided")
+	return t
+}
+
+// finishTurn is endTurn with the outcome a failed turn gives its requests.
+func (a *actor) finishTurn(ctx context.Context, text, errText string, failState troupe.RequestState, failMsg string) {
+	ctx = context.WithoutCancel(ctx)
+	t := a.takeTurn()
 	a.jl.end(t.id, text, errText)
 	state := troupe.MsgDelivered
 	if errText != "" {

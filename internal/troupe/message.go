@@ -96,6 +96,11 @@ type Request struct {
 	Detached  bool         `json:"detached,omitempty"` // the asker stopped waiting: the answer goes to its inbox
 	CreatedAt time.Time    `json:"created_at"`
 	DoneAt    time.Time    `json:"done_at,omitzero"`
+	// LimitedUntil is set on a pending request returned to its asker at
+	// once, detached, because its target is limited (its engine's usage
+	// limit) until then: the question stays in its inbox and runs after.
+	// Not stored: it says why this wait ended.
+	LimitedUntil time.Time `json:"limited_until,omitzero"`
 }
 
 // Outcome is the message that carries a finished request's outcome to an

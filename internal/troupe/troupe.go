@@ -45,6 +45,7 @@ const (
 	StateBlocked  AgentState = "blocked"
 	StateWaiting  AgentState = "waiting" // a permission request waits on the person
 	StateFailed   AgentState = "failed"
+	StateLimited  AgentState = "limited" // its engine hit a usage limit: its mail waits until the reset
 )
 
 // Engine names an agent engine, as written in team.toml.

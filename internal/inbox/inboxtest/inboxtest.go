@@ -55,6 +55,7 @@ func RunStore(t *testing.T, open func(t *testing.T) inbox.Store) {
 		{"StartTurnNoIDs", testStartTurnNoIDs},
 		{"FinishTurn", testFinishTurn},
 		{"EndTurnEndsItsRequests", testEndTurnEndsItsRequests},
+		{"EndTurnRequeues", testEndTurnRequeues},
 		{"EndTurnIsAtomic", testEndTurnIsAtomic},
 		{"Expire", testExpire},
 		{"Recover", testRecover},

@@ -160,3 +160,37 @@ func testEndTurnIsAtomic(t *testing.T, s inbox.Store) {
 		t.Errorf("request after a failed EndTurn: %+v %v, want pending", r, err)
 	}
 }
+
+// testEndTurnRequeues: a turn ended with state queued (its engine's usage
+// limit) puts its messages back in the inbox, before later mail, marked
+// redelivered, with the reason; their requests stay pending; the next
+// turn takes them.
+func testEndTurnRequeues(t *testing.T, s inbox.Store) {
+	dev := key(p1, "dev")
+	r1, m1 := ask("r1", dev, "lead", "q")
+	m1 = mustAsk(t, s, r1, m1)
+	got := mustAppend(t, s, msg(dev, "lead", "m2"))
+	m2 := got[0]
+	mustStart(t, s, dev, "t1", m1, m2)
+	later := mustAppend(t, s, msg(dev, "lead", "later"))[0]
+	fin, err := s.EndTurn(t.Context(), dev, "t1", troupe.MsgQueued, "limited until 15:04", nil)
+	if err != nil || len(fin) != 0 {
+		t.Fatalf("EndTurn(queued) = %+v, %v; want nothing ended", fin, err)
+	}
+	for _, m := range []troupe.Message{m1, m2} {
+		want := m
+		want.State, want.Reason, want.Redelivered = troupe.MsgQueued, "limited until 15:04", true
+		checkMsg(t, "after EndTurn(queued)", stored(t, s, p1, m.ID), want)
+	}
+	p := mustPending(t, s, dev)
+	if len(p) != 3 || p[0].ID != m1.ID || p[1].ID != m2.ID || p[2].ID != later.ID {
+		t.Errorf("Pending after EndTurn(queued) = %+v, want the turn's two messages, then the later one", p)
+	}
+	if r, err := s.Request(t.Context(), p1, "r1"); err != nil || r.State != troupe.ReqPending {
+		t.Errorf("request r1 = %+v, %v; want pending", r, err)
+	}
+	mustStart(t, s, dev, "t2", m1, m2)
+	if m := stored(t, s, p1, m1.ID); m.State != troupe.MsgInTurn || m.Turn != "t2" {
+		t.Errorf("m1 after the next StartTurn: %s in %q, want in_turn in t2", m.State, m.Turn)
+	}
+}

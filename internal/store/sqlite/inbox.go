@@ -231,9 +231,15 @@ func (db *InboxStore) EndTurn(ctx context.Context, k troupe.RuntimeKey, turn tro
 	var finished []inbox.Finished
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		finished = finished[:0]
-		if _, err := tx.ExecContext(ctx, `UPDATE messages SET state = ?, reason = ?, done_at = ?
+		q, args := `UPDATE messages SET state = ?, reason = ?, done_at = ?
 			WHERE project = ? AND to_agent = ? AND state = 'in_turn' AND turn = ?`,
-			string(state), reason, now, string(k.Project), string(k.Agent), string(turn)); err != nil {
+			[]any{string(state), reason, now, string(k.Project), string(k.Agent), string(turn)}
+		if state == troupe.MsgQueued {
+			q, args = `UPDATE messages SET state = 'queued', reason = ?, redelivered = 1, turn = ''
+			WHERE project = ? AND to_agent = ? AND state = 'in_turn' AND turn = ?`,
+				[]any{reason, string(k.Project), string(k.Agent), string(turn)}
+		}
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return err
 		}
 		for _, res := range results {
