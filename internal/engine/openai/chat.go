@@ -111,8 +111,9 @@ type stepSink interface {
 // httpError is a model server's refusal.
 type httpError struct {
 	status  int
-	message string // the server's words, redacted and cut
-	retry   time.Duration
+	message string        // the server's words, redacted and cut
+	retry   time.Duration // how long the server asks to wait (0: it did not say)
+	reset   time.Time     // when that wait ends; zero when it did not say
 }
 
 func (e *httpError) Error() string {
@@ -164,6 +165,11 @@ func (c *client) post(ctx context.Context, body []byte, sink stepSink, onRetry f
 		}
 		if attempt >= c.retries {
 			return st, fmt.Errorf("%w (gave up after %d tries)", err, attempt+1)
+		}
+		if he != nil && he.status == http.StatusTooManyRequests && he.retry > maxRetryAfter {
+			// A usage limit lasting longer than a retry waits: the turn
+			// ends on it, and the runtime waits for its reset.
+			return st, err
 		}
 		wait := c.backoff(attempt)
 		if he != nil && he.retry > 0 {
@@ -235,12 +241,37 @@ func (c *client) refusal(resp *http.Response) error {
 		msg = "(no message)"
 	}
 	he := &httpError{status: resp.StatusCode, message: clipText(c.redact(msg), maxErrMessage)}
-	if s := resp.Header.Get("Retry-After"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil && n >= 0 {
-			he.retry = time.Duration(n) * time.Second
-		}
+	he.retry = retryAfter(resp.Header, time.Now())
+	if he.retry > 0 {
+		he.reset = time.Now().Add(he.retry)
 	}
 	return he
+}
+
+// maxServerWait bounds any wait a server asks for (a hostile or broken
+// one can say years); the runtime clamps a usage limit's reset too.
+const maxServerWait = 24 * time.Hour
+
+// retryAfter is the wait a refusal's headers ask for: Retry-After (seconds
+// or an HTTP date), else OpenAI's x-ratelimit-reset-requests or
+// x-ratelimit-reset-tokens (a duration such as "6m0s" or "17ms"), the
+// longer of the two; 0 when none says, bounded by maxServerWait.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	var d time.Duration
+	if s := strings.TrimSpace(h.Get("Retry-After")); s != "" {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n >= 0 {
+			d = time.Duration(min(n, int64(maxServerWait/time.Second))) * time.Second
+		} else if t, err := http.ParseTime(s); err == nil {
+			d = t.Sub(now)
+		}
+	} else {
+		for _, k := range []string{"x-ratelimit-reset-requests", "x-ratelimit-reset-tokens"} {
+			if v, err := time.ParseDuration(strings.TrimSpace(h.Get(k))); err == nil && v > d {
+				d = v
+			}
+		}
+	}
+	return min(max(d, 0), maxServerWait)
 }
 
 // redact removes the key from a text that may quote it.

@@ -41,7 +41,11 @@
 // Robustness: arguments that are not a JSON object and unknown tools are
 // tool errors the model sees; 429, 5xx and unreachable servers are tried
 // again with a doubling backoff (bounded; each retry bumps the activity
-// token); other refusals (401, 404) end the turn with the server's words;
+// token); a 429 whose wait (Retry-After, x-ratelimit-reset-*) is longer
+// than 30 s, or that outlasts the retries, ends the turn on a usage limit
+// (Event.Limit, with its reset time when the server gave one: the runtime
+// waits for it and runs the turn again); other refusals (401, 404) end the
+// turn with the server's words;
 // a stream that breaks mid-answer ends the turn. Every chunk bumps the
 // activity token (C3).
 //

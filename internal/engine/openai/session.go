@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -68,6 +69,10 @@ type Session struct {
 	wg   sync.WaitGroup // the turn's goroutine
 	dead chan struct{}  // closed by die
 	once sync.Once
+
+	// limit is the usage limit the running turn ended on (HTTP 429 past
+	// the retries); used by the turn's goroutine only.
+	limit *engine.Limit
 
 	interrupted bool  // guarded by Mu: Interrupt was called in the running turn
 	deathErr    error // guarded by Mu: why the session died
@@ -164,6 +169,7 @@ func (s *Session) Close(ctx context.Context) error {
 // runTurn is the turn's goroutine.
 func (s *Session) runTurn(ctx context.Context, in engine.Input) {
 	defer s.wg.Done()
+	s.limit = nil
 	final, why, fatal := s.turn(ctx, in)
 	if fatal != nil {
 		s.die(fatal)
@@ -179,7 +185,11 @@ func (s *Session) runTurn(ctx context.Context, in engine.Input) {
 	if closing {
 		return
 	}
-	s.Emit(engine.Event{Kind: engine.EventTurnEnd, Turn: in.Turn, Text: final, Error: why})
+	ev := engine.Event{Kind: engine.EventTurnEnd, Turn: in.Turn, Text: final, Error: why}
+	if why != "interrupted" {
+		ev.Limit = s.limit
+	}
+	s.Emit(ev)
 }
 
 // sink is a step's stepSink: it bumps the activity token on every chunk
@@ -246,6 +256,10 @@ func (s *Session) turn(ctx context.Context, in engine.Input) (final, why string,
 			}
 			if ctx.Err() != nil {
 				return final, "interrupted", nil
+			}
+			var he *httpError
+			if errors.As(err, &he) && he.status == http.StatusTooManyRequests {
+				s.limit = &engine.Limit{Until: he.reset}
 			}
 			return final, err.Error(), nil
 		}

@@ -333,6 +333,58 @@ func TestRetriesThenSucceeds(t *testing.T) {
 	}
 }
 
+// TestUsageLimitEndsTheTurn: a 429 whose reset is further than a retry
+// waits ends the turn at once with the reset time (the runtime waits for
+// it); one without a reset time ends it after the retries, with none; a
+// short one is waited for in the engine and answered; other failures
+// carry no limit.
+func TestUsageLimitEndsTheTurn(t *testing.T) {
+	r := newRig(t, nil)
+	s := r.start(engine.StartSpec{})
+	before := time.Now()
+	_, end := turn(t, s, "t1", "go [[limit:1h]]")
+	if end.Limit == nil || end.Limit.Until.Sub(before) < 59*time.Minute || end.Limit.Until.Sub(before) > 61*time.Minute || !containsAll(end.Error, "429", "Rate limit") {
+		t.Fatalf("turn end %+v (limit %+v), want a limit resetting in 1h", end, end.Limit)
+	}
+	if n := len(r.model.Requests()); n != 1 {
+		t.Errorf("%d requests, want 1: an hour is not waited in the engine", n)
+	}
+	_, end = turn(t, s, "t2", "go [[limit:1h quiet]]")
+	if end.Limit == nil || !end.Limit.Until.IsZero() || !containsAll(end.Error, "gave up after 4 tries") {
+		t.Fatalf("quiet limit: turn end %+v (limit %+v), want a limit without a reset after the retries", end, end.Limit)
+	}
+	_, end = turn(t, s, "t3", "go [[limit:1s]] [[text:waited]]")
+	if end.Limit != nil || end.Error != "" || end.Text != "waited" {
+		t.Fatalf("a 1 s limit: turn end %+v, want it waited in the engine and answered", end)
+	}
+	r.model.Push(fakemodel.Reply{Status: 500}, fakemodel.Reply{Status: 500}, fakemodel.Reply{Status: 500}, fakemodel.Reply{Status: 500})
+	if _, end = turn(t, s, "t4", "go"); end.Limit != nil || end.Error == "" {
+		t.Fatalf("500s: turn end %+v, want failed without a limit", end)
+	}
+}
+
+// TestRetryAfter reads every header form a server uses, bounded.
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		h    http.Header
+		want time.Duration
+	}{
+		{http.Header{"Retry-After": {"30"}}, 30 * time.Second},
+		{http.Header{"Retry-After": {now.Add(time.Hour).Format(http.TimeFormat)}}, time.Hour},
+		{http.Header{"Retry-After": {now.Add(-time.Hour).Format(http.TimeFormat)}}, 0},
+		{http.Header{"Retry-After": {"99999999999"}}, maxServerWait},
+		{http.Header{"Retry-After": {"soon"}}, 0},
+		{http.Header{"X-Ratelimit-Reset-Requests": {"6m0s"}, "X-Ratelimit-Reset-Tokens": {"17ms"}}, 6 * time.Minute},
+		{http.Header{"X-Ratelimit-Reset-Tokens": {"1m30s"}}, 90 * time.Second},
+		{http.Header{}, 0},
+	} {
+		if got := retryAfter(c.h, now); got != c.want {
+			t.Errorf("retryAfter(%v) = %v, want %v", c.h, got, c.want)
+		}
+	}
+}
+
 // TestRefusalEndsTurnAtOnce: 401 and 404 end the turn with the server's
 // message, without a retry.
 func TestRefusalEndsTurnAtOnce(t *testing.T) {
