@@ -42,13 +42,19 @@ func newEngineRig(t *testing.T, eng, bin, window string) *claudeRig {
 // newEngineRigTB is newEngineRig for tests and benchmarks.
 func newEngineRigTB(t testing.TB, eng, bin, window string) *claudeRig {
 	t.Helper()
+	return newEngineRigTeam(t, fmt.Sprintf(engineTeam, eng, bin, window))
+}
+
+// newEngineRigTeam is newEngineRigTB with the team file team.
+func newEngineRigTeam(t testing.TB, team string) *claudeRig {
+	t.Helper()
 	model := fakemodel.New(fakemodel.Options{})
 	if err := model.Start(""); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { model.Close() })
 	r := &claudeRig{t: t, model: model, state: t.TempDir(), proj: filepath.Join(t.TempDir(), "app")}
-	writeTeam(t, r.proj, fmt.Sprintf(engineTeam, eng, bin, window))
+	writeTeam(t, r.proj, team)
 	r.env = mixedEnv(t, model.URL(), r.proj)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
