@@ -17,7 +17,8 @@
 // of the messages, after the agent's instructions on the first turn of a
 // new session, since ACP has no system prompt); its answer is the turn's
 // end (C7), "cancelled" after session/cancel (Interrupt) being
-// "interrupted". session/update notifications map onto events (message and
+// "interrupted"; a failed prompt whose error says a usage or rate limit
+// sets Event.Limit (limit.go). session/update notifications map onto events (message and
 // thought chunks, tool calls and their results, usage); updates outside a
 // turn (a loaded session's replayed history) are dropped.
 // session/request_permission goes to the Approver and is answered with the

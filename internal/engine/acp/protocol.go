@@ -3,6 +3,7 @@ package acp
 import (
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine"
 )
@@ -225,7 +226,8 @@ func (m *mapper) toolEvents(u update) []engine.Event {
 func (m *mapper) toolName(id string) string { return m.tools[id] }
 
 // turnEnd makes the turn's usage and end events from session/prompt's
-// answer (res nil: rerr says why the request failed).
+// answer (res nil: rerr says why the request failed; Limit is set when it
+// says a usage or rate limit, limitOf).
 func (m *mapper) turnEnd(res *promptResult, rerr error, interrupted bool) (*engine.Event, engine.Event) {
 	end := engine.Event{Kind: engine.EventTurnEnd, Text: m.text.String()}
 	var usage *engine.Event
@@ -237,6 +239,7 @@ func (m *mapper) turnEnd(res *promptResult, rerr error, interrupted bool) (*engi
 		if end.Error == "" {
 			end.Error = "the agent failed the turn"
 		}
+		end.Limit = limitOf(end.Error, time.Now())
 	case res.StopReason == "end_turn" || res.StopReason == "":
 	default: // max_tokens, max_turn_requests, refusal
 		end.Error = "the agent stopped: " + res.StopReason

@@ -8,7 +8,9 @@
 // messages); the CLI's stdout lines map onto engine events: text and
 // thinking as they stream (--include-partial-messages), tool calls and
 // their results, and the turn's end from the protocol's own `result` line
-// (C7), with its usage. Permission requests come as `can_use_tool` control
+// (C7), with its usage; a result the model refused for a usage or rate
+// limit carries Event.Limit, its reset from the turn's rate_limit_event
+// (docs/engines/claude-code.md, "Usage and rate limits"). Permission requests come as `can_use_tool` control
 // requests (--permission-prompt-tool stdio) and are decided by the
 // session's Approver. troupe's MCP endpoint is given with --mcp-config (a
 // 0600 file in a private folder, removed when the session ends) and its

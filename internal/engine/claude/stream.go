@@ -44,6 +44,11 @@ type line struct {
 	TerminalReason string            `json:"terminal_reason"`
 	TotalCostUSD   float64           `json:"total_cost_usd"`
 	Usage          *usage            `json:"usage"`
+	APIErrorStatus int               `json:"api_error_status"` // result: the model's HTTP status, 429 on a limit
+	APIErrorType   string            `json:"api_error_type"`   // result: "rate_limit_error" on a limit
+
+	// rate_limit_event (with a claude.ai login): the account's limit
+	RateLimitInfo *rateLimitInfo `json:"rate_limit_info"`
 
 	// control_request (from the CLI), control_response (to ours)
 	RequestID string          `json:"request_id"`
@@ -84,6 +89,14 @@ type usage struct {
 	OutputTokens             int64 `json:"output_tokens"`
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+// rateLimitInfo is a rate_limit_event's state of the account's limit:
+// status "rejected" when requests are refused, and when it resets (Unix
+// seconds), when the model said.
+type rateLimitInfo struct {
+	Status   string  `json:"status"`
+	ResetsAt float64 `json:"resetsAt"`
 }
 
 // controlRequest is the request of a control_request line the CLI sends
@@ -198,6 +211,11 @@ func (l line) lostResume() bool {
 type mapper struct {
 	streamed map[string]bool // assistant message ids whose text/thinking came as deltas
 	cost     float64         // total_cost_usd of the last result
+	// rejected: a rate_limit_event of this turn said requests are
+	// refused; reset is when it said they resume (zero if it did not).
+	rejected bool
+	reset    time.Time
+	now      func() time.Time // the clock limits are clamped by; nil: time.Now
 }
 
 // events maps one line onto events (their Turn left empty). Control
@@ -213,8 +231,47 @@ func (m *mapper) events(l line) []engine.Event {
 		return m.assistant(l)
 	case "user":
 		return userEvents(l)
+	case "rate_limit_event":
+		m.rateLimit(l)
 	}
 	return nil
+}
+
+// rateLimit keeps what a rate_limit_event says of a refusal for the turn's
+// end. Only a claude.ai login gets these lines (docs/engines/claude-code.md,
+// "Usage and rate limits"). resetsAt is the CLI's word: bounded before it
+// becomes a time (LimitUntil clamps it again at the turn's end).
+func (m *mapper) rateLimit(l line) {
+	info := l.RateLimitInfo
+	if info == nil {
+		return
+	}
+	m.rejected, m.reset = info.Status == "rejected", time.Time{}
+	if !m.rejected {
+		return // allowed again (a retry went through)
+	}
+	if secs := info.ResetsAt; secs > 0 {
+		m.reset = time.Unix(int64(min(secs, maxUnixSeconds)), 0)
+	}
+}
+
+// maxUnixSeconds bounds a reset time read from the CLI (year 2200) before
+// it is converted; LimitUntil then cuts it to a day ahead.
+const maxUnixSeconds = 7258118400
+
+// limit is the Limit of a failed turn's result: set when the model refused
+// it for the account's usage or rate limit (HTTP 429, "rate_limit_error",
+// or a rate_limit_event that said "rejected"), with the reset time the CLI
+// passed on, clamped to [now, now+engine.MaxLimitWait]; nil otherwise.
+func (m *mapper) limit(l line) *engine.Limit {
+	if !l.IsError || (l.APIErrorStatus != 429 && l.APIErrorType != "rate_limit_error" && !m.rejected) {
+		return nil
+	}
+	now := time.Now
+	if m.now != nil {
+		now = m.now
+	}
+	return &engine.Limit{Until: engine.LimitUntil(m.reset, now())}
 }
 
 func (m *mapper) delta(l line) []engine.Event {
@@ -299,7 +356,8 @@ func userEvents(l line) []engine.Event {
 
 // turnEnd maps a result line onto the turn's usage and its end. Error is
 // "interrupted" for a failed turn that troupe interrupted (or that the CLI
-// says was aborted), else the CLI's own error text. The cost is this
+// says was aborted), else the CLI's own error text, with Limit set when
+// the model refused the turn for a usage or rate limit (limit). The cost is this
 // turn's: the result's total less the previous result's.
 func (m *mapper) turnEnd(l line, interrupted bool) (engine.Event, engine.Event) {
 	u := engine.Usage{}
@@ -325,8 +383,10 @@ func (m *mapper) turnEnd(l line, interrupted bool) (engine.Event, engine.Event) 
 			end.Error = "interrupted"
 		} else {
 			end.Error = l.errorText()
+			end.Limit = m.limit(l)
 		}
 	}
+	m.rejected, m.reset = false, time.Time{}
 	return engine.Event{Kind: engine.EventUsage, Usage: &u}, end
 }
 

@@ -39,7 +39,7 @@ func readFixture(t testing.TB, name string) [][]byte {
 // know it), anything else the mapper's events.
 func mapLines(t testing.TB, lines [][]byte, interrupted bool) []engine.Event {
 	t.Helper()
-	var m mapper
+	m := mapper{now: func() time.Time { return fixtureNow }}
 	var evs []engine.Event
 	for i, b := range lines {
 		l, err := parseLine(b)
@@ -56,6 +56,10 @@ func mapLines(t testing.TB, lines [][]byte, interrupted bool) []engine.Event {
 	return evs
 }
 
+// fixtureNow is the clock of mapLines: when fixtures 20 and 21 were
+// captured (the limit's reset is 2 h after it in 21).
+var fixtureNow = time.Unix(1796154000, 0)
+
 // summary writes events as short strings for comparison.
 func summary(evs []engine.Event) []string {
 	var out []string
@@ -68,7 +72,11 @@ func summary(evs []engine.Event) []string {
 		case engine.EventUsage:
 			out = append(out, fmt.Sprintf("usage in=%d out=%d cost=%.6f", ev.Usage.InputTokens, ev.Usage.OutputTokens, math.Round(ev.Usage.CostUSD*1e6)/1e6))
 		case engine.EventTurnEnd:
-			out = append(out, fmt.Sprintf("turn_end text=%q error=%q", ev.Text, ev.Error))
+			s := fmt.Sprintf("turn_end text=%q error=%q", ev.Text, ev.Error)
+			if ev.Limit != nil {
+				s += fmt.Sprintf(" limit_until=%d", unixOrZero(ev.Limit.Until))
+			}
+			out = append(out, s)
 		default:
 			out = append(out, fmt.Sprintf("%s %s", ev.Kind, ev.Text))
 		}
@@ -76,9 +84,19 @@ func summary(evs []engine.Event) []string {
 	return out
 }
 
+// unixOrZero is t's Unix seconds, 0 for the zero time.
+func unixOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
+}
+
 func TestMapFixtures(t *testing.T) {
 	const askDenied = "Claude requested permissions to use mcp__agents__ask_agent, but you haven't granted it yet."
 	const err529 = "API Error: 529 fake error 529. This is a server-side issue, usually temporary — try again in a moment. If it persists, check your inference gateway (127.0.0.1:8765)."
+	const limited429 = "API Error: Request rejected (429) · This request would exceed your account's rate limit. Please try again later."
+	const limited5h = "You've hit your 5-hour limit · resets 9:46pm (UTC)"
 	const refused = "API Error: Connection refused — a firewall or proxy may be blocking it (ECONNREFUSED)"
 	tests := []struct {
 		file string
@@ -116,6 +134,18 @@ func TestMapFixtures(t *testing.T) {
 			"output " + err529,
 			"usage in=0 out=0 cost=0.000000",
 			`turn_end text="" error="` + err529 + `"`,
+		}},
+		// A 429 with an API key: the CLI passes on no reset time.
+		{"20_limit_api_key.jsonl", []string{
+			"output " + limited429,
+			"usage in=0 out=0 cost=0.000000",
+			`turn_end text="" error="` + limited429 + `" limit_until=0`,
+		}},
+		// A usage limit with a claude.ai login: rate_limit_event says when.
+		{"21_limit_claude_ai.jsonl", []string{
+			"output " + limited5h,
+			"usage in=0 out=0 cost=0.000000",
+			`turn_end text="" error="` + limited5h + `" limit_until=1796161598`,
 		}},
 		{"13_api_error_400.jsonl", []string{
 			"output API Error: 400 fake error 400",
@@ -334,5 +364,47 @@ func TestBashLimit(t *testing.T) {
 		if got := bashLimit(c.name, json.RawMessage(c.input)); got != c.want {
 			t.Errorf("bashLimit(%s, %s) = %v, want %v", c.name, c.input, got, c.want)
 		}
+	}
+}
+
+// The reset time a rate_limit_event gives is the CLI's word: one years
+// away is cut to a day, one in the past is now; a refusal the CLI later
+// says is over (a retry went through) makes no limit of a later failure,
+// and a turn that failed otherwise has none.
+func TestLimitBoundsTheCLIsResetTime(t *testing.T) {
+	const result429 = `{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"api_error_type":"rate_limit_error","result":"API Error: Request rejected (429)"}`
+	const result500 = `{"type":"result","subtype":"success","is_error":true,"api_error_status":500,"result":"API Error: 500"}`
+	event := func(status string, resetsAt string) string {
+		return `{"type":"rate_limit_event","rate_limit_info":{"status":"` + status + `","resetsAt":` + resetsAt + `}}`
+	}
+	now := fixtureNow.Unix()
+	tests := []struct {
+		name  string
+		lines []string
+		want  string // the turn end's limit_until, "" for no limit
+	}{
+		{"years away", []string{event("rejected", "99999999999999999999"), result429}, fmt.Sprint(now + int64(engine.MaxLimitWait/time.Second))},
+		{"in the past", []string{event("rejected", "1000"), result429}, fmt.Sprint(now)},
+		{"negative", []string{event("rejected", "-5"), result429}, "0"},
+		{"said by the event only", []string{event("rejected", fmt.Sprint(now+60)), result500}, fmt.Sprint(now + 60)},
+		{"over before the failure", []string{event("rejected", fmt.Sprint(now+60)), event("allowed", "0"), result500}, ""},
+		{"another failure", []string{result500}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var lines [][]byte
+			for _, l := range tt.lines {
+				lines = append(lines, []byte(l))
+			}
+			evs := mapLines(t, lines, false)
+			end := evs[len(evs)-1]
+			got := ""
+			if end.Limit != nil {
+				got = fmt.Sprint(unixOrZero(end.Limit.Until))
+			}
+			if got != tt.want {
+				t.Errorf("limit_until %q, want %q (%+v)", got, tt.want, end)
+			}
+		})
 	}
 }

@@ -13,7 +13,8 @@
 // tool calls as tool calls and results, reasoning as thinking, token usage)
 // and the turn ends with the protocol's own `turn/completed` (C7): its
 // status says whether it failed (the turn's error, else the server's last
-// error notification) or was interrupted (`turn/interrupt`). Approval
+// error notification; a usage or rate limit sets Event.Limit, with no reset
+// time: Codex gives none) or was interrupted (`turn/interrupt`). Approval
 // requests from the server (`item/commandExecution/requestApproval`,
 // `item/fileChange/requestApproval`) are decided by the session's Approver.
 //

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/troupe-dev/troupe/internal/engine"
@@ -36,6 +37,38 @@ type turn struct {
 type turnError struct {
 	Message           string `json:"message"`
 	AdditionalDetails string `json:"additionalDetails"`
+	// CodexErrorInfo is the error's kind: a name ("usageLimitExceeded")
+	// or an object of one name and its details
+	// ({"responseTooManyFailedAttempts":{"httpStatusCode":429}}).
+	CodexErrorInfo json.RawMessage `json:"codexErrorInfo"`
+}
+
+// limitKinds are the codexErrorInfo names of a usage or rate limit.
+var limitKinds = []string{"usageLimitExceeded", "rateLimitExceeded"}
+
+// limited reports whether the error is a usage or rate limit of the
+// account: its kind is one of limitKinds, or it carries HTTP status 429
+// (docs/engines/codex-opencode.md, "Codex: usage and rate limits").
+func (e *turnError) limited() bool {
+	if e == nil || len(e.CodexErrorInfo) == 0 {
+		return false
+	}
+	var name string
+	if json.Unmarshal(e.CodexErrorInfo, &name) == nil {
+		return slices.Contains(limitKinds, name)
+	}
+	var kinds map[string]struct {
+		HTTPStatusCode int `json:"httpStatusCode"`
+	}
+	if json.Unmarshal(e.CodexErrorInfo, &kinds) != nil {
+		return false
+	}
+	for name, details := range kinds {
+		if slices.Contains(limitKinds, name) || details.HTTPStatusCode == 429 {
+			return true
+		}
+	}
+	return false
 }
 
 // itemParams are the params of item/started and item/completed.
@@ -138,6 +171,7 @@ type mapper struct {
 	lastText  string          // the last agent message's text
 	usage     engine.Usage    // the turn's usage so far (sum of each request's)
 	lastError string          // the last error notification's message
+	limited   bool            // the last error notification was a limit Codex gave up on
 }
 
 // events maps a notification onto events (without Turn).
@@ -183,6 +217,7 @@ func (m *mapper) events(method string, params json.RawMessage) []engine.Event {
 		var p errorParams
 		if json.Unmarshal(params, &p) == nil && p.Error.Message != "" {
 			m.lastError = p.Error.Message
+			m.limited = !p.WillRetry && p.Error.limited()
 		}
 	}
 	return nil
@@ -315,7 +350,8 @@ const interrupted = "interrupted"
 // turnEnd is the EventTurnEnd of a turn/completed notification (without
 // Turn): the final text is the turn's last agent message; a failed turn's
 // error is the turn's own, else the last error the server reported; an
-// interrupted turn's is "interrupted". asked says Interrupt was called
+// interrupted turn's is "interrupted". A turn failed for a usage or rate
+// limit has Limit set (its Until zero: Codex does not say). asked says Interrupt was called
 // during the turn: a turn that then fails was interrupted too.
 func (m *mapper) turnEnd(params json.RawMessage, asked bool) engine.Event {
 	var p turnResult
@@ -341,6 +377,11 @@ func (m *mapper) turnEnd(params json.RawMessage, asked bool) engine.Event {
 			ev.Error = m.lastError
 		default:
 			ev.Error = "codex turn failed"
+		}
+		if p.Turn.Error.limited() || m.limited {
+			// Codex passes on no reset time (its 429 message and
+			// details do not carry the provider's retry-after).
+			ev.Limit = &engine.Limit{}
 		}
 	case p.Turn.Status != "completed":
 		ev.Error = fmt.Sprintf("codex ended the turn with status %q", p.Turn.Status)

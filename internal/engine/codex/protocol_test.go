@@ -207,3 +207,76 @@ func FuzzMessage(f *testing.F) {
 		}
 	})
 }
+
+// limitLines reads testdata/limit_429.jsonl, captured from codex
+// app-server 0.171.0 on the fake model's [[limit:…]]: a reconnect Codex
+// will retry, the error it gave up on, and the failed turn/completed.
+func limitLines(t *testing.T) (retrying, gaveUp, failed json.RawMessage) {
+	t.Helper()
+	b, err := os.ReadFile("testdata/limit_429.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var params []json.RawMessage
+	for l := range strings.Lines(string(b)) {
+		var n struct {
+			Params json.RawMessage `json:"params"`
+		}
+		if err := json.Unmarshal([]byte(l), &n); err != nil {
+			t.Fatal(err)
+		}
+		params = append(params, n.Params)
+	}
+	if len(params) != 3 {
+		t.Fatalf("%d lines in limit_429.jsonl, want 3", len(params))
+	}
+	return params[0], params[1], params[2]
+}
+
+// A turn Codex failed on HTTP 429 ends with Limit set and Until zero
+// (Codex passes on no reset time); a reconnect Codex retries is no limit
+// of a turn that then completes; an error of another kind is no limit,
+// whatever its codexErrorInfo's shape.
+func TestTurnEndLimit(t *testing.T) {
+	retrying, gaveUp, failed := limitLines(t)
+	failedWith := func(info string) json.RawMessage {
+		return json.RawMessage(`{"turn":{"id":"x","status":"failed","error":{"message":"boom","codexErrorInfo":` + info + `}}}`)
+	}
+	completed := json.RawMessage(`{"turn":{"id":"x","status":"completed","items":[{"type":"agentMessage","id":"m","text":"done"}]}}`)
+	tests := []struct {
+		name      string
+		errors    []json.RawMessage // error notifications before the end
+		end       json.RawMessage
+		wantLimit bool
+	}{
+		{"gave up on 429", []json.RawMessage{retrying, gaveUp}, failed, true},
+		{"retried then answered", []json.RawMessage{retrying}, completed, false},
+		{"usage limit by name", nil, failedWith(`"usageLimitExceeded"`), true},
+		{"rate limit object", nil, failedWith(`{"rateLimitExceeded":{}}`), true},
+		{"server error", nil, failedWith(`{"responseTooManyFailedAttempts":{"httpStatusCode":500}}`), false},
+		{"other name", nil, failedWith(`"internalServerError"`), false},
+		{"a number", nil, failedWith(`429`), false},
+		{"wrong detail type", nil, failedWith(`{"responseTooManyFailedAttempts":{"httpStatusCode":"429"}}`), false},
+		{"null", nil, failedWith(`null`), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var m mapper
+			for _, p := range tt.errors {
+				m.events("error", p)
+			}
+			end := m.turnEnd(tt.end, false)
+			if (end.Limit != nil) != tt.wantLimit {
+				t.Fatalf("turn end %+v, want a limit: %v", end, tt.wantLimit)
+			}
+			if end.Limit != nil && !end.Limit.Until.IsZero() {
+				t.Errorf("limit until %v, want zero", end.Limit.Until)
+			}
+		})
+	}
+	var m mapper
+	m.events("error", gaveUp)
+	if end := m.turnEnd(failed, false); end.Error != "exceeded retry limit, last status: 429 Too Many Requests" {
+		t.Errorf("error %q, want Codex's words", end.Error)
+	}
+}
