@@ -424,3 +424,50 @@ func TestOpenAIQuietCommandIsWork(t *testing.T) {
 		t.Errorf("after the turn the agent still runs %q", a.Doing)
 	}
 }
+
+// TestOpenAIUsageLimitWaitsAndRetries (issue 22): a model that refuses
+// with HTTP 429 for 32 s (longer than the engine waits itself) leaves the
+// agent limited, not failed: the person's ask returns at once saying until
+// when (troupe ask prints it), troupe agents shows the state, and after
+// the reset the question runs again without anyone doing anything and is
+// answered; nothing failed.
+func TestOpenAIUsageLimitWaitsAndRetries(t *testing.T) {
+	r := newOpenAIRig(t, nil, "default", nil)
+	start := time.Now()
+	out := mustTroupe(t, r.state, r.proj, "ask", "x", "go [[limit:32s]] [[text:after the reset]]")
+	if !strings.Contains(out, "x is limited until") || time.Since(start) > 20*time.Second {
+		t.Fatalf("troupe ask of a limited agent printed %q after %v, want the reset time at once", out, time.Since(start))
+	}
+	if a := r.agent("x"); a.State != troupe.StateLimited || !strings.Contains(a.Reason, "429") {
+		t.Errorf("agent x: %s %q, want limited with the server's words", a.State, a.Reason)
+	}
+	if agents := mustTroupe(t, r.state, r.proj, "agents"); !strings.Contains(agents, "limited") {
+		t.Errorf("troupe agents:\n%s", agents)
+	}
+	var req troupe.Request
+	waitFor(t, r.ctx, r.cl, "the question answered after the reset", func() bool {
+		ms, err := allMessages(r.ctx, r.cl, r.p, "")
+		if err != nil {
+			return false
+		}
+		for _, m := range ms {
+			if m.Kind == troupe.KindAsk && m.Request != "" {
+				req, err = r.cl.Request(r.ctx, r.p, m.Request, 0)
+				return err == nil && req.State != troupe.ReqPending
+			}
+		}
+		return false
+	})
+	if req.State != troupe.ReqAnswered || req.Answer != "after the reset" || time.Since(start) < 30*time.Second {
+		t.Fatalf("request %+v after %v, want answered after the 32 s limit", req, time.Since(start))
+	}
+	ms, _ := allMessages(r.ctx, r.cl, r.p, "")
+	for _, m := range ms {
+		if m.State == troupe.MsgFailed || m.State == troupe.MsgExpired {
+			t.Errorf("message %d %s: %s (%s)", m.ID, m.Kind, m.State, m.Reason)
+		}
+	}
+	if a := r.agent("x"); a.State == troupe.StateLimited || a.State == troupe.StateFailed {
+		t.Errorf("agent x after the reset: %s %q", a.State, a.Reason)
+	}
+}

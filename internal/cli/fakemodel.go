@@ -41,6 +41,8 @@ the prompt script the answer:
   [[silent:5s]]              start the stream, then nothing for 5s
   [[error:529]]              fail with this HTTP status
   [[drop]]                   cut the connection mid-answer
+  [[limit:30s]]              refuse with HTTP 429 (a usage limit, reset time given) for 30 s
+  [[limit:30s quiet]]        the same, with no reset time given
 
 It listens on loopback only: anyone who reaches it scripts its answers, and
 what clients send it (prompts, keys) is in its memory. Another address

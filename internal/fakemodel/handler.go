@@ -210,7 +210,7 @@ func (s *Server) answer(ctx context.Context, w http.ResponseWriter, req Request)
 		return
 	}
 	if rep.Limit != nil {
-		if left, ok := s.limit(req.Prompt, *rep.Limit); ok {
+		if left, ok := s.limit(*rep.Limit); ok {
 			writeLimit(w, req.API, left, rep.Limit.Quiet)
 			return
 		}

@@ -8,25 +8,25 @@ import (
 	"time"
 )
 
-// maxLimits bounds the prompts the server remembers a limit for; past it
-// the oldest are forgotten (their next request starts a new limit).
+// maxLimits bounds the limits the server remembers; past it the oldest
+// are forgotten (their next request starts a new limit).
 const maxLimits = 1024
 
-// limitEntry is one prompt's limit: when it resets.
+// limitEntry is one limit (Limit.Key): when it resets.
 type limitEntry struct {
-	prompt string
-	reset  time.Time
+	key   string
+	reset time.Time
 }
 
-// limit says whether prompt is refused now under l, and for how long
-// still: the first request of a prompt starts its limit, which lasts
-// l.Reset; one after the reset is let through.
-func (s *Server) limit(prompt string, l Limit) (left time.Duration, limited bool) {
+// limit says whether a request under l is refused now, and for how long
+// still: the first request naming l starts it, and it lasts l.Reset; one
+// after the reset is let through.
+func (s *Server) limit(l Limit) (left time.Duration, limited bool) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.limits {
-		if e.prompt == prompt {
+		if e.key == l.Key {
 			left = e.reset.Sub(now)
 			return left, left > 0
 		}
@@ -34,7 +34,7 @@ func (s *Server) limit(prompt string, l Limit) (left time.Duration, limited bool
 	if len(s.limits) >= maxLimits {
 		s.limits = s.limits[1:]
 	}
-	s.limits = append(s.limits, limitEntry{prompt: prompt, reset: now.Add(l.Reset)})
+	s.limits = append(s.limits, limitEntry{key: l.Key, reset: now.Add(l.Reset)})
 	return l.Reset, true
 }
 

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// A [[limit:…]] refuses its prompt until the limit resets, then lets it
-// through; another prompt has its own limit.
+// A [[limit:…]] refuses every request naming it until the limit resets,
+// then lets them through; another limit is its own.
 func TestLimitResets(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, _, err := ParseMarkers("go [[limit:30s]] [[text:ok]]")
@@ -17,18 +17,18 @@ func TestLimitResets(t *testing.T) {
 			t.Fatalf("ParseMarkers: %+v, %v", r, err)
 		}
 		s := New(Options{})
-		if left, ok := s.limit("p", *r.Limit); !ok || left != 30*time.Second {
+		if left, ok := s.limit(*r.Limit); !ok || left != 30*time.Second {
 			t.Fatalf("first request: %v, %v", left, ok)
 		}
 		time.Sleep(10 * time.Second)
-		if left, ok := s.limit("p", *r.Limit); !ok || left != 20*time.Second {
+		if left, ok := s.limit(*r.Limit); !ok || left != 20*time.Second {
 			t.Errorf("10 s later: %v, %v; want 20s left", left, ok)
 		}
-		if _, ok := s.limit("q", *r.Limit); !ok {
-			t.Error("another prompt is not limited")
+		if _, ok := s.limit(Limit{Key: "30s quiet", Reset: 30 * time.Second}); !ok {
+			t.Error("another limit is not its own")
 		}
 		time.Sleep(20 * time.Second)
-		if _, ok := s.limit("p", *r.Limit); ok {
+		if _, ok := s.limit(*r.Limit); ok {
 			t.Error("still limited after the reset")
 		}
 	})

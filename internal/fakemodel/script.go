@@ -26,15 +26,19 @@ type Reply struct {
 
 	StopSequence string // the answer ended on this stop sequence (Anthropic stop_reason "stop_sequence")
 
-	// Limit, when set, refuses the prompt with HTTP 429 and the
+	// Limit, when set, refuses the request with HTTP 429 and the
 	// provider's rate-limit headers and body until the limit resets
-	// (Server.limit); a request of the same prompt after that is answered
-	// as the rest of the Reply says.
+	// (Server.limit); a request after that is answered as the rest of the
+	// Reply says.
 	Limit *Limit
 }
 
-// Limit is a usage or rate limit the model answers with.
+// Limit is a usage or rate limit the model answers with. Like an
+// account's limit it is not a prompt's: every request naming the same
+// limit (Key) shares it, whatever else its prompt says (a client that
+// sends the question again, reworded, is still refused until the reset).
 type Limit struct {
+	Key   string        // the marker's text ("30s", "30s quiet")
 	Reset time.Duration // how long after its first refusal the limit lasts
 	// Quiet: the answer says no reset time (no retry-after, no reset
 	// header): the client has to guess.
@@ -94,7 +98,7 @@ func DefaultScript(req Request) Reply {
 //	[[silent:DUR]]             start the stream, then send nothing for DUR, then answer
 //	[[error:N]]                fail with HTTP status N (400–599) and the provider's error body
 //	[[drop]]                   close the connection in the middle of the answer
-//	[[limit:DUR]]              refuse with HTTP 429 (a usage limit, reset time given) until DUR after the first refusal
+//	[[limit:DUR]]              refuse with HTTP 429 (a usage limit, reset time given) until DUR after the first refusal of any prompt naming it
 //	[[limit:DUR quiet]]        the same, with no reset time given
 //
 // DUR is a Go duration (3s, 500ms) or a number of seconds. A tool call
@@ -163,7 +167,7 @@ func ParseMarkers(prompt string) (Reply, string, error) {
 			if err != nil {
 				return Reply{}, "", fmt.Errorf("marker [[limit:%s]]: %w", val, err)
 			}
-			r.Limit = &Limit{Reset: d, Quiet: quiet}
+			r.Limit = &Limit{Key: strings.TrimSpace(val), Reset: d, Quiet: quiet}
 		case "error":
 			n, err := strconv.Atoi(strings.TrimSpace(val))
 			if err != nil || n < 400 || n > 599 {

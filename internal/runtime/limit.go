@@ -18,14 +18,13 @@ import (
 )
 
 // Bounds of a limit's wait: an engine's reset time is clamped to
-// [minLimitWait, maxLimitWait] from now (a model's output can claim any
-// date); without one, the wait starts at firstLimitBackoff and doubles
+// [minLimitWait, engine.MaxLimitWait] from now (a model's output can
+// claim any date; the engines clamp it too); without one, the wait starts at firstLimitBackoff and doubles
 // with each limit in a row, up to maxLimitBackoff. A limit that comes back
 // right after its reset (the reset time was wrong) waits at least that
 // backoff too.
 const (
 	minLimitWait      = time.Second
-	maxLimitWait      = 24 * time.Hour
 	firstLimitBackoff = time.Minute
 	maxLimitBackoff   = 30 * time.Minute
 )
@@ -45,10 +44,10 @@ func limitWait(now, until time.Time, n int) (time.Duration, string) {
 	if until.IsZero() {
 		return limitBackoff(n), fmt.Sprintf("its engine gave no reset time: troupe retries after %v, doubling up to %v", limitBackoff(n), maxLimitBackoff)
 	}
-	d := min(max(until.Sub(now), minLimitWait), maxLimitWait)
+	d := min(max(until.Sub(now), minLimitWait), engine.MaxLimitWait)
 	why := "its engine's reset time"
-	if until.Sub(now) > maxLimitWait {
-		why = fmt.Sprintf("its engine's reset time was over %v away: troupe retries after %v", maxLimitWait, maxLimitWait)
+	if until.Sub(now) > engine.MaxLimitWait {
+		why = fmt.Sprintf("its engine's reset time was over %v away: troupe retries after %v", engine.MaxLimitWait, engine.MaxLimitWait)
 	}
 	if n > 1 && d < limitBackoff(n-1) {
 		d = limitBackoff(n - 1)

@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/inbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -127,7 +128,7 @@ func TestUsageLimitBacksOff(t *testing.T) {
 	}{
 		{now.Add(3 * time.Hour), 1, 3 * time.Hour},
 		{now.Add(-time.Hour), 1, minLimitWait},
-		{now.Add(1000 * time.Hour), 1, maxLimitWait},
+		{now.Add(1000 * time.Hour), 1, engine.MaxLimitWait},
 		{now.Add(10 * time.Second), 2, time.Minute},
 		{now.Add(10 * time.Second), 3, 2 * time.Minute},
 		{time.Time{}, 10, maxLimitBackoff},

@@ -259,7 +259,7 @@ func (s *Session) turn(ctx context.Context, in engine.Input) (final, why string,
 			}
 			var he *httpError
 			if errors.As(err, &he) && he.status == http.StatusTooManyRequests {
-				s.limit = &engine.Limit{Until: he.reset}
+				s.limit = &engine.Limit{Until: engine.LimitUntil(he.reset, time.Now())}
 			}
 			return final, err.Error(), nil
 		}
