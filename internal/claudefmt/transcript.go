@@ -319,11 +319,21 @@ type Entry struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"message"`
+	// Error and APIErrorStatus mark the assistant line the CLI writes for
+	// a failed model request (model "<synthetic>", its text the error):
+	// "rate_limit" and 429 for a usage or rate limit.
+	Error          string `json:"error"`
+	APIErrorStatus int    `json:"apiErrorStatus"`
 }
 
 // Block is one content block of a message: its type ("text",
-// "tool_use", ...) and, for text, the text.
+// "tool_use", "tool_result", ...); for text, the text; for a tool use,
+// its id, tool name and input; for a tool result, the use it answers.
 type Block struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
 }

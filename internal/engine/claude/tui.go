@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/troupe-dev/troupe/internal/claudefmt"
 	"io"
 	"log/slog"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/claudefmt"
+	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/terminal"
 	"github.com/troupe-dev/troupe/internal/procstat"
@@ -157,10 +158,17 @@ type tuiDriver struct {
 	sawBusy   bool
 	idleSince time.Time
 	ended     bool
-	answer    []string // text blocks since the last tool result
-	out       []string // text blocks not yet taken (TakeOutput)
+	answer    []string       // text blocks since the last tool result
+	out       []string       // text blocks not yet taken (TakeOutput)
+	events    []engine.Event // tool calls and results not yet taken (TakeEvents), at most maxTUIEvents
+	limit     *engine.Limit  // the turn ended on a usage or rate limit
 	failure   string
 }
+
+// maxTUIEvents bounds the tool events kept between two takes (the session
+// takes them at every look); past it they are dropped and logged: a call
+// whose end is lost counts as activity until its limit only.
+const maxTUIEvents = 256
 
 var _ terminal.Driver = (*tuiDriver)(nil)
 
@@ -179,6 +187,28 @@ func (d *tuiDriver) Poll() time.Duration { return tuiPoll }
 // SetPID is told the program's pid, which leads its terminal's session
 // (terminal.Launch), before the session's loop starts.
 func (d *tuiDriver) SetPID(pid int) { d.root = pid }
+
+// TakeEvents: the turn's tool calls and results the transcript got since
+// the last call (terminal.EventDriver): a call in flight is activity (C3).
+func (d *tuiDriver) TakeEvents() []engine.Event {
+	d.readTranscript()
+	evs := d.events
+	d.events = nil
+	return evs
+}
+
+// TurnLimit: the usage or rate limit the ended turn hit, nil when none
+// (terminal.EventDriver). The TUI's transcript gives no reset time.
+func (d *tuiDriver) TurnLimit() *engine.Limit { return d.limit }
+
+// event keeps one tool event for TakeEvents, within maxTUIEvents.
+func (d *tuiDriver) event(ev engine.Event) {
+	if len(d.events) >= maxTUIEvents {
+		d.log.Warn("tool event of the TUI's transcript dropped: too many since the last look", "kept", len(d.events))
+		return
+	}
+	d.events = append(d.events, ev)
+}
 
 // TakeOutput: the text blocks the transcript got since the last call.
 func (d *tuiDriver) TakeOutput() []string {
@@ -381,7 +411,7 @@ func Alive(pid int, procStart string) bool {
 func (d *tuiDriver) Submitted(term.Screen) {
 	d.readTranscript() // what came before belongs to earlier turns
 	d.turnOn, d.sawBusy, d.ended = true, false, false
-	d.answer, d.out, d.failure = nil, nil, ""
+	d.answer, d.out, d.failure, d.events, d.limit = nil, nil, "", nil, nil
 	d.idleSince = time.Time{}
 }
 
@@ -468,12 +498,28 @@ func (d *tuiDriver) take(line []byte) {
 		if json.Unmarshal(l.Message.Content, &blocks) != nil {
 			return
 		}
+		if l.Error == "rate_limit" || l.APIErrorStatus == 429 {
+			// The CLI's line for a refused request: its text is the
+			// error, not an answer.
+			d.limit = &engine.Limit{}
+			d.failure = "Claude Code's request to the model was refused for a usage or rate limit"
+			for _, b := range blocks {
+				if b.Type == "text" && b.Text != "" {
+					d.failure += ": " + clip.Head(b.Text, 500)
+					break
+				}
+			}
+			return
+		}
 		for _, b := range blocks {
-			if b.Type == "text" && b.Text != "" && size(d.answer)+len(b.Text) <= maxAnswer {
+			switch {
+			case b.Type == "text" && b.Text != "" && size(d.answer)+len(b.Text) <= maxAnswer:
 				d.answer = append(d.answer, b.Text)
 				if len(d.out) < 256 {
 					d.out = append(d.out, b.Text)
 				}
+			case b.Type == "tool_use" && b.ID != "":
+				d.event(engine.Event{Kind: engine.EventToolCall, Tool: &engine.ToolUse{ID: b.ID, Name: b.Name, Input: b.Input, Limit: bashLimit(b.Name, b.Input)}})
 			}
 		}
 	case "user":
@@ -482,6 +528,9 @@ func (d *tuiDriver) take(line []byte) {
 			for _, b := range blocks {
 				if b.Type == "tool_result" {
 					d.answer = nil // the answer is what follows the last tool
+					if b.ToolUseID != "" {
+						d.event(engine.Event{Kind: engine.EventToolResult, Tool: &engine.ToolUse{ID: b.ToolUseID}})
+					}
 				}
 			}
 		}

@@ -569,3 +569,41 @@ func TestTUIResize(t *testing.T) {
 		}
 	}
 }
+
+// TestTUIToolCallsAndLimit: the TUI's own tool calls come from its
+// transcript as events (a Bash call with its timeout as its limit, then
+// its result: the runtime counts the call in flight as activity), and a
+// model request refused with 429 ends the turn failed, with a Limit (the
+// runtime waits for the reset and runs it again).
+func TestTUIToolCallsAndLimit(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	s := r.startTUI(t, troupe.AgentSpec{PermissionMode: "bypassPermissions"}, engine.StartSpec{})
+	drive.SessionID(t, s)
+	evs, end := drive.RunTurn(t, s, "t1", `[[tool:Bash {"command":"sleep 1; echo slept","timeout":30000,"description":"sleeps"}]]`)
+	if end.Error != "" || !strings.Contains(end.Text, "slept") {
+		t.Fatalf("turn 1 ended %+v; screen:\n%s", end, screenOf(s))
+	}
+	var call, result *engine.ToolUse
+	for _, ev := range evs {
+		switch {
+		case ev.Kind == engine.EventToolCall && ev.Tool.Name == "Bash":
+			call = ev.Tool
+		case ev.Kind == engine.EventToolResult && call != nil && ev.Tool.ID == call.ID:
+			result = ev.Tool
+		}
+		if (ev.Kind == engine.EventToolCall || ev.Kind == engine.EventToolResult) && ev.Turn != "t1" {
+			t.Errorf("tool event of turn %q, want t1", ev.Turn)
+		}
+	}
+	if call == nil || call.Limit != 30*time.Second || result == nil {
+		t.Fatalf("tool events: call %+v, result %+v; want the Bash call with its 30 s limit, then its result (events %+v)", call, result, evs)
+	}
+	_, end = drive.RunTurn(t, s, "t2", "busy [[limit:5s]]")
+	if end.Limit == nil || !strings.Contains(end.Error, "usage or rate limit") || end.Text != "" {
+		t.Fatalf("turn 2 ended %+v (limit %v), want failed on a limit; screen:\n%s", end, end.Limit, screenOf(s))
+	}
+	if _, end = drive.RunTurn(t, s, "t3", "[[text:after]]"); end.Error != "" || end.Limit != nil || end.Text != "after" {
+		t.Fatalf("turn 3 ended %+v, want answered without a limit", end)
+	}
+}

@@ -9,8 +9,11 @@
 // reports an unknown one as EventBlocked (never idle), writes a turn's
 // input as a bracketed paste then Enter, by one writer, only when the
 // program is idle and the attached person has not typed for QuietFor, and
-// ends the turn when the Driver says so. Activity (C3) is every byte the
-// program writes plus what the Driver reports (Claude's transcript).
+// ends the turn when the Driver says so. Activity (C3) is a change of what
+// the screen says, its animation aside (spinners, elapsed-time counters:
+// animation.go), plus what the Driver reports (Claude's transcript). An
+// EventDriver also reports the program's tool calls (a call in flight is
+// activity up to its limit) and the usage limit a turn ended on.
 //
 // A Driver knows one program: Claude Code's TUI (internal/engine/claude
 // builds one) or, in this package, the generic engine ("terminal"): any

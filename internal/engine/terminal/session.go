@@ -91,6 +91,19 @@ type Driver interface {
 	Poll() time.Duration
 }
 
+// EventDriver is a Driver that also reads, from its own sources, the
+// agent's tool calls and the limit a turn ended on (Claude Code's
+// transcript): the session emits the events with the turn's id (a call in
+// flight is activity, C3) and puts the limit on the turn's end.
+type EventDriver interface {
+	// TakeEvents returns the EventToolCall and EventToolResult events seen
+	// since the last call.
+	TakeEvents() []engine.Event
+	// TurnLimit is the usage or rate limit the ended turn hit; nil when
+	// none.
+	TurnLimit() *engine.Limit
+}
+
 // Writer writes the program's input.
 type Writer interface {
 	Write(ctx context.Context, b []byte) error
@@ -398,10 +411,7 @@ func (s *Session) turnStep(ctx context.Context, ls *loopState, scr term.Screen, 
 	}
 
 	if ls.submitted == turn {
-		for _, out := range s.d.TakeOutput() {
-			ls.outputs++
-			s.Emit(engine.Event{Kind: engine.EventOutput, Turn: turn, Text: out})
-		}
+		s.drain(turn, ls)
 		if interrupt && !ls.interrupting {
 			ls.interrupting = true
 			if err := s.t.Write(ctx, s.d.InterruptKeys()); err != nil {
@@ -415,10 +425,7 @@ func (s *Session) turnStep(ctx context.Context, ls *loopState, scr term.Screen, 
 		if ls.interrupting && failure == "" {
 			failure = "interrupted"
 		}
-		for _, out := range s.d.TakeOutput() {
-			ls.outputs++
-			s.Emit(engine.Event{Kind: engine.EventOutput, Turn: turn, Text: out})
-		}
+		s.drain(turn, ls)
 		if ls.outputs == 0 && text != "" && failure == "" {
 			s.Emit(engine.Event{Kind: engine.EventOutput, Turn: turn, Text: text})
 		}
@@ -482,7 +489,23 @@ func pasteShown(scr term.Screen, in *engine.Input) bool {
 	return first != "" && term.Contains(text, first)
 }
 
-// endTurn ends the running turn turn with its text or failure.
+// drain emits what the driver read of turn since the last look: its
+// output, then (an EventDriver) its tool calls and results.
+func (s *Session) drain(turn troupe.TurnID, ls *loopState) {
+	for _, out := range s.d.TakeOutput() {
+		ls.outputs++
+		s.Emit(engine.Event{Kind: engine.EventOutput, Turn: turn, Text: out})
+	}
+	if ed, ok := s.d.(EventDriver); ok {
+		for _, ev := range ed.TakeEvents() {
+			ev.Turn = turn
+			s.Emit(ev)
+		}
+	}
+}
+
+// endTurn ends the running turn turn with its text or failure (and the
+// limit it hit, an EventDriver's).
 func (s *Session) endTurn(turn troupe.TurnID, text, failure string) {
 	s.Mu.Lock()
 	cur, _ := s.TurnLocked()
@@ -494,7 +517,11 @@ func (s *Session) endTurn(turn troupe.TurnID, text, failure string) {
 	s.interruptReq = false
 	s.EndTurnLocked()
 	s.Mu.Unlock()
-	s.Emit(engine.Event{Kind: engine.EventTurnEnd, Turn: turn, Text: text, Error: failure})
+	ev := engine.Event{Kind: engine.EventTurnEnd, Turn: turn, Text: text, Error: failure}
+	if ed, ok := s.d.(EventDriver); ok && failure != "" && failure != "interrupted" {
+		ev.Limit = ed.TurnLimit()
+	}
+	s.Emit(ev)
 }
 
 // answerDialog moves the dialog's ❯ marker one row towards the option to
