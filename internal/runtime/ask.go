@@ -119,13 +119,20 @@ func (r *Runtime) await(ctx context.Context, req troupe.Request, done <-chan str
 		timeout = t.C
 	}
 	to := troupe.RuntimeKey{Project: req.Project, Agent: req.To}
-	until, limited := r.limitedTarget(to)
-	if until.IsZero() {
+	for {
+		until, limited := r.limitedTarget(to)
+		if !until.IsZero() {
+			got, err := r.o.Store.Detach(ctx, req.ID)
+			if err == nil && got.State == troupe.ReqPending {
+				got.LimitedUntil = until
+			}
+			return got, err
+		}
 		select {
 		case <-done:
 			return r.o.Store.Request(context.WithoutCancel(ctx), req.Project, req.ID)
 		case <-limited:
-			until, _ = r.limitedTarget(to)
+			// The target became limited: read until when, above.
 		case <-timeout:
 			return r.o.Store.Detach(ctx, req.ID)
 		case <-ctx.Done():
@@ -134,24 +141,6 @@ func (r *Runtime) await(ctx context.Context, req troupe.Request, done <-chan str
 			}
 			return troupe.Request{}, ctx.Err()
 		}
-	}
-	if !until.IsZero() {
-		got, err := r.o.Store.Detach(ctx, req.ID)
-		if err == nil && got.State == troupe.ReqPending {
-			got.LimitedUntil = until
-		}
-		return got, err
-	}
-	select {
-	case <-done:
-		return r.o.Store.Request(context.WithoutCancel(ctx), req.Project, req.ID)
-	case <-timeout:
-		return r.o.Store.Detach(ctx, req.ID)
-	case <-ctx.Done():
-		if _, err := r.o.Store.Detach(context.WithoutCancel(ctx), req.ID); err != nil {
-			r.log.Error("detach request", "request", req.ID, "err", err)
-		}
-		return troupe.Request{}, ctx.Err()
 	}
 }
 
