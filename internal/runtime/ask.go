@@ -54,11 +54,19 @@ func (r *Runtime) releaseWaiter(id troupe.RequestID) {
 // ask that would close a cycle of waits is refused at once with a
 // *CycleError, and recorded nowhere (C13).
 func (r *Runtime) Ask(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, question string, wait time.Duration) (troupe.Request, error) {
+	return r.ask(ctx, to, from, question, wait, nil)
+}
+
+// ask is Ask; asked, when set, is told the request's id before the wait.
+func (r *Runtime) ask(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, question string, wait time.Duration, asked func(troupe.RequestID)) (troupe.Request, error) {
 	req, done, err := r.request(ctx, to, from, troupe.KindAsk, question)
 	if err != nil {
 		return troupe.Request{}, err
 	}
 	defer r.waits.unwait(req.Project, req.ID)
+	if asked != nil {
+		asked(req.ID)
+	}
 	return r.await(ctx, req, done, wait)
 }
 

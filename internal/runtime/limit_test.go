@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -137,4 +138,34 @@ func TestUsageLimitBacksOff(t *testing.T) {
 			t.Errorf("limitWait(reset %v, limit %d in a row) = %v (%s), want %v", c.until.Sub(now), c.n, got, why, c.want)
 		}
 	}
+}
+
+// TestAbandonedAskComesToTheInbox: an ask made through the ask tool by a
+// turn that ends while the ask still waits (its engine's client gave up
+// on the tool call: a tool-call limit shorter than troupe was told) is
+// detached at that turn's end, so the answer comes to the asker's inbox
+// and a later turn of it reads it, instead of going to a call nobody
+// reads.
+func TestAbandonedAskComesToTheInbox(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(time.Hour), 0)
+		lead := key(p1, "lead")
+		if _, err := h.rt.Send(t.Context(), lead, troupe.Person, troupe.KindMessage, "silent 1m then done"); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		// The turn's client calls the ask tool, then stops reading.
+		go h.rt.Tools(lead).Call(context.Background(), "ask_agent", []byte(`{"to":"researcher","question":"silent 5m then found it"}`))
+		time.Sleep(6 * time.Minute)
+		synctest.Wait()
+		var got bool
+		for _, in := range h.eng.Inputs() {
+			for _, m := range in.Messages {
+				got = got || m.To == "lead" && m.Kind == troupe.KindReply && m.Text == "found it"
+			}
+		}
+		if !got {
+			t.Errorf("lead's turns never got the abandoned ask's answer (inputs %+v)", h.eng.Inputs())
+		}
+	})
 }

@@ -150,7 +150,13 @@ func (r *Runtime) askTool(ctx context.Context, c tool.Caller, args json.RawMessa
 	if c.Limit > 0 && (wait == 0 || wait > c.Limit) {
 		wait = c.Limit
 	}
-	req, err := r.Ask(ctx, target(c, in.To), c.Key.Agent, in.Question, wait)
+	// The asking turn remembers the ask: if it ends while the ask still
+	// waits (its client gave up on the call), the ask is detached.
+	req, err := r.ask(ctx, target(c, in.To), c.Key.Agent, in.Question, wait, func(id troupe.RequestID) {
+		if a := r.actor(c.Key); a != nil {
+			a.noteAsk(id)
+		}
+	})
 	if err != nil {
 		return "", err
 	}

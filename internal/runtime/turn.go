@@ -20,7 +20,8 @@ import (
 type turn struct {
 	id     troupe.TurnID
 	msgs   []troupe.Message
-	window time.Duration // the agent's turn_timeout: silence longer than this cuts the turn
+	window time.Duration      // the agent's turn_timeout: silence longer than this cuts the turn
+	asks   []troupe.RequestID // asks it made through troupe's ask tool, guarded by the actor's mu (noteAsk)
 }
 
 // next starts a turn when none is in flight and the inbox has mail.
@@ -185,6 +186,43 @@ func (a *actor) endTurn(ctx context.Context, text, errText string) {
 	a.finishTurn(ctx, text, errText, troupe.ReqFailed, fmt.Sprintf("%s could not answer: %s", a.key.Agent, errText))
 }
 
+// maxTurnAsks bounds the asks a turn remembers (detachAsks); past it an
+// ask is not remembered, and the cut is logged.
+const maxTurnAsks = 1024
+
+// noteAsk remembers that the turn in flight asked request id through
+// troupe's ask tool (detachAsks).
+func (a *actor) noteAsk(id troupe.RequestID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.turn == nil:
+	case len(a.turn.asks) >= maxTurnAsks:
+		a.log.Warn("ask not remembered by its turn: too many", "request", id)
+	default:
+		a.turn.asks = append(a.turn.asks, id)
+	}
+}
+
+// detachAsks detaches the asks of turn t still waited on when it ends: a
+// turn ends after its tool calls return, so such a wait is one the
+// engine's client gave up on (its own tool-call limit was shorter than
+// troupe was told, or the turn was interrupted) and nobody will read its
+// answer. Detached, the answer comes to the agent's inbox as a reply
+// instead of going to a call nobody reads (C4).
+func (a *actor) detachAsks(ctx context.Context, t *turn) {
+	for _, id := range t.asks {
+		if !a.rt.waits.waiting(a.key.Project, id) {
+			continue
+		}
+		if _, err := a.rt.o.Store.Detach(ctx, id); err != nil {
+			a.log.Error("detach an abandoned ask", "request", id, "err", err)
+			continue
+		}
+		a.log.Warn("an ask outlived its asker's turn: detached, its answer will come to the asker's inbox", "request", id)
+	}
+}
+
 // takeTurn takes the turn in flight from the actor: its watchdog, its
 // engine's calls in flight and its permission requests end with it.
 func (a *actor) takeTurn() *turn {
@@ -203,6 +241,7 @@ func (a *actor) takeTurn() *turn {
 func (a *actor) finishTurn(ctx context.Context, text, errText string, failState troupe.RequestState, failMsg string) {
 	ctx = context.WithoutCancel(ctx)
 	t := a.takeTurn()
+	a.detachAsks(ctx, t)
 	a.jl.end(t.id, text, errText)
 	state := troupe.MsgDelivered
 	if errText != "" {

@@ -106,6 +106,18 @@ func (g *waitGraph) ended(p troupe.ProjectID, id troupe.RequestID) {
 	}
 }
 
+// waiting reports whether request id of project p is still waited on.
+func (g *waitGraph) waiting(p troupe.ProjectID, id troupe.RequestID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	pw := g.projects[p]
+	if pw == nil {
+		return false
+	}
+	_, ok := pw.edges[id]
+	return ok
+}
+
 // forget drops every edge of project p (it was removed).
 func (g *waitGraph) forget(p troupe.ProjectID) {
 	g.mu.Lock()
