@@ -19,11 +19,16 @@ import (
 // (events.MaxText).
 func (a *actor) handle(ctx context.Context, ev engine.Event) {
 	a.jl.event(ev)
+	a.mu.Lock()
 	if ev.Kind != engine.EventSession {
-		a.mu.Lock()
 		a.cold, a.coldUntil = false, time.Time{}
-		a.mu.Unlock()
 	}
+	// Every event of the engine is activity, recorded under the lock that
+	// ends the cold window it may close: a watchdog reading the actor
+	// between the two would see neither (and cut a cold turn that had
+	// just answered).
+	a.actAt = time.Now()
+	a.mu.Unlock()
 	switch {
 	case ev.Kind == engine.EventToolCall && ev.Tool != nil:
 		a.toolStarted(ev.Tool, time.Now())
