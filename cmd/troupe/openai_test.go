@@ -332,20 +332,35 @@ func TestOpenAICommandEndsAtItsLimitWhenTheDaemonDies(t *testing.T) {
 		t.Fatal("coreutils timeout is not on PATH: the backstop needs it")
 	}
 	r := newOpenAIRig(t, nil, "bypassPermissions", nil)
-	if _, err := r.cl.Send(r.ctx, r.p, "x", `[[tool:run_command {"command":"echo $$ > cmd.pid; exec sleep 120","timeout_seconds":2}]]`); err != nil {
+	// The command says it started through a FIFO the test reads (its
+	// write waits for the reader: no polling), then execs sleep.
+	ready := filepath.Join(r.proj, "ready.fifo")
+	if err := unix.Mkfifo(ready, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The command's pid as this test sees it: $$ in cmd.pid is its pid in
-	// its sandbox's own pid namespace, so it is found by what it runs.
-	pidFile := filepath.Join(r.proj, "cmd.pid")
-	var pid int
-	for deadline := time.Now().Add(time.Minute); pid == 0; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(pidFile); err == nil {
-			pid = processIn(r.proj, "sleep\x00120")
+	if _, err := r.cl.Send(r.ctx, r.p, "x", `[[tool:run_command {"command":"echo up > ready.fifo; exec sleep 120","timeout_seconds":2}]]`); err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() { _, err := os.ReadFile(ready); read <- err }()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the command never started")
-		}
+	case <-time.After(time.Minute):
+		os.WriteFile(ready, nil, 0) // frees the reader
+		t.Fatal("the command never started")
+	}
+	// The shell that wrote, found by its command line (its pid in its
+	// sandbox's namespace is another); exec keeps its pid, so its pidfd is
+	// the sleep's.
+	pid := processIn(r.proj, "/bin/sh\x00-c\x00echo up > ready.fifo")
+	if pid == 0 {
+		pid = processIn(r.proj, "sleep\x00120")
+	}
+	if pid == 0 {
+		t.Fatal("the command is not found in the project's folder")
 	}
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
