@@ -95,7 +95,8 @@ const RestartReason = "restarted by the person"
 // with RestartReason, and so do its asks; its permission requests are
 // denied. The agent is then stopped (a failed agent too); its next message,
 // or mail still queued, starts the new session. For an agent stuck or
-// failed whose conversation is worth keeping (Reset forgets it).
+// failed whose conversation is worth keeping (Reset forgets it), or
+// limited whose limit the person knows is over: its mail runs now.
 func (r *Runtime) Restart(ctx context.Context, k troupe.RuntimeKey) error {
 	if err := r.checkTarget(k, troupe.Person); err != nil {
 		return err
@@ -110,12 +111,17 @@ func (r *Runtime) Restart(ctx context.Context, k troupe.RuntimeKey) error {
 	return nil
 }
 
-// restartSession runs in the actor's loop.
+// restartSession runs in the actor's loop. A limited agent's wait ends:
+// its mail runs now (limit.go).
 func (a *actor) restartSession(ctx context.Context) error {
 	t := a.currentTurn()
 	a.closeSession()
 	if t != nil {
 		a.endTurn(ctx, "", RestartReason)
+	}
+	if until, _ := a.limited(); !until.IsZero() {
+		a.clearLimit()
+		a.log.Info("the person ended the usage limit's wait", "until", until)
 	}
 	a.apply(evStop, RestartReason)
 	a.log.Info("session restarted by the person")

@@ -83,11 +83,18 @@ func (a *actor) limitTurn(ctx context.Context, ev engine.Event) {
 // recorded with it: the asks' watchdogs, which counted the limit as
 // activity, count their window from here.
 func (a *actor) limitEnded() {
+	a.clearLimit()
+	a.apply(evLimitEnded, "")
+}
+
+// clearLimit ends the limit's wait: by its timer, or by the person's
+// restart (which retries now). Used by the loop only.
+func (a *actor) clearLimit() {
+	a.limitT.Stop()
 	a.mu.Lock()
 	a.limitUntil = time.Time{}
 	a.actAt = time.Now()
 	a.mu.Unlock()
-	a.apply(evLimitEnded, "")
 }
 
 // limited reports until when the agent is limited (zero when it is not),

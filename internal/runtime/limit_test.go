@@ -169,3 +169,24 @@ func TestAbandonedAskComesToTheInbox(t *testing.T) {
 		}
 	})
 }
+
+// TestRestartEndsALimit: the person's restart of a limited agent ends the
+// wait: its mail runs at once, in the same conversation.
+func TestRestartEndsALimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(time.Minute), 0)
+		r := key(p1, "researcher")
+		req := askAsync(t.Context(), h, r, "limited 1h times 1 then done").wait(t)
+		synctest.Wait()
+		if st, _ := h.rt.AgentState(r); st != troupe.StateLimited {
+			t.Fatalf("state %s, want limited", st)
+		}
+		if err := h.rt.Restart(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if got, _ := h.store.Request(t.Context(), p1, req.ID); got.State != troupe.ReqAnswered || got.Answer != "done" {
+			t.Errorf("after the restart: %+v, want answered at once", got)
+		}
+	})
+}
