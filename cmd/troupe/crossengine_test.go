@@ -229,7 +229,7 @@ env = { ENABLE_TOOL_SEARCH = "false" }
 
 // TestC4_OpenCodeAskerWaitsOnALongClaudeTurn is the seed's asker on a long
 // turn, with real CLIs: the OpenCode agent asks the Claude agent, whose
-// model streams for 30 s, far past OpenCode's 12 s tool-call limit and
+// model streams for 30 s, far past OpenCode's 15 s tool-call limit and
 // three times Claude's 10 s window. The ask_agent call returns a request id
 // before OpenCode's limit (no tool timeout in OpenCode), OpenCode's turn
 // goes on and ends; Claude's turn is not cut; its answer then comes to
@@ -237,7 +237,7 @@ env = { ENABLE_TOOL_SEARCH = "false" }
 // the answer. No message fails.
 func TestC4_OpenCodeAskerWaitsOnALongClaudeTurn(t *testing.T) {
 	const (
-		toolLimit = 12 * time.Second
+		toolLimit = 15 * time.Second
 		window    = "10s"
 		question  = "how deep is the well?"
 		answer    = "the well is forty-two fathoms deep"

@@ -190,3 +190,22 @@ func TestRestartEndsALimit(t *testing.T) {
 		}
 	})
 }
+
+// callLimit answers a tenth of the client's limit early, at least 3 s and
+// at most 5 s, never more than half of it.
+func TestCallLimitMargin(t *testing.T) {
+	for limit, want := range map[time.Duration]time.Duration{
+		time.Hour: time.Hour - 5*time.Second, time.Minute: 55 * time.Second, 40 * time.Second: 36 * time.Second,
+		12 * time.Second: 9 * time.Second, 4 * time.Second: 2 * time.Second,
+	} {
+		spec := troupe.AgentSpec{ToolTimeout: limit}
+		if got := callLimit(limitedEngine{}, spec); got != want {
+			t.Errorf("callLimit with a client limit of %v = %v, want %v", limit, got, want)
+		}
+	}
+}
+
+// limitedEngine's client cuts a tool call after the agent's tool_timeout.
+type limitedEngine struct{ engine.Engine }
+
+func (limitedEngine) ToolCallLimit(a troupe.AgentSpec) time.Duration { return a.ToolTimeout }

@@ -221,7 +221,11 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 const StartTimeout = 2 * time.Minute
 
 // callLimit is how long troupe lets one tool call of this agent run before
-// answering with a request id: a margin under its client's own limit.
+// answering with a request id: a margin under its client's own limit,
+// which starts its clock before the call reaches troupe. The margin is a
+// tenth of the limit, at least 3 s (a loaded machine delayed a call by
+// over 1.2 s between OpenCode's client and troupe) and at most 5 s, and
+// never more than half the limit.
 func callLimit(eng engine.Engine, spec troupe.AgentSpec) time.Duration {
 	l, ok := eng.(engine.ToolCallLimiter)
 	if !ok {
@@ -231,7 +235,7 @@ func callLimit(eng engine.Engine, spec troupe.AgentSpec) time.Duration {
 	if limit <= 0 {
 		return 0
 	}
-	return limit - min(limit/10, 5*time.Second)
+	return limit - min(max(limit/10, 3*time.Second), 5*time.Second, limit/2)
 }
 
 // instructions is the agent's prompt plus what troupe tells every agent.
