@@ -173,18 +173,9 @@ var Credentials = []string{
 // EngineState are the engines' own state under HOME: writable (Claude
 // Code, Codex, OpenCode keep their sessions, settings and logs there).
 var EngineState = []string{
-	".claude", ".codex", ".local/share/opencode",
+	".claude", ".claude.json", ".codex", ".local/share/opencode",
 	".config/opencode", ".cache/opencode", ".local/state/opencode",
 }
-
-// EngineConfig are the files under HOME the person's own engine CLIs run
-// commands from (Claude Code's MCP servers in ~/.claude.json, its hooks in
-// settings.json): read-only, so that an agent cannot plant a command the
-// person's unsandboxed CLI runs later. Claude Code cannot save
-// ~/.claude.json from a sandbox anyway (HOME is read-only, and it writes
-// the file through a temporary one beside it): troupe saves the approvals
-// it needs (internal/engine/claude). A missing one is not protected.
-var EngineConfig = []string{".claude.json", ".claude/settings.json", ".claude/settings.local.json"}
 
 // HomeCaches are build caches under HOME: writable.
 var HomeCaches = []string{".cache", ".npm", "go/pkg/mod", ".cargo/registry"}
@@ -230,7 +221,7 @@ func Build(in Inputs) Policy {
 	if in.Temp != "" {
 		writable = append(writable, in.Temp)
 	}
-	readOnly := append(inWS(ToolConfig...), home(EngineConfig...)...)
+	readOnly := inWS(ToolConfig...)
 	if in.Messages != "" {
 		readOnly = append(readOnly, in.Messages)
 	}

@@ -103,20 +103,18 @@ func newFixture(t testing.TB) fixture {
 	f := fixture{root: root, state: filepath.Join(root, "state"), ws: filepath.Join(root, "ws"),
 		other: filepath.Join(root, "other"), home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp")}
 	files := map[string]string{
-		"state/token":                "TOKEN",
-		"ws/.troupe/team.toml":       "TEAM",
-		"ws/.git/config":             "CONFIG",
-		"ws/.git/hooks/README":       "HOOKS",
-		"ws/.git/HEAD":               "ref: refs/heads/main",
-		"ws/src/main.go":             "package main",
-		"other/secret.txt":           "OTHER",
-		"home/.ssh/id_x":             "KEY",
-		"home/.netrc":                "NETRC",
-		"home/.claude/x.json":        "{}",
-		"home/.claude.json":          "{}",
-		"home/.claude/settings.json": "{}",
-		"home/notes.txt":             "NOTES",
-		"tmp/.keep":                  "",
+		"state/token":          "TOKEN",
+		"ws/.troupe/team.toml": "TEAM",
+		"ws/.git/config":       "CONFIG",
+		"ws/.git/hooks/README": "HOOKS",
+		"ws/.git/HEAD":         "ref: refs/heads/main",
+		"ws/src/main.go":       "package main",
+		"other/secret.txt":     "OTHER",
+		"home/.ssh/id_x":       "KEY",
+		"home/.netrc":          "NETRC",
+		"home/.claude/x.json":  "{}",
+		"home/notes.txt":       "NOTES",
+		"tmp/.keep":            "",
 	}
 	for name, body := range files {
 		p := filepath.Join(root, name)
@@ -150,9 +148,6 @@ func TestBuild(t *testing.T) {
 	}{
 		{p.Writable, f.ws, true},
 		{p.Writable, filepath.Join(f.home, ".claude"), true},
-		{p.ReadOnly, filepath.Join(f.home, ".claude.json"), true},
-		{p.ReadOnly, filepath.Join(f.home, ".claude/settings.json"), true},
-		{p.Writable, filepath.Join(f.home, ".claude.json"), false},
 		{p.Writable, filepath.Join(f.home, ".cache"), true},
 		{p.Writable, f.tmp, true},
 		{p.ReadOnly, filepath.Join(f.ws, ".troupe"), true},
@@ -345,11 +340,6 @@ func testEscapes(t *testing.T, mech Mechanism) {
 		{"plant a hook", "echo evil > .git/hooks/pre-commit", false},
 		{"write git config", "echo '[core] hooksPath=x' >> .git/config", false},
 		{"make .claude settings", "mkdir -p .claude && echo '{}' > .claude/settings.json", false},
-		// The person's own (unsandboxed) Claude Code reads these: MCP
-		// servers and hooks are commands it runs.
-		{"write Claude's global config", "echo '{\"mcpServers\":{}}' > " + f.home + "/.claude.json", false},
-		{"write Claude's user settings", "echo '{\"hooks\":{}}' > " + f.home + "/.claude/settings.json", false},
-		{"replace Claude's user settings", "rm -f " + f.home + "/.claude/settings.json && echo '{}' > " + f.home + "/.claude/settings.json", false},
 		{"read another project", "cat " + f.other + "/secret.txt", false},
 		{"read ssh", "cat " + f.home + "/.ssh/id_x", false},
 		{"read netrc", "cat " + f.home + "/.netrc | grep NETRC", false},
