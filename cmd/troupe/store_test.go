@@ -26,13 +26,20 @@ func TestDaemonStopsWhenItsDatabaseIsDeleted(t *testing.T) {
 	}
 	_, errs, code := runCLI(t, state, proj, "send", "lead", "after")
 	t.Logf("send after the delete: %s", errs)
-	if code == 0 || !strings.Contains(errs, "troupe.db is gone (the file was deleted)") {
+	// Another write of the daemon's own (its sessions index, a journal
+	// batch) can find the file gone first, on a loaded machine: the daemon
+	// has then stopped, and the send finds it not running.
+	stoppedFirst := strings.Contains(errs, "daemon is not running")
+	if code == 0 || !stoppedFirst && !strings.Contains(errs, "troupe.db is gone (the file was deleted)") {
 		t.Errorf("send after the delete: exit %d, %q; want a failure naming the file", code, errs)
 	}
 	select {
 	case <-d.done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the daemon still runs 10 s after its database was deleted")
+	}
+	if stoppedFirst && !strings.Contains(d.logs.String(), "the file was deleted") {
+		t.Errorf("the daemon stopped before the send without saying its database was deleted; its log:\n%s", d.logs.String())
 	}
 	if ee, ok := errors.AsType[*exec.ExitError](d.err); !ok || ee.ExitCode() == 0 {
 		t.Errorf("daemon exit: %v, want a non-zero status", d.err)
