@@ -57,12 +57,14 @@ func testAttackSandboxACP(t *testing.T, mechanism sandbox.Mechanism) {
 	// and a missing folder cannot be made (sandbox.EngineState names
 	// OpenCode's, writable).
 	var agentEnv []string
+	home := ""
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(k, "OPENCODE_") || strings.HasPrefix(k, "npm_config_") {
 			agentEnv = append(agentEnv, fmt.Sprintf("%s = %q", k, v))
 		}
 		if k == "HOME" {
+			home = v
 			for _, d := range []string{".config/opencode", ".local/share/opencode", ".local/state/opencode", ".cache/opencode"} {
 				if err := os.MkdirAll(filepath.Join(v, d), 0o700); err != nil {
 					t.Fatal(err)
@@ -87,6 +89,11 @@ func testAttackSandboxACP(t *testing.T, mechanism sandbox.Mechanism) {
 		{"write the team", "echo '# pwned' >> .troupe/team.toml"},
 		{"plant a hook", "echo 'echo pwned' > .git/hooks/x"},
 		{"write git config", "printf '[core]\\nhooksPath=/x\\n' >> .git/config"},
+	}
+	if mechanism == sandbox.Bubblewrap {
+		// The person's own OpenCode loads its plugins from its config
+		// folder (read-only there under bubblewrap alone: sandbox.Policy.Whole).
+		as = append(as, attack{"plant an OpenCode plugin", "mkdir -p " + home + "/.config/opencode/plugin && echo 'export default 1' > " + home + "/.config/opencode/plugin/x.js"})
 	}
 	if err := os.WriteFile(filepath.Join(proj, "attacks.sh"), []byte(script(as)+"\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -69,6 +69,10 @@ func TestAttackSandboxClaudeAndCodexShells(t *testing.T) {
 				{"plant a hook", "echo 'echo pwned' > .git/hooks/pre-commit"},
 				{"write git config", "printf '[core]\\nhooksPath=/x\\n' >> .git/config"},
 				{"read ssh", "grep -q KEY " + filepath.Join(home, ".ssh", "id_x")},
+				// Commands the person's own, unsandboxed CLIs would run.
+				{"plant an MCP server for Claude", "echo '{\"mcpServers\":{}}' > " + filepath.Join(home, ".claude.json")},
+				{"plant a hook for Claude", "echo '{\"hooks\":{}}' > " + filepath.Join(home, ".claude", "settings.json")},
+				{"plant a notify command for Codex", "echo 'notify = [\"x\"]' >> " + filepath.Join(home, ".codex", "config.toml")},
 			}
 			if err := os.WriteFile(filepath.Join(r.proj, "attacks.sh"), []byte(script(as)+"\n"), 0o644); err != nil {
 				t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/project"
@@ -58,13 +57,15 @@ func sandboxes(stateDir string, reg *project.Registry, cgroups *cgroup.Manager, 
 			}
 		}
 		// The engine's own state, where its environment puts it, made if
-		// missing: the CLI cannot make it in a read-only HOME.
-		for _, d := range engineState(spec.Engine, in.Home, env) {
+		// missing: the CLI cannot make it in a read-only HOME. Its
+		// configuration stays read-only.
+		dirs, config := engineState(spec.Engine, in.Home, env)
+		for _, d := range dirs {
 			if err := os.MkdirAll(d, 0o700); err != nil {
 				return sandbox.Policy{}, fmt.Errorf("make %s's state folder: %w", spec.Engine, err)
 			}
-			in.Caches = append(in.Caches, d)
 		}
+		in.EngineDirs, in.EngineConfig = dirs, config
 		in.Private = filepath.Join(stateDir, "sandbox", string(k.Project), string(k.Agent))
 		in.Temp = filepath.Join(in.Private, "tmp")
 		in.Messages = filepath.Join(stateDir, "messages", string(k.Project))
@@ -83,9 +84,11 @@ func sandboxes(stateDir string, reg *project.Registry, cgroups *cgroup.Manager, 
 	}
 }
 
-// engineState are the folders an engine's CLI keeps its state in, as its
-// environment (env: the agent's env table, then the daemon's) names them.
-func engineState(e troupe.Engine, home string, env func(string) string) []string {
+// engineState are the folders an engine's CLI keeps its state in, and
+// the configuration files in them it runs commands from (sandbox.
+// EngineConfig), as its environment (env: the agent's env table, then the
+// daemon's) names them.
+func engineState(e troupe.Engine, home string, env func(string) string) (dirs, config []string) {
 	or := func(v, def string) string {
 		if x := env(v); filepath.IsAbs(x) {
 			return x
@@ -95,21 +98,33 @@ func engineState(e troupe.Engine, home string, env func(string) string) []string
 		}
 		return filepath.Join(home, def)
 	}
-	var dirs []string
 	switch e {
 	case troupe.EngineClaude:
-		dirs = []string{or("CLAUDE_CONFIG_DIR", ".claude")}
+		if d := or("CLAUDE_CONFIG_DIR", ".claude"); d != "" {
+			dirs = []string{d}
+			config = []string{filepath.Join(d, "settings.json"), filepath.Join(d, "settings.local.json")}
+			if env("CLAUDE_CONFIG_DIR") != "" {
+				config = append(config, filepath.Join(d, ".claude.json"))
+			}
+		}
 	case troupe.EngineCodex:
-		dirs = []string{or("CODEX_HOME", ".codex")}
+		if d := or("CODEX_HOME", ".codex"); d != "" {
+			dirs, config = []string{d}, []string{filepath.Join(d, "config.toml")}
+		}
 	case troupe.EngineOpenCode:
 		for _, x := range [][2]string{{"XDG_DATA_HOME", ".local/share"}, {"XDG_CONFIG_HOME", ".config"},
 			{"XDG_STATE_HOME", ".local/state"}, {"XDG_CACHE_HOME", ".cache"}} {
 			if d := or(x[0], x[1]); d != "" {
 				dirs = append(dirs, filepath.Join(d, "opencode"))
+				if x[0] == "XDG_CONFIG_HOME" {
+					for _, c := range sandbox.OpenCodeConfig {
+						config = append(config, filepath.Join(d, "opencode", c))
+					}
+				}
 			}
 		}
 	}
-	return slices.DeleteFunc(dirs, func(d string) bool { return d == "" })
+	return dirs, config
 }
 
 // capsOf are agent spec's caps: none when it is unsandboxed.

@@ -49,7 +49,8 @@ const (
 		"processes (own pid namespace: the daemon and other agents unseen), TMPDIR private, /tmp read-only; network unchanged unless turned off"
 	coversLandlock = "files (state dir, other projects and worktrees, credential stores hidden; tool configuration read-only), " +
 		"signals outside the sandbox; not: other processes stay visible in /proc (their environ readable to root), " +
-		"and no new entry is made directly in a folder that holds a hidden or read-only path (the workspace's top level)"
+		"no new entry is made directly in a folder that holds a hidden or read-only path (the workspace's top level), " +
+		"and the engines' own config under HOME stays writable but for ~/.claude.json (~/.claude/settings.json, ~/.codex/config.toml, OpenCode's plugins)"
 )
 
 var (
@@ -130,6 +131,9 @@ func Wrap(p Policy, argv []string) ([]string, error) {
 			if bwrap, err = exec.LookPath("bwrap"); err != nil {
 				return nil, fmt.Errorf("sandbox: bubblewrap not found: install it (apt-get install bubblewrap): %w", err)
 			}
+		}
+		if err := p.seed(); err != nil {
+			return nil, fmt.Errorf("sandbox: %w", err)
 		}
 		a := BwrapArgv(bwrap, p, argv)
 		// cgroup v1: a shell joins the agent's cgroup, then execs

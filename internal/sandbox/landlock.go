@@ -121,7 +121,9 @@ var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/d
 // but the hidden ones. The same for a writable folder holding read-only
 // or hidden paths. A folder so split gets read access only (no new
 // entries made or removed in it directly), which is what the Landlock
-// mechanism cannot give that bubblewrap does.
+// mechanism cannot give that bubblewrap does: a folder of p.Whole is
+// never split for its read-only paths (they stay writable under
+// Landlock), only for its hidden ones.
 func LandlockRules(p Policy) []landlock.Rule {
 	var rules []landlock.Rule
 	// A path may go between the listing here and the helper's use of the
@@ -155,7 +157,11 @@ func LandlockRules(p Policy) []landlock.Rule {
 	// Writable: each writable path less what is read-only or hidden in it.
 	holes := slices.Concat(p.ReadOnly, p.Hidden)
 	for _, w := range p.Writable {
-		parts := Complement(w, below(w, holes))
+		in := holes
+		if slices.Contains(p.Whole, w) {
+			in = p.Hidden // granted whole, but for what is hidden
+		}
+		parts := Complement(w, below(w, in))
 		rw(parts)
 		if len(parts) != 1 || parts[0] != w {
 			// A split folder's own entries can be listed (inside the

@@ -2,6 +2,9 @@ package sandbox
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,6 +66,19 @@ type Policy struct {
 	// Cgroup: no caps on this machine.
 	Caps   cgroup.Limits `json:"-"`
 	Cgroup cgroup.Group  `json:"cgroup,omitzero"`
+	// Whole are writable folders that the Landlock mechanism grants whole,
+	// read-only paths inside them included: the engines' state folders,
+	// where their CLIs make new entries at the top (Claude Code's
+	// credentials, Codex's SQLite journals), which a folder split around
+	// a read-only file refuses (LandlockRules). Bubblewrap mounts the
+	// read-only paths inside them over.
+	Whole []string `json:"whole,omitempty"`
+	// Seeds are read-only files made before a bubblewrap sandbox starts
+	// when they are missing, with this content, so that they can be
+	// mounted read-only: an agent cannot then create one the person's own
+	// CLI would trust (~/.claude/settings.json, ~/.codex/config.toml).
+	// Made only in a folder that exists.
+	Seeds map[string]string `json:"-"`
 	// Helper is the argv that runs HelperMain (the Landlock mechanism):
 	// troupe's binary, or a test binary whose TestMain calls MaybeRunHelper.
 	// Empty: this executable.
@@ -119,9 +135,17 @@ type Inputs struct {
 	// Home is the person's home folder ("": none of its paths).
 	Home string
 	// Caches are other folders to keep writable: build caches the
-	// environment names (GOCACHE, GOMODCACHE) and the engine's state where
-	// its environment puts it (CODEX_HOME, XDG_DATA_HOME/opencode ...).
+	// environment names (GOCACHE, GOMODCACHE).
 	Caches []string
+	// EngineDirs are the engine's state folders where its environment
+	// puts them (CODEX_HOME, XDG_DATA_HOME/opencode ...): writable, and
+	// granted whole under Landlock (Policy.Whole).
+	EngineDirs []string
+	// EngineConfig are the engine's configuration files where its
+	// environment puts them (CLAUDE_CONFIG_DIR/settings.json,
+	// CODEX_HOME/config.toml, XDG_CONFIG_HOME/opencode): read-only, as
+	// the defaults under HOME (EngineConfig).
+	EngineConfig []string
 	// Temp is the agent's private temporary folder (made by the caller).
 	Temp string
 	// Private is troupe's folder for the agent, out of its reach
@@ -171,10 +195,41 @@ var Credentials = []string{
 }
 
 // EngineState are the engines' own state under HOME: writable (Claude
-// Code, Codex, OpenCode keep their sessions, settings and logs there).
+// Code, Codex, OpenCode keep their sessions and logs there), but for
+// EngineConfig inside them.
 var EngineState = []string{
-	".claude", ".claude.json", ".codex", ".local/share/opencode",
-	".config/opencode", ".cache/opencode", ".local/state/opencode",
+	".claude", ".codex", ".config/opencode", ".local/share/opencode", ".cache/opencode", ".local/state/opencode",
+}
+
+// EngineConfig are the files under HOME that the person's own engine
+// CLIs run commands from: Claude Code's MCP servers (~/.claude.json) and
+// hooks, status line and key helper (settings.json), Codex's MCP servers
+// and notify command (config.toml), OpenCode's config, plugins and tools
+// (OpenConfig). They are read-only, so that an agent cannot plant a
+// command that the person's unsandboxed CLI runs later. ~/.claude.json is
+// outside any writable folder, so both mechanisms hold it; the others,
+// inside the engines' writable state folders, only bubblewrap holds
+// (those folders are granted whole under Landlock: Policy.Whole). Claude Code
+// cannot save ~/.claude.json from a sandbox anyway (it writes the file
+// through a temporary one beside it, in the read-only HOME): troupe saves
+// the approvals it needs (internal/engine/claude).
+var EngineConfig = []string{
+	".claude.json", ".claude/settings.json", ".claude/settings.local.json", ".codex/config.toml",
+}
+
+// OpenCodeConfig are the entries of OpenCode's configuration folder
+// (~/.config/opencode) that are read-only in EngineConfig: its config
+// files and the folders of the code it loads. The folder itself stays
+// writable: OpenCode writes its .gitignore, package.json and
+// node_modules there at start.
+var OpenCodeConfig = []string{"opencode.json", "opencode.jsonc", "config.json", "plugin", "plugins", "tool", "tools"}
+
+// seedBodies are the contents of a missing configuration entry made so
+// that it can be mounted read-only (Policy.Seeds), by the entry's name:
+// what the CLI reads as "nothing set" ("/": an empty folder).
+var seedBodies = map[string]string{
+	"settings.json": "{}\n", "config.toml": "",
+	"plugin": "/", "plugins": "/", "tool": "/", "tools": "/",
 }
 
 // HomeCaches are build caches under HOME: writable.
@@ -215,13 +270,18 @@ func Build(in Inputs) Policy {
 		return out
 	}
 	writable := []string{ws}
-	writable = append(writable, home(EngineState...)...)
+	engineDirs := append(home(EngineState...), in.EngineDirs...)
+	writable = append(writable, engineDirs...)
 	writable = append(writable, home(HomeCaches...)...)
 	writable = append(writable, in.Caches...)
 	if in.Temp != "" {
 		writable = append(writable, in.Temp)
 	}
-	readOnly := inWS(ToolConfig...)
+	config := append(home(EngineConfig...), in.EngineConfig...)
+	for _, c := range OpenCodeConfig {
+		config = append(config, home(filepath.Join(".config/opencode", c))...)
+	}
+	readOnly := append(inWS(ToolConfig...), config...)
 	if in.Messages != "" {
 		readOnly = append(readOnly, in.Messages)
 	}
@@ -267,7 +327,51 @@ func Build(in Inputs) Policy {
 	p.Hidden = resolveAll(hidden)
 	p.ReadOnly = drop(resolveAll(readOnly), p.Hidden)
 	p.Writable = drop(resolveAll(writable), p.Hidden, p.ReadOnly)
+	p.Whole = resolveAll(engineDirs)
+	for _, c := range resolveAll(config) {
+		body, ok := seedBodies[filepath.Base(c)]
+		if ok && slices.Contains(p.ReadOnly, c) {
+			if p.Seeds == nil {
+				p.Seeds = map[string]string{}
+			}
+			p.Seeds[c] = body
+		}
+	}
 	return p
+}
+
+// seed makes p's missing Seeds whose folder exists (O_EXCL: a file made
+// meanwhile is kept as it is).
+func (p Policy) seed() error {
+	for path, body := range p.Seeds {
+		if _, err := os.Lstat(path); err == nil {
+			continue
+		}
+		if isDir, ok := exists(filepath.Dir(path)); !ok || !isDir {
+			continue
+		}
+		if body == "/" {
+			if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("make %s to protect it: %w", path, err)
+			}
+			continue
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("make %s to protect it: %w", path, err)
+		}
+		_, err = f.WriteString(body)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("make %s to protect it: %w", path, err)
+		}
+	}
+	return nil
 }
 
 // clean is filepath.Clean of an absolute path, "" otherwise.

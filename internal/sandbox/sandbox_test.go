@@ -103,18 +103,21 @@ func newFixture(t testing.TB) fixture {
 	f := fixture{root: root, state: filepath.Join(root, "state"), ws: filepath.Join(root, "ws"),
 		other: filepath.Join(root, "other"), home: filepath.Join(root, "home"), tmp: filepath.Join(root, "tmp")}
 	files := map[string]string{
-		"state/token":          "TOKEN",
-		"ws/.troupe/team.toml": "TEAM",
-		"ws/.git/config":       "CONFIG",
-		"ws/.git/hooks/README": "HOOKS",
-		"ws/.git/HEAD":         "ref: refs/heads/main",
-		"ws/src/main.go":       "package main",
-		"other/secret.txt":     "OTHER",
-		"home/.ssh/id_x":       "KEY",
-		"home/.netrc":          "NETRC",
-		"home/.claude/x.json":  "{}",
-		"home/notes.txt":       "NOTES",
-		"tmp/.keep":            "",
+		"state/token":                         "TOKEN",
+		"ws/.troupe/team.toml":                "TEAM",
+		"ws/.git/config":                      "CONFIG",
+		"ws/.git/hooks/README":                "HOOKS",
+		"ws/.git/HEAD":                        "ref: refs/heads/main",
+		"ws/src/main.go":                      "package main",
+		"other/secret.txt":                    "OTHER",
+		"home/.ssh/id_x":                      "KEY",
+		"home/.netrc":                         "NETRC",
+		"home/.claude/x.json":                 "{}",
+		"home/.claude.json":                   "{}",
+		"home/.codex/x.json":                  "{}",
+		"home/.config/opencode/opencode.json": "{}",
+		"home/notes.txt":                      "NOTES",
+		"tmp/.keep":                           "",
 	}
 	for name, body := range files {
 		p := filepath.Join(root, name)
@@ -148,6 +151,14 @@ func TestBuild(t *testing.T) {
 	}{
 		{p.Writable, f.ws, true},
 		{p.Writable, filepath.Join(f.home, ".claude"), true},
+		{p.ReadOnly, filepath.Join(f.home, ".claude.json"), true},
+		{p.ReadOnly, filepath.Join(f.home, ".claude/settings.json"), true},
+		{p.ReadOnly, filepath.Join(f.home, ".codex/config.toml"), true},
+		{p.ReadOnly, filepath.Join(f.home, ".config/opencode/opencode.json"), true},
+		{p.ReadOnly, filepath.Join(f.home, ".config/opencode/plugin"), true},
+		{p.Writable, filepath.Join(f.home, ".claude.json"), false},
+		{p.Writable, filepath.Join(f.home, ".config/opencode"), true},
+		{p.Whole, filepath.Join(f.home, ".claude"), true},
 		{p.Writable, filepath.Join(f.home, ".cache"), true},
 		{p.Writable, f.tmp, true},
 		{p.ReadOnly, filepath.Join(f.ws, ".troupe"), true},
@@ -340,6 +351,20 @@ func testEscapes(t *testing.T, mech Mechanism) {
 		{"plant a hook", "echo evil > .git/hooks/pre-commit", false},
 		{"write git config", "echo '[core] hooksPath=x' >> .git/config", false},
 		{"make .claude settings", "mkdir -p .claude && echo '{}' > .claude/settings.json", false},
+		// The person's own (unsandboxed) CLIs run commands from these:
+		// MCP servers, hooks, plugins. ~/.claude.json is held by both
+		// mechanisms; the others, inside folders Landlock grants whole
+		// (Policy.Whole), by bubblewrap alone.
+		{"write Claude's global config", "echo '{\"mcpServers\":{}}' > " + f.home + "/.claude.json", false},
+		{"replace Claude's global config", "echo '{}' > " + f.home + "/.claude.json.tmp && mv " + f.home + "/.claude.json.tmp " + f.home + "/.claude.json", false},
+		{"write OpenCode's config", "echo '{}' > " + f.home + "/.config/opencode/opencode.json", mech == Landlock},
+		{"plant an OpenCode plugin", "mkdir -p " + f.home + "/.config/opencode/plugin && echo x > " + f.home + "/.config/opencode/plugin/x.js", mech == Landlock},
+		{"write OpenCode's own files", "echo x > " + f.home + "/.config/opencode/.gitignore", true},
+		{"write Claude's user settings", "echo '{\"hooks\":{}}' > " + f.home + "/.claude/settings.json", mech == Landlock},
+		{"replace Claude's user settings", "rm -f " + f.home + "/.claude/settings.json; echo '{}' > " + f.home + "/.claude/settings.json", mech == Landlock},
+		{"write Codex's config", "echo 'notify = [\"x\"]' >> " + f.home + "/.codex/config.toml", mech == Landlock},
+		{"write Codex's state", "echo x > " + f.home + "/.codex/new.sqlite-wal && rm " + f.home + "/.codex/new.sqlite-wal", true},
+		{"make an entry at the top of Claude's state", "mkdir " + f.home + "/.claude/todos2 && echo x > " + f.home + "/.claude/history2.jsonl", true},
 		{"read another project", "cat " + f.other + "/secret.txt", false},
 		{"read ssh", "cat " + f.home + "/.ssh/id_x", false},
 		{"read netrc", "cat " + f.home + "/.netrc | grep NETRC", false},
@@ -368,7 +393,23 @@ func testEscapes(t *testing.T, mech Mechanism) {
 			t.Errorf("%s = %q, %v; want %q", name, b, err, want)
 		}
 	}
-	for _, name := range []string{"ws/.git/hooks/pre-commit", "state/addr", "ws/.claude/settings.json"} {
+	gone := []string{"ws/.git/hooks/pre-commit", "state/addr", "ws/.claude/settings.json"}
+	if mech != Landlock {
+		// Missing, they were made before the sandbox started (Seeds) so
+		// as to be mounted read-only: nothing planted.
+		if _, err := os.Stat(filepath.Join(f.home, ".config/opencode/plugin/x.js")); err == nil {
+			t.Error("an OpenCode plugin was planted")
+		}
+		for name, want := range map[string]string{"home/.claude/settings.json": "{}\n", "home/.codex/config.toml": ""} {
+			if b, err := os.ReadFile(filepath.Join(f.root, name)); err != nil || string(b) != want {
+				t.Errorf("%s = %q, %v; want %q", name, b, err, want)
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(f.home, ".claude.json")); err != nil || string(b) != "{}" {
+		t.Errorf("~/.claude.json = %q, %v; want it unchanged", b, err)
+	}
+	for _, name := range gone {
 		if _, err := os.Stat(filepath.Join(f.root, name)); err == nil {
 			t.Errorf("%s was created", name)
 		}
