@@ -119,6 +119,25 @@ var alwaysConfig = []string{
 // exit code and stderr; err is set only when git could not run or was cut
 // by the time limit.
 func runGit(ctx context.Context, dir string, env, cfg []string, stdout io.Writer, args ...string) (int, string, error) {
+	return runGitStdin(ctx, dir, env, cfg, nil, stdout, args...)
+}
+
+// runGitIn runs git with args in dir, stdin its input, and returns its
+// output; a non-zero exit is an error carrying git's stderr.
+func runGitIn(ctx context.Context, dir, stdin string, args ...string) (string, error) {
+	stdout := &capBuffer{max: MaxGitOutput}
+	code, stderr, err := runGitStdin(ctx, dir, nil, nil, strings.NewReader(stdin), stdout, args...)
+	if err != nil {
+		return "", err
+	}
+	if code != 0 {
+		return "", fmt.Errorf("git %s: %s", strings.Join(args, " "), strings.TrimSpace(stderr))
+	}
+	return stdout.String(), nil
+}
+
+// runGitStdin is runGit with stdin as git's input (nil: none).
+func runGitStdin(ctx context.Context, dir string, env, cfg []string, stdin io.Reader, stdout io.Writer, args ...string) (int, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	argv := append(append(slices.Clone(alwaysConfig), cfg...), args...)
@@ -133,7 +152,7 @@ func runGit(ctx context.Context, dir string, env, cfg []string, stdout io.Writer
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	stderr := &capBuffer{max: maxGitStderr}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	err := cmd.Run()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return -1, "", fmt.Errorf("run git %s: no answer within %v: look for a lock or a hook that hangs in the repository", strings.Join(args, " "), Timeout)
