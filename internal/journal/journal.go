@@ -51,6 +51,7 @@ const (
 	KindSession    Kind = "session"     // SessionID
 	KindPermission Kind = "permission"  // Permission
 	KindNotice     Kind = "notice"      // Text: what the engine said about the turn (history dropped to fit the context)
+	KindCheckpoint Kind = "checkpoint"  // Text: the checkpoint of the workspace made at the turn's end, or why none was
 )
 
 // Entry is what the runtime records: one of a turn's start, one of its

@@ -187,6 +187,17 @@ func (l *turnLog) add(e journal.Event) {
 	l.w.Add(journal.Entry{Key: l.key, Turn: l.turn, Event: &e})
 }
 
+// note records a line of kind k on turn id (the turn being recorded).
+func (l *turnLog) note(id troupe.TurnID, k journal.Kind, text string) {
+	if l.w == nil || id != l.turn {
+		return
+	}
+	l.flushOutput()
+	e := journal.Event{At: time.Now(), Kind: k}
+	e.Text, e.Cut, e.Size = journal.Cap(text)
+	l.add(e)
+}
+
 // end records the end of turn id.
 func (l *turnLog) end(id troupe.TurnID, text, errText string) {
 	if l.w == nil {

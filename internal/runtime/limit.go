@@ -111,6 +111,7 @@ func (a *actor) finishTurnQueued(ctx context.Context, reason string) {
 	ctx = context.WithoutCancel(ctx)
 	t := a.takeTurn()
 	a.detachAsks(ctx, t)
+	a.checkpointEnd(ctx, t)
 	a.jl.end(t.id, "", reason)
 	if _, err := a.rt.o.Store.EndTurn(ctx, a.key, t.id, troupe.MsgQueued, reason, nil); err != nil {
 		a.log.Error("end turn", "turn", t.id, "err", err)

@@ -118,6 +118,9 @@ type Options struct {
 	// Stat looks at a project's folder before a session starts there; nil:
 	// os.Stat. Tests set it to make folders vanish.
 	Stat func(name string) (fs.FileInfo, error)
+	// Checkpoints, if set, snapshots each agent's workspace at the start
+	// and the end of its turns (C18); nil: none.
+	Checkpoints Checkpoints
 	// MaxSessions bounds the agent sessions live at once (each an engine
 	// process); the others wait for a slot (slots.go). 0:
 	// DefaultMaxSessions.

@@ -22,6 +22,9 @@ type turn struct {
 	msgs   []troupe.Message
 	window time.Duration      // the agent's turn_timeout: silence longer than this cuts the turn
 	asks   []troupe.RequestID // asks it made through troupe's ask tool, guarded by the actor's mu (noteAsk)
+	work   string             // the workspace it ran in, "" for a turn that never reached a session
+	base   string             // the snapshot of work at its start (Checkpoints.Base), "" when none
+	noBase string             // why there is no base ("" when there is, or when there are no checkpoints)
 }
 
 // next starts a turn when none is in flight and the inbox has mail.
@@ -95,8 +98,10 @@ func (a *actor) next(ctx context.Context) {
 	if window <= 0 {
 		window = troupe.DefaultTurnTimeout
 	}
+	t := &turn{id: id, msgs: batch, window: window}
+	a.checkpointBase(ctx, t)
 	a.mu.Lock()
-	a.turn = &turn{id: id, msgs: batch, window: window}
+	a.turn = t
 	a.actAt = time.Now()
 	if a.cold {
 		// A CLI's first turn carries the rest of its start (tools
@@ -242,6 +247,7 @@ func (a *actor) finishTurn(ctx context.Context, text, errText string, failState 
 	ctx = context.WithoutCancel(ctx)
 	t := a.takeTurn()
 	a.detachAsks(ctx, t)
+	a.checkpointEnd(ctx, t)
 	a.jl.end(t.id, text, errText)
 	state := troupe.MsgDelivered
 	if errText != "" {
