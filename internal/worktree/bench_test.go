@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -16,27 +17,7 @@ import (
 // repository of 10,000 files (100 folders of 100 files of ~200 bytes):
 // time per worktree, and its disk use (reported as MB/worktree).
 func BenchmarkCreate10kFiles(b *testing.B) {
-	repo := b.TempDir()
-	for d := range 100 {
-		dir := filepath.Join(repo, fmt.Sprintf("pkg%03d", d))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		for f := range 100 {
-			body := fmt.Sprintf("package pkg%03d\n\n// File %d of folder %d.\nfunc F%d() int { return %d }\n%0120d\n", d, f, d, f, f*d, f)
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d.go", f)), []byte(body), 0o644); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "10k files"}} {
-		cmd := exec.Command("git", append([]string{"-c", "gc.auto=0"}, args...)...) // no gc left running detached
-		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@b", "GIT_COMMITTER_NAME=b", "GIT_COMMITTER_EMAIL=b@b")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("git %v: %v %s", args, err, out)
-		}
-	}
+	repo := repoOfFiles(b, 100, 100)
 	m := New(b.TempDir())
 	spec := troupe.AgentSpec{Name: "a", Workspace: Worktree}
 	ctx := context.Background()
@@ -74,4 +55,83 @@ func diskUse(b *testing.B, dir string) int64 {
 		b.Fatal(err)
 	}
 	return n
+}
+
+// repoOfFiles is a repository of folders×files committed files
+// (~200 bytes each, Go-like text).
+func repoOfFiles(b *testing.B, folders, files int) string {
+	b.Helper()
+	repo := b.TempDir()
+	for d := range folders {
+		dir := filepath.Join(repo, fmt.Sprintf("pkg%03d", d))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for f := range files {
+			body := fmt.Sprintf("package pkg%03d\n\n// File %d of folder %d.\nfunc F%d() int { return %d }\n%0120d\n", d, f, d, f, f*d, f)
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d.go", f)), []byte(body), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "files"}} {
+		cmd := exec.Command("git", append([]string{"-c", "gc.auto=0"}, args...)...) // no gc left running detached
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=b", "GIT_AUTHOR_EMAIL=b@b", "GIT_COMMITTER_NAME=b", "GIT_COMMITTER_EMAIL=b@b")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	return repo
+}
+
+// BenchmarkCheckpoint measures a turn's checkpoints (issue 23): the
+// snapshot at its start (Base) and the checkpoint at its end, after the
+// turn changed `changed` files, in a repository of `files` files. One
+// iteration is one turn: both snapshots, every git process they run
+// (rev-parse, ls-files, add, write-tree, commit-tree, for-each-ref,
+// diff-tree, update-ref), not the file writes. Also reported: ms of the
+// end checkpoint alone (end-ms/op), and the repository's growth on disk
+// per turn (KB/turn: loose objects, troupe's index, refs).
+func BenchmarkCheckpoint(b *testing.B) {
+	for _, c := range []struct{ folders, files, changed int }{{10, 100, 1}, {100, 100, 1}, {100, 100, 100}} {
+		b.Run(fmt.Sprintf("files=%d/changed=%d", c.folders*c.files, c.changed), func(b *testing.B) {
+			repo := repoOfFiles(b, c.folders, c.files)
+			root := b.TempDir()
+			m := New(root)
+			k := troupe.RuntimeKey{Project: "p", Agent: "a"}
+			ctx := context.Background()
+			// The first snapshot reads every file once (troupe's index is
+			// new): not a turn's cost.
+			if _, err := m.Checkpoint(ctx, k, repo, "turn", "", "", DefaultRetention); err != nil {
+				b.Fatal(err)
+			}
+			before := diskUse(b, filepath.Join(repo, ".git")) + diskUse(b, root)
+			var end time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				base, err := m.Base(ctx, k, repo)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				for f := range c.changed {
+					name := filepath.Join(repo, fmt.Sprintf("pkg%03d", f%c.folders), fmt.Sprintf("f%03d.go", f/c.folders))
+					if err := os.WriteFile(name, []byte(fmt.Sprintf("package x\n// turn %d\n", i)), 0o644); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				t0 := time.Now()
+				if _, err := m.Checkpoint(ctx, k, repo, "turn", "t", base, DefaultRetention); err != nil {
+					b.Fatal(err)
+				}
+				end += time.Since(t0)
+			}
+			b.StopTimer()
+			after := diskUse(b, filepath.Join(repo, ".git")) + diskUse(b, root)
+			b.ReportMetric(float64(end.Microseconds())/1e3/float64(b.N), "end-ms/op")
+			b.ReportMetric(float64(after-before)/1e3/float64(b.N), "KB/turn")
+		})
+	}
 }

@@ -37,9 +37,10 @@ import (
 // CheckpointRefs is the prefix of every checkpoint ref.
 const CheckpointRefs = "refs/troupe/checkpoints/"
 
-// MaxCheckpointFile is the largest file a checkpoint keeps (a variable for tests): a bigger one
-// is left out (its previous content, if any, stays in the snapshot), and
-// the checkpoint names it in Skipped.
+// MaxCheckpointFile is the largest file a checkpoint keeps (a variable for
+// tests): a bigger one is left out (its previous content, if any, stays in
+// the snapshot), and the checkpoint names it in Skipped, as it names a git
+// repository made inside the workspace ("name/"), whose files are left out.
 var MaxCheckpointFile int64 = 64 << 20
 
 // maxSkippedNamed bounds the names a checkpoint lists in Skipped (the
@@ -105,17 +106,6 @@ var identity = []string{
 // troupe's own index of agent k, and returns it with the files left out.
 // Run with m.lock(k) held.
 func (m *Manager) snapshot(ctx context.Context, k troupe.RuntimeKey, work string) (tree string, skipped []string, err error) {
-	top, err := git(ctx, work, nil, "rev-parse", "--show-toplevel")
-	if err != nil {
-		if strings.Contains(err.Error(), "not a git repository") {
-			return "", nil, ErrNoCheckpoints
-		}
-		return "", nil, fmt.Errorf("find the workspace's repository: %w", err)
-	}
-	if filepath.Clean(strings.TrimSpace(top)) != filepath.Clean(work) {
-		// A folder inside a repository: the snapshot is of the folder.
-		work = filepath.Clean(work)
-	}
 	index := m.indexPath(k)
 	if err := os.MkdirAll(filepath.Dir(index), 0o700); err != nil {
 		return "", nil, fmt.Errorf("make the checkpoints' folder: %w", err)
@@ -129,10 +119,12 @@ func (m *Manager) snapshot(ctx context.Context, k troupe.RuntimeKey, work string
 	if _, err := os.Stat(index); errors.Is(err, fs.ErrNotExist) {
 		// First snapshot: start from the repository's own index, whose
 		// stat cache spares reading every file again.
-		if own, err := git(ctx, work, nil, "rev-parse", "--path-format=absolute", "--git-path", "index"); err == nil {
-			if err := copyFile(strings.TrimSpace(own), index); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return "", nil, fmt.Errorf("seed the checkpoint index: %w", err)
-			}
+		own, err := git(ctx, work, nil, "rev-parse", "--path-format=absolute", "--git-path", "index")
+		if err != nil {
+			return "", nil, notRepo(err)
+		}
+		if err := copyFile(strings.TrimSpace(own), index); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", nil, fmt.Errorf("seed the checkpoint index: %w", err)
 		}
 	}
 	guard, err := repoGuard(ctx, work)
@@ -142,10 +134,17 @@ func (m *Manager) snapshot(ctx context.Context, k troupe.RuntimeKey, work string
 	// Files too big to keep: left out by name.
 	out, err := gitWith(ctx, work, env, guard, "ls-files", "-z", "--others", "--modified", "--exclude-standard")
 	if err != nil {
-		return "", nil, fmt.Errorf("list the workspace's changed files: %w", err)
+		return "", nil, notRepo(err)
 	}
 	for _, name := range strings.Split(out, "\x00") {
 		if name == "" {
+			continue
+		}
+		if strings.HasSuffix(name, "/") {
+			// A git repository the agent made inside the workspace: its
+			// files are its own repository's, which a checkpoint cannot
+			// hold (git would keep a link to a commit it does not have).
+			skipped = append(skipped, name)
 			continue
 		}
 		if fi, err := os.Lstat(filepath.Join(work, name)); err == nil && fi.Mode().IsRegular() && fi.Size() > MaxCheckpointFile {
@@ -158,7 +157,7 @@ func (m *Manager) snapshot(ctx context.Context, k troupe.RuntimeKey, work string
 		var b strings.Builder
 		b.WriteString(".\x00")
 		for _, s := range skipped {
-			b.WriteString(":(exclude,literal)" + s + "\x00")
+			b.WriteString(":(exclude,literal)" + strings.TrimSuffix(s, "/") + "\x00")
 		}
 		if err := os.WriteFile(specs, []byte(b.String()), 0o600); err != nil {
 			return "", nil, fmt.Errorf("write the checkpoint's pathspecs: %w", err)
@@ -181,6 +180,15 @@ func (m *Manager) snapshot(ctx context.Context, k troupe.RuntimeKey, work string
 		return "", nil, fmt.Errorf("write the snapshot's tree: %w", err)
 	}
 	return strings.TrimSpace(tree), skipped, nil
+}
+
+// notRepo is err of a git run in a workspace: ErrNoCheckpoints when it is
+// not in a git repository.
+func notRepo(err error) error {
+	if strings.Contains(err.Error(), "not a git repository") {
+		return ErrNoCheckpoints
+	}
+	return fmt.Errorf("read the workspace's repository: %w", err)
 }
 
 // copyFile copies src to dst (0600).
@@ -315,10 +323,7 @@ func checkpointMessage(k troupe.RuntimeKey, cp Checkpoint) string {
 func (m *Manager) Checkpoints(ctx context.Context, k troupe.RuntimeKey, work string) ([]Checkpoint, error) {
 	defer m.lock(k)()
 	if _, err := git(ctx, work, nil, "rev-parse", "--git-dir"); err != nil {
-		if strings.Contains(err.Error(), "not a git repository") {
-			return nil, ErrNoCheckpoints
-		}
-		return nil, fmt.Errorf("find the workspace's repository: %w", err)
+		return nil, notRepo(err)
 	}
 	return m.list(ctx, k, work)
 }
