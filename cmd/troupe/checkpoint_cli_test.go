@@ -1,0 +1,98 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/troupe-dev/troupe/internal/engine/codex/codextest"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// TestCheckpointsOfRealCLIShells (C18): what the pinned Claude Code's
+// Bash tool and Codex's exec_command change on disk, through a shell and
+// not through an edit tool, is in the checkpoint of the turn: a file
+// written, a committed file removed; the person's index and stash do not
+// move, and their status shows the agent's changes alone.
+func TestCheckpointsOfRealCLIShells(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		rig  func(t *testing.T) *claudeRig
+		call func(cmd string) string
+	}{
+		{"claude", func(t *testing.T) *claudeRig {
+			return newClaudeRigWith(t, func(bin string) string {
+				return fmt.Sprintf("[[agent]]\nname = \"x\"\nengine = \"claude\"\ncommand = %q\npermission_mode = \"bypassPermissions\"\n", bin)
+			})
+		}, func(cmd string) string {
+			b, _ := json.Marshal(map[string]string{"command": cmd, "description": "change files"})
+			return "[[tool:Bash " + string(b) + "]]"
+		}},
+		{"codex", func(t *testing.T) *claudeRig { return newEngineRig(t, "codex", codextest.Bin(t), "2m") },
+			func(cmd string) string {
+				b, _ := json.Marshal(map[string]string{"cmd": cmd})
+				return "[[tool:exec_command " + string(b) + "]]"
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := c.rig(t)
+			git := func(args ...string) string {
+				t.Helper()
+				cmd := exec.Command("git", args...)
+				cmd.Dir = r.proj
+				cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=p", "GIT_AUTHOR_EMAIL=p@p", "GIT_COMMITTER_NAME=p", "GIT_COMMITTER_EMAIL=p@p")
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("git %v: %v\n%s", args, err, out)
+				}
+				return strings.TrimSpace(string(out))
+			}
+			os.WriteFile(filepath.Join(r.proj, "README"), []byte("hi\n"), 0o644)
+			os.WriteFile(filepath.Join(r.proj, "notes.txt"), []byte("one\n"), 0o644)
+			git("init", "-q", "-b", "main")
+			git("add", "-A")
+			git("commit", "-q", "-m", "start")
+			os.WriteFile(filepath.Join(r.proj, "notes.txt"), []byte("stashed\n"), 0o644)
+			git("stash", "-q")
+			os.WriteFile(filepath.Join(r.proj, "staged.txt"), []byte("staged\n"), 0o644)
+			git("add", "staged.txt")
+			stash, index := git("stash", "list", "--format=%H"), git("diff", "--cached", "--name-status")
+
+			req := r.ask(troupe.AgentID(firstAgent(t, r)), c.call("echo v1 > f.txt && rm README && echo changed"))
+			if req.State != troupe.ReqAnswered {
+				t.Fatalf("the turn: %s %q %s", req.State, req.Answer, req.Error)
+			}
+			refs := strings.Fields(git("for-each-ref", "--format=%(refname)", "refs/troupe/checkpoints/"))
+			if len(refs) != 1 {
+				t.Fatalf("checkpoint refs = %q; want the turn's one", refs)
+			}
+			changed := git("diff-tree", "-r", "--name-status", "--no-renames", refs[0]+"^", refs[0])
+			if !strings.Contains(changed, "A\tf.txt") || !strings.Contains(changed, "D\tREADME") {
+				t.Fatalf("the turn's checkpoint changed:\n%s\nwant f.txt added and README removed by the shell", changed)
+			}
+			if got := git("show", refs[0]+":f.txt"); got != "v1" {
+				t.Fatalf("f.txt in the checkpoint = %q", got)
+			}
+			if git("stash", "list", "--format=%H") != stash || git("diff", "--cached", "--name-status") != index {
+				t.Fatalf("the person's stash or index moved")
+			}
+			if st := git("status", "--porcelain"); !strings.Contains(st, "D README") || !strings.Contains(st, "?? f.txt") || !strings.Contains(st, "A  staged.txt") {
+				t.Fatalf("the person's status:\n%s", st)
+			}
+		})
+	}
+}
+
+// firstAgent is the name of the rig's only agent.
+func firstAgent(t *testing.T, r *claudeRig) string {
+	t.Helper()
+	agents, err := r.cl.Agents(r.ctx, r.p)
+	if err != nil || len(agents) == 0 {
+		t.Fatalf("agents = %+v, %v", agents, err)
+	}
+	return string(agents[0].Name)
+}
