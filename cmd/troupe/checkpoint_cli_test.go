@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/engine/codex/codextest"
 	"github.com/troupe-dev/troupe/internal/troupe"
@@ -40,17 +40,7 @@ func TestCheckpointsOfRealCLIShells(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := c.rig(t)
-			git := func(args ...string) string {
-				t.Helper()
-				cmd := exec.Command("git", args...)
-				cmd.Dir = r.proj
-				cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=p", "GIT_AUTHOR_EMAIL=p@p", "GIT_COMMITTER_NAME=p", "GIT_COMMITTER_EMAIL=p@p")
-				out, err := cmd.CombinedOutput()
-				if err != nil {
-					t.Fatalf("git %v: %v\n%s", args, err, out)
-				}
-				return strings.TrimSpace(string(out))
-			}
+			git := func(args ...string) string { t.Helper(); return gitIn(t, r.proj, args...) }
 			os.WriteFile(filepath.Join(r.proj, "README"), []byte("hi\n"), 0o644)
 			os.WriteFile(filepath.Join(r.proj, "notes.txt"), []byte("one\n"), 0o644)
 			git("init", "-q", "-b", "main")
@@ -95,4 +85,33 @@ func firstAgent(t *testing.T, r *claudeRig) string {
 		t.Fatalf("agents = %+v, %v", agents, err)
 	}
 	return string(agents[0].Name)
+}
+
+// TestCheckpointsOfAWorktreeAgent (C18): a fake agent in a worktree of
+// its own changes files through a shell in two turns; each turn has its
+// checkpoint in the project's repository, holding exactly that turn's
+// change; the person's own checkout, index and HEAD do not move.
+func TestCheckpointsOfAWorktreeAgent(t *testing.T) {
+	proj := gitProject(t, "[[agent]]\nname = \"w\"\nengine = \"fake\"\nworkspace = \"worktree\"\npermission_mode = \"bypassPermissions\"\n")
+	index, _ := os.ReadFile(filepath.Join(proj, ".git", "index"))
+	head := gitIn(t, proj, "rev-parse", "HEAD")
+	ctx, _, cl, p := serveProject(t, t.TempDir(), proj, nil, 2*time.Minute)
+	for _, sh := range []string{"echo one > f.txt", "echo two > f.txt && rm README"} {
+		if req, err := cl.Ask(ctx, p.ID, "w", "!sh "+sh, 0); err != nil || req.State != troupe.ReqAnswered {
+			t.Fatalf("ask w %q: %+v %v", sh, req, err)
+		}
+	}
+	refs := strings.Fields(gitIn(t, proj, "for-each-ref", "--format=%(refname)", "refs/troupe/checkpoints/"+string(p.ID)+"/w/"))
+	if len(refs) != 2 {
+		t.Fatalf("checkpoint refs = %q; want one per turn", refs)
+	}
+	for i, want := range []string{"A\tf.txt", "D\tREADME\nM\tf.txt"} {
+		if got := gitIn(t, proj, "diff-tree", "-r", "--name-status", "--no-renames", refs[i]+"^", refs[i]); got != want {
+			t.Errorf("turn %d's checkpoint changed %q; want %q", i+1, got, want)
+		}
+	}
+	after, _ := os.ReadFile(filepath.Join(proj, ".git", "index"))
+	if string(after) != string(index) || gitIn(t, proj, "rev-parse", "HEAD") != head || gitIn(t, proj, "status", "--porcelain") != "" {
+		t.Fatalf("the person's checkout moved: status %q", gitIn(t, proj, "status", "--porcelain"))
+	}
 }
