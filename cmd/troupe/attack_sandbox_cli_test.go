@@ -26,25 +26,7 @@ func TestAttackSandboxClaudeAndCodexShells(t *testing.T) {
 		}
 		t.Skipf("no sandbox here: %s", r.Why)
 	}
-	for _, c := range []struct {
-		name string
-		rig  func(t *testing.T) *claudeRig
-		call func(cmd string) string
-	}{
-		{"claude", func(t *testing.T) *claudeRig {
-			return newClaudeRigWith(t, func(bin string) string {
-				return fmt.Sprintf("[[agent]]\nname = \"x\"\nengine = \"claude\"\ncommand = %q\npermission_mode = \"bypassPermissions\"\n", bin)
-			})
-		}, func(cmd string) string {
-			b, _ := json.Marshal(map[string]string{"command": cmd, "description": "attacks"})
-			return "[[tool:Bash " + string(b) + "]]"
-		}},
-		{"codex", func(t *testing.T) *claudeRig { return newEngineRig(t, "codex", codextest.Bin(t), "2m") },
-			func(cmd string) string {
-				b, _ := json.Marshal(map[string]string{"cmd": cmd})
-				return "[[tool:exec_command " + string(b) + "]]"
-			}},
-	} {
+	for _, c := range shellCLIs() {
 		t.Run(c.name, func(t *testing.T) {
 			r := c.rig(t)
 			home := ""
@@ -97,5 +79,33 @@ func TestAttackSandboxClaudeAndCodexShells(t *testing.T) {
 				t.Error("a hook was planted")
 			}
 		})
+	}
+}
+
+// shellCLI is a real CLI whose shell tool the fake model can call: a
+// daemon rig with one agent of it allowed every command, and the model's
+// script that runs a command through that tool.
+type shellCLI struct {
+	name string
+	rig  func(t *testing.T) *claudeRig
+	call func(cmd string) string
+}
+
+// shellCLIs are the pinned Claude Code (Bash) and Codex (exec_command).
+func shellCLIs() []shellCLI {
+	return []shellCLI{
+		{"claude", func(t *testing.T) *claudeRig {
+			return newClaudeRigWith(t, func(bin string) string {
+				return fmt.Sprintf("[[agent]]\nname = \"x\"\nengine = \"claude\"\ncommand = %q\npermission_mode = \"bypassPermissions\"\n", bin)
+			})
+		}, func(cmd string) string {
+			b, _ := json.Marshal(map[string]string{"command": cmd, "description": "a command"})
+			return "[[tool:Bash " + string(b) + "]]"
+		}},
+		{"codex", func(t *testing.T) *claudeRig { return newEngineRig(t, "codex", codextest.Bin(t), "2m") },
+			func(cmd string) string {
+				b, _ := json.Marshal(map[string]string{"cmd": cmd})
+				return "[[tool:exec_command " + string(b) + "]]"
+			}},
 	}
 }

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/troupe-dev/troupe/internal/engine/codex/codextest"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -19,25 +16,7 @@ import (
 // written, a committed file removed; the person's index and stash do not
 // move, and their status shows the agent's changes alone.
 func TestCheckpointsOfRealCLIShells(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		rig  func(t *testing.T) *claudeRig
-		call func(cmd string) string
-	}{
-		{"claude", func(t *testing.T) *claudeRig {
-			return newClaudeRigWith(t, func(bin string) string {
-				return fmt.Sprintf("[[agent]]\nname = \"x\"\nengine = \"claude\"\ncommand = %q\npermission_mode = \"bypassPermissions\"\n", bin)
-			})
-		}, func(cmd string) string {
-			b, _ := json.Marshal(map[string]string{"command": cmd, "description": "change files"})
-			return "[[tool:Bash " + string(b) + "]]"
-		}},
-		{"codex", func(t *testing.T) *claudeRig { return newEngineRig(t, "codex", codextest.Bin(t), "2m") },
-			func(cmd string) string {
-				b, _ := json.Marshal(map[string]string{"cmd": cmd})
-				return "[[tool:exec_command " + string(b) + "]]"
-			}},
-	} {
+	for _, c := range shellCLIs() {
 		t.Run(c.name, func(t *testing.T) {
 			r := c.rig(t)
 			git := func(args ...string) string { t.Helper(); return gitIn(t, r.proj, args...) }

@@ -131,8 +131,13 @@ func (m *Manager) snapshot(ctx context.Context, k troupe.RuntimeKey, work string
 	if err != nil {
 		return "", nil, err
 	}
-	// Files too big to keep: left out by name.
-	out, err := gitWith(ctx, work, env, guard, "ls-files", "-z", "--others", "--modified", "--exclude-standard")
+	// Files past 32 KB are streamed, not mapped: a file the agent
+	// truncates while git maps it would kill git with SIGBUS; streamed, a
+	// short read is an error (add's --ignore-errors leaves the file out).
+	cfg := append(slices.Clone(guard), "-c", "core.bigFileThreshold=32k")
+	// Files too big to keep: left out by name. Every file is looked at
+	// (lstat), none read: a file being rewritten cannot fail the listing.
+	out, err := gitWith(ctx, work, env, cfg, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
 	if err != nil {
 		return "", nil, notRepo(err)
 	}
@@ -166,16 +171,19 @@ func (m *Manager) snapshot(ctx context.Context, k troupe.RuntimeKey, work string
 	} else {
 		args = append(args, "--", ".")
 	}
-	if _, code, stderr, err := gitCodeWith(ctx, work, env, guard, args...); err != nil {
+	if _, code, stderr, err := gitCodeWith(ctx, work, env, cfg, args...); err != nil {
 		return "", nil, fmt.Errorf("snapshot the workspace: %w", err)
 	} else if code != 0 && !strings.Contains(stderr, "adding embedded git repository") {
 		// --ignore-errors: a file that could not be read (gone meanwhile,
 		// unreadable) is left out and git exits 1; the rest is in.
 		if !strings.Contains(stderr, "unable to") && !strings.Contains(stderr, "failed to") {
-			return "", nil, fmt.Errorf("snapshot the workspace: %s", strings.TrimSpace(stderr))
+			return "", nil, fmt.Errorf("snapshot the workspace: git add exit %d: %s", code, strings.TrimSpace(stderr))
 		}
 	}
-	tree, err = git(ctx, work, env, "write-tree")
+	tree, code, stderr, err := gitCode(ctx, work, env, "write-tree")
+	if err == nil && code != 0 {
+		err = fmt.Errorf("git write-tree: exit %d: %s", code, strings.TrimSpace(stderr))
+	}
 	if err != nil {
 		return "", nil, fmt.Errorf("write the snapshot's tree: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -29,7 +28,7 @@ func personRepo(t testing.TB) string {
 			t.Fatal(err)
 		}
 	}
-	git := func(args ...string) { runTB(t, repo, args...) }
+	git := func(args ...string) { run(t, repo, args...) }
 	write("README", "hi\n")
 	write("src/a.go", "package a\n")
 	write(".gitignore", "build/\n")
@@ -43,19 +42,6 @@ func personRepo(t testing.TB) string {
 	write("src/a.go", "package a // edited\n")
 	write("build/out.bin", "ignored\n")
 	return repo
-}
-
-// runTB is run for tests and benchmarks.
-func runTB(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=p", "GIT_AUTHOR_EMAIL=p@p", "GIT_COMMITTER_NAME=p", "GIT_COMMITTER_EMAIL=p@p")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // personState is what the person's git shows: status, index, stash, HEAD.
@@ -337,4 +323,55 @@ func TestNoCheckpointsOutsideGit(t *testing.T) {
 	if _, err := m.Checkpoints(context.Background(), k, dir); !errors.Is(err, ErrNoCheckpoints) || !strings.Contains(err.Error(), "git init") {
 		t.Fatalf("Checkpoints outside git: %v", err)
 	}
+}
+
+// TestCheckpointWhileAFileIsWritten: checkpoints made while the agent's
+// program rewrites a file (truncated and written again, as fast as it
+// can) are made all the same, and the first one after it stops holds
+// the file's last content.
+func TestCheckpointWhileAFileIsWritten(t *testing.T) {
+	repo := personRepo(t)
+	m := New(t.TempDir())
+	k := troupe.RuntimeKey{Project: "p1", Agent: "dev"}
+	ctx := context.Background()
+	name := filepath.Join(repo, "hot.bin")
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		body := make([]byte, 1<<20)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			body[0] = byte(i)
+			os.WriteFile(name, body, 0o644)
+		}
+	}()
+	for range 5 {
+		if _, err := m.Checkpoint(ctx, k, repo, "turn", "", "", DefaultRetention); err != nil {
+			close(stop)
+			<-done
+			t.Fatalf("a checkpoint while a file is written: %v", err)
+		}
+	}
+	close(stop)
+	<-done
+	want, _ := os.ReadFile(name)
+	cp, err := m.Checkpoint(ctx, k, repo, "turn", "", "", DefaultRetention)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, repo, "cat-file", "-s", cp.Commit+":hot.bin"); got != fmt.Sprint(len(want)) {
+		t.Fatalf("hot.bin in the last checkpoint: %s bytes; want %d", got, len(want))
+	}
+	if got := run(t, repo, "rev-parse", cp.Commit+":hot.bin"); got != strings.TrimSpace(hashObject(t, repo, name)) {
+		t.Fatal("hot.bin in the last checkpoint is not its last content")
+	}
+}
+
+func hashObject(t *testing.T, repo, name string) string {
+	t.Helper()
+	return run(t, repo, "hash-object", name)
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-func run(t *testing.T, dir string, args ...string) string {
+func run(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
