@@ -156,3 +156,84 @@ func TestAPICheckpoints(t *testing.T) {
 		t.Fatalf("WhileIdle calls = %d (%v), want one per rewind asked", n, rt.calls)
 	}
 }
+
+// TestAPIWorktreeOpsCheckpointFirst: worktree reset and remove each keep
+// the worktree's work in a checkpoint first (listed after the worktree is
+// gone, from the project's repository), and are refused, the worktree
+// untouched, when that checkpoint cannot be made.
+func TestAPIWorktreeOpsCheckpointFirst(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	trees := worktree.New(t.TempDir())
+	cps := &failingCheckpoints{managerCheckpoints: managerCheckpoints{trees}}
+	f := newFixtureWith(t, api.Options{Runtime: &fakeRuntime{}, Worktrees: trees, Checkpoints: cps})
+	cl := client.New(f.ts.URL, token)
+	ctx := context.Background()
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, ".troupe"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".troupe", "team.toml"), []byte("[[agent]]\nname = \"w\"\nengine = \"fake\"\nworkspace = \"worktree\"\n"), 0o644)
+	gitIn(t, dir, "init", "-q")
+	gitIn(t, dir, "add", ".")
+	gitIn(t, dir, "commit", "-qm", "one")
+	p, err := cl.AddProject(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := troupe.RuntimeKey{Project: p.ID, Agent: "w"}
+	spec, _, _ := f.reg.Agent(k)
+	wt, err := trees.Dir(ctx, k, spec, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(wt, "work.txt"), []byte("one\n"), 0o644)
+
+	cps.fail = errors.New("disk full")
+	if err := cl.ResetWorktree(ctx, p.ID, "w"); err == nil || !strings.Contains(err.Error(), "disk full") || !strings.Contains(err.Error(), "not reset") {
+		t.Fatalf("reset with a failing checkpoint = %v, want refused naming the error", err)
+	}
+	if _, err := cl.RemoveWorktree(ctx, p.ID, "w", true); err == nil || !strings.Contains(err.Error(), "not removed") {
+		t.Fatalf("remove with a failing checkpoint = %v, want refused", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(wt, "work.txt")); err != nil || string(b) != "one\n" {
+		t.Fatalf("the worktree's work after refusals = %q, %v", b, err)
+	}
+	cps.fail = nil
+	if err := cl.ResetWorktree(ctx, p.ID, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(wt, "work.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("reset kept work.txt: %v", err)
+	}
+	os.WriteFile(filepath.Join(wt, "more.txt"), []byte("two\n"), 0o644)
+	if _, err := cl.RemoveWorktree(ctx, p.ID, "w", true); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cl.Checkpoints(ctx, p.ID, "w")
+	if err != nil || len(res.Checkpoints) != 2 || res.Checkpoints[0].Reason != "worktree reset" || res.Checkpoints[1].Reason != "worktree remove" {
+		t.Fatalf("checkpoints after reset and remove = %+v, %v; want one of each", res, err)
+	}
+	d, err := cl.CheckpointDiff(ctx, p.ID, "w", 2, false)
+	if err != nil || !strings.Contains(d.Diff, "more.txt") || !strings.Contains(d.Diff, "+two") {
+		t.Fatalf("the removal's checkpoint = %+v, %v; want more.txt kept", d, err)
+	}
+	if d, err := cl.CheckpointDiff(ctx, p.ID, "w", 1, false); err != nil || !strings.Contains(d.Diff, "+one") {
+		t.Fatalf("the reset's checkpoint = %+v, %v; want work.txt kept", d, err)
+	}
+	if _, err := cl.Rewind(ctx, p.ID, "w", 1); !errors.Is(err, troupe.ErrConflict) || !strings.Contains(err.Error(), "no worktree") {
+		t.Fatalf("rewind of a removed worktree = %v, want a conflict saying it has none", err)
+	}
+}
+
+// failingCheckpoints fails Save with fail when set.
+type failingCheckpoints struct {
+	managerCheckpoints
+	fail error
+}
+
+func (c *failingCheckpoints) Save(ctx context.Context, k troupe.RuntimeKey, work, reason string) (worktree.Checkpoint, error) {
+	if c.fail != nil {
+		return worktree.Checkpoint{}, c.fail
+	}
+	return c.managerCheckpoints.Save(ctx, k, work, reason)
+}
