@@ -29,9 +29,12 @@ type Checkpoints interface {
 	Save(ctx context.Context, k troupe.RuntimeKey, work, reason string) (worktree.Checkpoint, error)
 }
 
+// Checkpoint is one checkpoint of an agent's workspace.
+type Checkpoint = worktree.Checkpoint
+
 // CheckpointsResponse lists an agent's checkpoints, oldest first.
 type CheckpointsResponse struct {
-	Checkpoints []worktree.Checkpoint `json:"checkpoints"`
+	Checkpoints []Checkpoint `json:"checkpoints"`
 	// Unavailable says why the agent has none: its workspace is not in a
 	// git repository (and the fix).
 	Unavailable string `json:"unavailable,omitempty"`
@@ -45,8 +48,8 @@ type RewindRequest struct {
 // RewindResponse says what a rewind did: Before is the checkpoint of the
 // files as they were just before (rewinding to Before.Seq undoes it).
 type RewindResponse struct {
-	Before worktree.Checkpoint `json:"before"`
-	Seq    int64               `json:"seq"`
+	Before Checkpoint `json:"before"`
+	Seq    int64      `json:"seq"`
 }
 
 // routeCheckpoints registers the routes of agents' checkpoints.
