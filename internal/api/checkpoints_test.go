@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,6 +114,26 @@ func TestAPICheckpoints(t *testing.T) {
 		if a := f.get(t, "/api/projects/"+string(p.ID)+"/agents/a"+path, nil); a.StatusCode != 401 {
 			t.Errorf("GET %s without the token = %d, want 401", path, a.StatusCode)
 		}
+	}
+
+	// Only the person's token reaches the rewind (an agent's MCP token
+	// is no API token): nothing changed.
+	for _, hdr := range []string{"", "Bearer mcp-session-token"} {
+		req, _ := http.NewRequest("POST", f.ts.URL+"/api/projects/"+string(p.ID)+"/agents/a/rewind", strings.NewReader(`{"seq":1}`))
+		if hdr != "" {
+			req.Header.Set("Authorization", hdr)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Fatalf("rewind with %q = %d, want 401", hdr, resp.StatusCode)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "f.txt")); string(b) != "v3\n" {
+		t.Fatalf("f.txt after unauthorized rewinds = %q", b)
 	}
 
 	// In a turn: refused, nothing changed.
