@@ -27,6 +27,10 @@ type Checkpoints interface {
 	// Save makes a checkpoint of the workspace now, before something that
 	// may drop work (reason: "worktree reset", "reset"…).
 	Save(ctx context.Context, k troupe.RuntimeKey, work, reason string) (worktree.Checkpoint, error)
+	// Available is nil when folder dir is in a git repository, so its
+	// agents have checkpoints; cheap (troupe agents asks it of each
+	// project), no agent's checkpoint waited for.
+	Available(ctx context.Context, dir string) error
 }
 
 // Checkpoint is one checkpoint of an agent's workspace.

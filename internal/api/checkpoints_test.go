@@ -46,6 +46,10 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 	return string(out)
 }
 
+func (c managerCheckpoints) Available(ctx context.Context, dir string) error {
+	return worktree.InRepository(ctx, dir)
+}
+
 // TestAPICheckpoints: an agent's checkpoints are listed, diffed and
 // rewound to through the person's routes (the token needed); a rewind is
 // refused while the agent is in a turn and runs through WhileIdle; the

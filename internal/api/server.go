@@ -277,7 +277,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []Agent{}
 	if info.Team != nil {
-		none := s.noCheckpoints(r.Context(), id, info.Path, info.Team.Agents)
+		none := s.noCheckpoints(r.Context(), info.Path, info.Team.Agents)
 		for _, a := range info.Team.Agents {
 			st, reason, sess := troupe.StateStopped, "", ""
 			var doing string
@@ -303,15 +303,14 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// noCheckpoints says why the agents of project p (folder dir) have no
+// noCheckpoints says why the agents of a project (folder dir) have no
 // checkpoints, "" when they have them: one look at the project's folder
 // for them all (an agent with a worktree has one only in a repository).
-func (s *Server) noCheckpoints(ctx context.Context, p troupe.ProjectID, dir string, team []troupe.AgentSpec) string {
+func (s *Server) noCheckpoints(ctx context.Context, dir string, team []troupe.AgentSpec) string {
 	if s.o.Checkpoints == nil || len(team) == 0 {
 		return ""
 	}
-	_, err := s.o.Checkpoints.List(ctx, troupe.RuntimeKey{Project: p, Agent: team[0].Name}, dir)
-	if errors.Is(err, worktree.ErrNoCheckpoints) {
+	if err := s.o.Checkpoints.Available(ctx, dir); errors.Is(err, worktree.ErrNoCheckpoints) {
 		return "none: " + err.Error()
 	}
 	return ""

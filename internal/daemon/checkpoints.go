@@ -63,3 +63,7 @@ func (c checkpoints) Rewind(ctx context.Context, k troupe.RuntimeKey, work strin
 func (c checkpoints) Save(ctx context.Context, k troupe.RuntimeKey, work, reason string) (worktree.Checkpoint, error) {
 	return c.trees.Checkpoint(ctx, k, work, reason, "", "", c.retention)
 }
+
+func (c checkpoints) Available(ctx context.Context, dir string) error {
+	return worktree.InRepository(ctx, dir)
+}
