@@ -12,11 +12,18 @@ func (s *Server) routeAgentControl() {
 }
 
 // resetAgent forgets the agent's conversation and closes its session now;
-// a turn in flight ends failed ("reset by the person"). 204 when done.
+// a turn in flight ends failed ("reset by the person"). A checkpoint of
+// its workspace comes first (one that fails is logged: a reset drops the
+// conversation, not the files). 204 when done.
 func (s *Server) resetAgent(w http.ResponseWriter, r *http.Request) {
 	k, ok := s.target(w, r)
 	if !ok {
 		return
+	}
+	if info, known := s.o.Registry.Get(k.Project); known {
+		if err := s.saveCheckpoint(r.Context(), k, info.Path, "reset"); err != nil {
+			s.log.Warn("reset without a checkpoint", "project", k.Project, "agent", k.Agent, "err", err)
+		}
 	}
 	if err := s.o.Runtime.Reset(r.Context(), k); err != nil {
 		s.fail(w, err)

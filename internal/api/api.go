@@ -90,6 +90,9 @@ type Agent struct {
 	// Caps are the sandboxed agent's memory and process caps and whether
 	// this machine enforces them; nil when unsandboxed (no caps either).
 	Caps *Caps `json:"caps,omitempty"`
+	// Checkpoints says when the agent's workspace has no checkpoints
+	// ("none: not a git repository…"); empty when it has them.
+	Checkpoints string `json:"checkpoints,omitempty"`
 }
 
 // Caps are an agent's resource caps (internal/cgroup).

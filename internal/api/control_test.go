@@ -23,6 +23,7 @@ type fakeRuntime struct {
 	calls   []string
 	perms   map[troupe.PermissionID]troupe.Permission
 	decided map[troupe.PermissionID]bool
+	busy    bool // WhileIdle: the agent is in a turn
 }
 
 func (f *fakeRuntime) record(s string) {
@@ -88,6 +89,17 @@ func (f *fakeRuntime) Permissions(p troupe.ProjectID) []troupe.Permission {
 	return out
 }
 func (f *fakeRuntime) SyncJournal(context.Context) error { return nil }
+
+func (f *fakeRuntime) WhileIdle(ctx context.Context, k troupe.RuntimeKey, fn func(context.Context) error) error {
+	f.record("whileidle " + string(k.Agent))
+	f.mu.Lock()
+	busy := f.busy
+	f.mu.Unlock()
+	if busy {
+		return fmt.Errorf("%s is in a turn: wait, or troupe interrupt %s: %w", k.Agent, k.Agent, troupe.ErrConflict)
+	}
+	return fn(ctx)
+}
 
 func (f *fakeRuntime) PermissionInput(id troupe.PermissionID, off, limit int) (string, int, error) {
 	f.mu.Lock()

@@ -53,6 +53,9 @@ type Runtime interface {
 	// SyncJournal waits until the journal holds what was recorded before
 	// the call, so a log read shows the turns that have ended.
 	SyncJournal(ctx context.Context) error
+	// WhileIdle runs fn in the agent's own loop when it has no turn in
+	// flight (else troupe.ErrConflict): no turn starts while fn runs.
+	WhileIdle(ctx context.Context, k troupe.RuntimeKey, fn func(ctx context.Context) error) error
 }
 
 // Options configures a Server. Registry, Hub and Token are required.
@@ -67,6 +70,9 @@ type Options struct {
 	Journal  Journal // nil: no agent logs
 	// Worktrees serves the agents' worktrees (worktrees.go); nil: none.
 	Worktrees Worktrees
+	// Checkpoints serves the agents' checkpoints (checkpoints.go); nil:
+	// none.
+	Checkpoints Checkpoints
 	// Memory serves the projects' memory notes (memory.go); nil: none.
 	Memory Memory
 	// Claude serves the machine's Claude Code sessions
@@ -151,6 +157,7 @@ func New(o Options) *Server {
 	s.routeTerminal()
 	s.routePermissions()
 	s.routeWorktrees()
+	s.routeCheckpoints()
 	s.routeMemory()
 	s.routeClaudeSessions()
 	s.mux.HandleFunc("GET /api/projects/{id}/agents/{agent}/log", s.agentLog)
@@ -270,6 +277,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []Agent{}
 	if info.Team != nil {
+		none := s.noCheckpoints(r.Context(), info.Path, info.Team.Agents)
 		for _, a := range info.Team.Agents {
 			st, reason, sess := troupe.StateStopped, "", ""
 			var doing string
@@ -289,10 +297,23 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 			}
 			out = append(out, Agent{Project: id, Name: a.Name, Engine: a.Engine, Model: a.Model, Mode: mode,
 				TurnTimeout: Duration(a.TurnTimeout), IdleTimeout: Duration(a.IdleTimeout), State: st, Reason: reason, SessionID: sess,
-				Sandboxed: sandbox.Enabled(a), Doing: doing, DoingSince: since, Caps: s.caps(a)})
+				Sandboxed: sandbox.Enabled(a), Doing: doing, DoingSince: since, Caps: s.caps(a), Checkpoints: none})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// noCheckpoints says why the agents of a project (folder dir) have no
+// checkpoints, "" when they have them: one look at the project's folder
+// for them all (an agent with a worktree has one only in a repository).
+func (s *Server) noCheckpoints(ctx context.Context, dir string, team []troupe.AgentSpec) string {
+	if s.o.Checkpoints == nil || len(team) == 0 {
+		return ""
+	}
+	if err := s.o.Checkpoints.Available(ctx, dir); errors.Is(err, worktree.ErrNoCheckpoints) {
+		return "none: " + err.Error()
+	}
+	return ""
 }
 
 // events streams the feed as Server-Sent Events: each event's frame is

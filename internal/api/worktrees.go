@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -159,10 +160,15 @@ func (s *Server) worktreeMerge(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// worktreeReset puts the worktree back at its base. 204.
+// worktreeReset puts the worktree back at its base, after a checkpoint
+// of it (refused when that fails). 204.
 func (s *Server) worktreeReset(w http.ResponseWriter, r *http.Request) {
 	k, spec, dir, ok := s.worktreeAgent(w, r)
 	if !ok {
+		return
+	}
+	if err := s.saveCheckpoint(r.Context(), k, dir, "worktree reset"); err != nil {
+		s.fail(w, fmt.Errorf("%w: the worktree was not reset", err))
 		return
 	}
 	if err := s.o.Worktrees.Reset(r.Context(), k, spec, dir); err != nil {
@@ -172,14 +178,19 @@ func (s *Server) worktreeReset(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// worktreeRemove deletes the worktree folder, keeping its branch;
-// ?force=1 drops uncommitted work.
+// worktreeRemove deletes the worktree folder, keeping its branch, after a
+// checkpoint of it (refused when that fails); ?force=1 drops uncommitted
+// work (kept in that checkpoint).
 func (s *Server) worktreeRemove(w http.ResponseWriter, r *http.Request) {
 	k, spec, dir, ok := s.worktreeAgent(w, r)
 	if !ok {
 		return
 	}
 	force, _ := strconv.ParseBool(r.URL.Query().Get("force"))
+	if err := s.saveCheckpoint(r.Context(), k, dir, "worktree remove"); err != nil {
+		s.fail(w, fmt.Errorf("%w: the worktree was not removed", err))
+		return
+	}
 	if err := s.o.Worktrees.Remove(r.Context(), k, spec, dir, force); err != nil {
 		s.fail(w, err)
 		return

@@ -179,7 +179,7 @@ func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *gl
 	root.AddCommand(resetCmd(g), interruptCmd(g))
 	root.AddCommand(attachCmd(g))
 	root.AddCommand(permissionsCmd(g), allowCmd(g), denyCmd(g))
-	root.AddCommand(diffCmd(g), mergeCmd(g), worktreeCmd(g))
+	root.AddCommand(diffCmd(g), mergeCmd(g), worktreeCmd(g), checkpointsCmd(g), rewindCmd(g))
 	root.AddCommand(teamCmd(g))
 	root.AddCommand(sessionsCmd(g), resumeCmd(g), forkCmd(g), observeCmd(g))
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
@@ -418,8 +418,9 @@ func agentsCmd(g *globals) *cobra.Command {
 			if p.TeamError != "" {
 				fmt.Fprintf(g.errw, "warning: team file not loaded, showing the last good team: %s\n", p.TeamError)
 			}
+			none := ""
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AGENT\tENGINE\tMODE\tSTATE\tTURN TIMEOUT\tSESSION\tSANDBOX")
+			fmt.Fprintln(tw, "AGENT\tENGINE\tMODE\tSTATE\tTURN TIMEOUT\tSESSION\tSANDBOX\tCHECKPOINTS")
 			for _, a := range as {
 				st := string(a.State)
 				if a.Reason != "" {
@@ -440,9 +441,19 @@ func agentsCmd(g *globals) *cobra.Command {
 				} else if c != nil {
 					sbx = fmt.Sprintf("on, memory %s, processes %s", c.Memory, c.Processes)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Engine, a.Mode, st, fmtDuration(a.TurnTimeout), sess, sbx)
+				cps := "on"
+				if a.Checkpoints != "" {
+					cps, none = "none (not a git repository)", a.Checkpoints
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Engine, a.Mode, st, fmtDuration(a.TurnTimeout), sess, sbx, cps)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if none != "" {
+				fmt.Fprintf(g.errw, "no checkpoints of the agents' files: %s\n", strings.TrimPrefix(none, "none: "))
+			}
+			return nil
 		},
 	}
 	c.Flags().BoolVar(&g.json, "json", false, "print JSON")

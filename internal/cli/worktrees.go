@@ -14,14 +14,21 @@ import (
 
 func diffCmd(g *globals) *cobra.Command {
 	var stat bool
+	var turn int64
 	c := &cobra.Command{
-		Use:   "diff AGENT",
-		Short: "Show an agent's changes in its worktree against its base, uncommitted and new files included; tool configuration first, as text",
+		Use:   "diff AGENT [--turn N]",
+		Short: "Show an agent's changes in its worktree against its base, uncommitted and new files included; tool configuration first, as text. --turn N: what its checkpoint N changed, in any workspace",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("turn") && turn < 1 {
+				return fmt.Errorf("--turn: %d is not a checkpoint's number (1 or more): troupe checkpoints %s lists them", turn, args[0])
+			}
 			cl, p, err := g.projectClient(cmd.Context())
 			if err != nil {
 				return err
+			}
+			if turn > 0 {
+				return checkpointDiff(cmd.Context(), g, cl, p.ID, troupe.AgentID(args[0]), turn, stat)
 			}
 			d, err := cl.Diff(cmd.Context(), p.ID, troupe.AgentID(args[0]), stat)
 			if err != nil {
@@ -45,6 +52,7 @@ func diffCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&stat, "stat", false, "a summary: files changed and lines added and removed")
+	c.Flags().Int64Var(&turn, "turn", 0, "what the agent's checkpoint N changed on disk (its turn's work, whatever wrote it): troupe checkpoints AGENT lists them")
 	c.Flags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
 	return c
 }

@@ -44,3 +44,26 @@ func checkpointLine(cp worktree.Checkpoint) string {
 	}
 	return s
 }
+
+// The API's Checkpoints (api.Checkpoints): the person's list, diff and
+// rewind, and the checkpoints made before what may drop work.
+
+func (c checkpoints) List(ctx context.Context, k troupe.RuntimeKey, work string) ([]worktree.Checkpoint, error) {
+	return c.trees.Checkpoints(ctx, k, work)
+}
+
+func (c checkpoints) Diff(ctx context.Context, k troupe.RuntimeKey, work string, seq int64, stat bool) (worktree.DiffResult, error) {
+	return c.trees.CheckpointDiff(ctx, k, work, seq, stat)
+}
+
+func (c checkpoints) Rewind(ctx context.Context, k troupe.RuntimeKey, work string, seq int64) (worktree.Checkpoint, error) {
+	return c.trees.Rewind(ctx, k, work, seq, c.retention)
+}
+
+func (c checkpoints) Save(ctx context.Context, k troupe.RuntimeKey, work, reason string) (worktree.Checkpoint, error) {
+	return c.trees.Checkpoint(ctx, k, work, reason, "", "", c.retention)
+}
+
+func (c checkpoints) Available(ctx context.Context, dir string) error {
+	return worktree.InRepository(ctx, dir)
+}

@@ -271,12 +271,13 @@ func Run(ctx context.Context, cfg Config) error {
 		}})
 	// The agents' memory and process caps (issue 20): one cgroup each.
 	cgroups := cgroup.Open(cgroup.Options{StateDir: cfg.StateDir, Logger: log})
+	cps := checkpoints{trees: trees, retention: worktree.DefaultRetention}
 	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db.Inbox(), Sessions: db.Sessions(), Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
 		Sandbox: sandboxes(cfg.StateDir, reg, cgroups, log),
 		Grants:  tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db.Journal(),
 		MessageDir: filepath.Join(cfg.StateDir, "messages"), MaxSessions: cfg.MaxSessions,
-		Checkpoints: checkpoints{trees: trees, retention: worktree.DefaultRetention}})
+		Checkpoints: cps})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
 	tasks.OnChange(func(t task.Task) { publishTask(hub, t) })
 	pruneNow := make(chan struct{}, 1)
@@ -305,11 +306,11 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}, nil) // a removal is removal.Remove's to carry out
-	removed := &removal{ctx: ctx, log: log, reg: reg, hub: hub, rt: rt, notes: notes, tasks: tasks, trees: trees, cgroups: cgroups, pruneNow: pruneNow}
+	removed := &removal{ctx: ctx, log: log, reg: reg, hub: hub, rt: rt, notes: notes, tasks: tasks, trees: trees, cgroups: cgroups, cps: cps, pruneNow: pruneNow}
 
 	srv := api.New(api.Options{Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db.Journal(), Token: token, Logger: log,
 		MCP:       mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
-		Worktrees: trees, Memory: notes, Claude: claude, RemoveProject: removed.Remove,
+		Worktrees: trees, Checkpoints: cps, Memory: notes, Claude: claude, RemoveProject: removed.Remove,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
 		SessionFile: filepath.Join(cfg.StateDir, "sessions"),
 		PublicName:  cfg.PublicName})

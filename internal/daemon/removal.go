@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/troupe-dev/troupe/internal/api"
@@ -16,7 +18,9 @@ import (
 )
 
 // removal is the one place a project's removal is carried out (the API's
-// DELETE /api/projects/{id} calls Remove), in this order: the registry
+// DELETE /api/projects/{id} calls Remove), in this order: a checkpoint of
+// each agent's workspace (C18; one of a worktree that fails refuses the
+// removal, nothing done); the registry
 // forgets it (its row and approved team, its watcher); the feed says
 // project.removed; the runtime stops its agents and deletes its kept
 // message files; the memory index forgets it; its running tasks are
@@ -35,12 +39,18 @@ type removal struct {
 	tasks    *task.Manager
 	trees    *worktree.Manager
 	cgroups  *cgroup.Manager
+	cps      checkpoints
 	pruneNow chan<- struct{}
 }
 
 // Remove removes project id; see removal.
 func (r *removal) Remove(ctx context.Context, id troupe.ProjectID) (api.RemoveProjectResponse, error) {
 	info, known := r.reg.Get(id)
+	if known {
+		if err := r.checkpointAll(ctx, id, info.Path); err != nil {
+			return api.RemoveProjectResponse{}, err
+		}
+	}
 	if err := r.reg.Remove(ctx, id); err != nil {
 		return api.RemoveProjectResponse{}, err
 	}
@@ -72,4 +82,38 @@ func (r *removal) Remove(ctx context.Context, id troupe.ProjectID) (api.RemovePr
 		}
 	}
 	return res, nil
+}
+
+// checkpointAll makes a checkpoint ("project remove") of each workspace of
+// project id (folder dir) before it goes: each worktree there (the team's
+// and those kept of agents removed from it), and the folder for each
+// agent working in it. One of a worktree that fails is an error (its
+// folder may be deleted next); one of the folder, which stays, is logged.
+// A folder not in a git repository has none.
+func (r *removal) checkpointAll(ctx context.Context, id troupe.ProjectID, dir string) error {
+	const reason = "project remove"
+	team := r.reg.Agents(id)
+	for _, a := range team {
+		if a.Workspace == worktree.Worktree {
+			continue
+		}
+		k := troupe.RuntimeKey{Project: id, Agent: a.Name}
+		if _, err := r.cps.Save(ctx, k, dir, reason); err != nil && !errors.Is(err, worktree.ErrNoCheckpoints) {
+			r.log.Warn("no checkpoint of the project folder before its removal", "project", id, "agent", a.Name, "err", err)
+		}
+	}
+	trees, err := r.trees.List(ctx, id, dir, team)
+	if err != nil {
+		return fmt.Errorf("list the project's worktrees to checkpoint them: %w: the project was not removed", err)
+	}
+	for _, wt := range trees.Worktrees {
+		if !wt.Exists {
+			continue
+		}
+		k := troupe.RuntimeKey{Project: id, Agent: wt.Agent}
+		if _, err := r.cps.Save(ctx, k, wt.Path, reason); err != nil && !errors.Is(err, worktree.ErrNoCheckpoints) {
+			return fmt.Errorf("checkpoint the worktree of %s before the project's removal: %w: the project was not removed; try again", wt.Agent, err)
+		}
+	}
+	return nil
 }

@@ -127,3 +127,58 @@ func (a *actor) restartSession(ctx context.Context) error {
 	a.log.Info("session restarted by the person")
 	return nil
 }
+
+// busyTurn is the error of WhileIdle for an agent in a turn: it says to
+// wait, or to interrupt the turn.
+func busyTurn(k troupe.RuntimeKey, t troupe.TurnID) error {
+	return fmt.Errorf("%s is in a turn (%s): wait for it to end, or stop it with troupe interrupt %s: %w", k.Agent, t, k.Agent, troupe.ErrConflict)
+}
+
+// WhileIdle runs fn in agent k's actor loop, which alone starts its
+// turns, when no turn is in flight: no turn starts while fn runs (a
+// rewind of its files). A turn in flight is troupe.ErrConflict, fn not
+// run. An agent of the team without an actor gets one (not poked: fn
+// runs first, then its mail, if any, as usual). An agent no longer in
+// the team, with no actor left, has no turn to start: fn runs here.
+func (r *Runtime) WhileIdle(ctx context.Context, k troupe.RuntimeKey, fn func(ctx context.Context) error) error {
+	// An actor that ends between its lookup and the command (stopped,
+	// removed) is looked up again: a few times at most.
+	for range 3 {
+		a, err := r.holdActor(k)
+		if err != nil {
+			return err
+		}
+		if a == nil {
+			return fn(context.WithoutCancel(ctx))
+		}
+		err = a.do(ctx, func(ctx context.Context) error {
+			if t := a.currentTurn(); t != nil {
+				return busyTurn(k, t.id)
+			}
+			return fn(ctx)
+		})
+		if !errors.Is(err, errActorGone) {
+			return err
+		}
+	}
+	return fmt.Errorf("reach %s: its actor keeps stopping; try again: %w", k.Agent, troupe.ErrConflict)
+}
+
+// holdActor is k's actor, made (and its loop started, not poked) when k
+// is in the team and has none; nil when k has none and is not in the
+// team.
+func (r *Runtime) holdActor(k troupe.RuntimeKey) (*actor, error) {
+	_, _, inTeam := r.o.Teams.Agent(k)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if a, ok := r.actors[k]; ok {
+		return a, nil
+	}
+	if !inTeam {
+		return nil, nil
+	}
+	if r.stopped || r.ctx == nil {
+		return nil, fmt.Errorf("reach %s: the daemon is stopping: %w", k.Agent, troupe.ErrConflict)
+	}
+	return r.newLoop(k), nil
+}

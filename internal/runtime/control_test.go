@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -182,6 +183,65 @@ func TestRestartClosesAndKeepsTheConversation(t *testing.T) {
 		}
 		if err := h.rt.Restart(t.Context(), key(p1, "ghost")); !errors.Is(err, troupe.ErrNotFound) {
 			t.Errorf("restart of an unknown agent = %v, want not found", err)
+		}
+	})
+}
+
+// TestWhileIdleHoldsTurns: WhileIdle runs its function only when the
+// agent has no turn in flight (else a conflict naming troupe interrupt,
+// the function not run), and no turn starts while it runs: mail that
+// arrives meanwhile waits for it, then runs. An agent with no actor yet
+// is held the same way; one not in the team, with no actor, runs fn at once.
+func TestWhileIdleHoldsTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, twoAgents(10*time.Minute), 0)
+		r := key(p1, "researcher")
+		var during []int
+		var ask *asking
+		held := func(ctx context.Context) error {
+			ask = askAsync(t.Context(), h, r, "hello")
+			synctest.Wait()
+			during = append(during, len(h.eng.Specs()))
+			if st, _ := h.rt.AgentState(r); st == troupe.StateBusy {
+				t.Errorf("state while WhileIdle runs = %s: a turn started", st)
+			}
+			return nil
+		}
+		// No actor yet: one is made and held.
+		if err := h.rt.WhileIdle(t.Context(), r, held); err != nil {
+			t.Fatal(err)
+		}
+		if req := ask.wait(t); req.State != troupe.ReqAnswered {
+			t.Fatalf("the ask sent while held = %+v, want answered after", req)
+		}
+		if len(during) != 1 || during[0] != 0 {
+			t.Fatalf("sessions started while held = %v, want none", during)
+		}
+		// An idle actor: held again.
+		if err := h.rt.WhileIdle(t.Context(), r, held); err != nil {
+			t.Fatal(err)
+		}
+		if req := ask.wait(t); req.State != troupe.ReqAnswered {
+			t.Fatalf("the second ask = %+v, want answered", req)
+		}
+		if len(during) != 2 || during[1] != 1 {
+			t.Fatalf("sessions while held the second time = %v, want the first one alone", during)
+		}
+		// A turn in flight: refused, fn not run.
+		slow := askAsync(t.Context(), h, r, "silent 5m then late")
+		synctest.Wait()
+		ran := false
+		err := h.rt.WhileIdle(t.Context(), r, func(context.Context) error { ran = true; return nil })
+		if !errors.Is(err, troupe.ErrConflict) || !strings.Contains(err.Error(), "troupe interrupt researcher") || ran {
+			t.Fatalf("WhileIdle in a turn = %v (ran %v), want a conflict naming troupe interrupt, not run", err, ran)
+		}
+		if err := h.rt.Interrupt(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+		slow.wait(t)
+		if err := h.rt.WhileIdle(t.Context(), key(p1, "ghost"), func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+			// Not in the team and no actor: nothing can start a turn, fn runs.
+			t.Fatalf("WhileIdle of an agent not in the team = %v (ran %v), want run", err, ran)
 		}
 	})
 }

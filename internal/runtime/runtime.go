@@ -238,32 +238,39 @@ func (r *Runtime) wake(k troupe.RuntimeKey) {
 	r.mu.Lock()
 	a, ok := r.actors[k]
 	if !ok && !r.stopped && r.ctx != nil {
-		a = newActor(r, k)
-		r.actors[k] = a
-		ctx := r.ctx
-		r.wg.Go(func() {
-			a.run(ctx)
-			r.mu.Lock()
-			if r.actors[k] == a {
-				delete(r.actors, k)
-			}
-			r.mu.Unlock()
-			// Mail that arrived while the actor was stopping pokes nobody:
-			// a new actor takes it if the agent still exists (C5: never
-			// stuck as queued).
-			if ctx.Err() == nil {
-				if _, _, ok := r.o.Teams.Agent(k); ok {
-					if p, err := r.o.Store.Pending(ctx, k, 1); err == nil && len(p) > 0 {
-						r.wake(k)
-					}
-				}
-			}
-		})
+		a = r.newLoop(k)
 	}
 	r.mu.Unlock()
 	if a != nil {
 		a.poke()
 	}
+}
+
+// newLoop makes k's actor and starts its loop, owned by the runtime. Run
+// with r.mu held, the runtime running.
+func (r *Runtime) newLoop(k troupe.RuntimeKey) *actor {
+	a := newActor(r, k)
+	r.actors[k] = a
+	ctx := r.ctx
+	r.wg.Go(func() {
+		a.run(ctx)
+		r.mu.Lock()
+		if r.actors[k] == a {
+			delete(r.actors, k)
+		}
+		r.mu.Unlock()
+		// Mail that arrived while the actor was stopping pokes nobody:
+		// a new actor takes it if the agent still exists (C5: never
+		// stuck as queued).
+		if ctx.Err() == nil {
+			if _, _, ok := r.o.Teams.Agent(k); ok {
+				if p, err := r.o.Store.Pending(ctx, k, 1); err == nil && len(p) > 0 {
+					r.wake(k)
+				}
+			}
+		}
+	})
+	return a
 }
 
 func (r *Runtime) actor(k troupe.RuntimeKey) *actor {
