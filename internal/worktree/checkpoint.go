@@ -467,14 +467,19 @@ func (m *Manager) Rewind(ctx context.Context, k troupe.RuntimeKey, work string, 
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoint before the rewind: %w", err)
 	}
-	// troupe's index now holds the present: --reset -u moves the files
-	// from it to the target, removing those the target lacks.
+	// troupe's index now holds the present (before's tree): a two-tree
+	// merge from it to the target changes only the paths that differ
+	// between the two, removing those the target lacks. Paths neither
+	// snapshot holds anew (outside the workspace's folder, left out as
+	// too big) are the same in both and are not touched; one that
+	// differs and is not as the index says makes git refuse the whole
+	// rewind rather than overwrite it.
 	env := []string{"GIT_INDEX_FILE=" + m.indexPath(k)}
 	guard, err := repoGuard(ctx, work)
 	if err != nil {
 		return before, err
 	}
-	if _, err := gitWith(ctx, work, env, guard, "read-tree", "--reset", "-u", target.Commit+"^{tree}"); err != nil {
+	if _, err := gitWith(ctx, work, env, guard, "read-tree", "-m", "-u", before.Commit+"^{tree}", target.Commit+"^{tree}"); err != nil {
 		return before, fmt.Errorf("rewind to checkpoint %d (checkpoint %d holds the files as they were): %w", seq, before.Seq, err)
 	}
 	return before, nil

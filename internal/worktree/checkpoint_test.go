@@ -375,3 +375,39 @@ func hashObject(t *testing.T, repo, name string) string {
 	t.Helper()
 	return run(t, repo, "hash-object", name)
 }
+
+// TestRewindTouchesOnlyWhatTheCheckpointsHold: a rewind changes only the
+// paths that differ between the present and the checkpoint: a file over
+// the size bound (left out of both) and, for an agent working in a
+// folder inside a bigger repository, the files outside its folder keep
+// what they hold now, though no checkpoint holds it.
+func TestRewindTouchesOnlyWhatTheCheckpointsHold(t *testing.T) {
+	repo := personRepo(t)
+	work := filepath.Join(repo, "src")
+	m := New(t.TempDir())
+	k := troupe.RuntimeKey{Project: "p1", Agent: "dev"}
+	ctx := context.Background()
+	old := MaxCheckpointFile
+	MaxCheckpointFile = 1 << 20
+	t.Cleanup(func() { MaxCheckpointFile = old })
+	big := filepath.Join(work, "big.bin")
+	os.WriteFile(big, make([]byte, 2<<20), 0o644)
+	turn(t, m, k, work, func() { os.WriteFile(filepath.Join(work, "f.txt"), []byte("v1\n"), 0o644) })
+	turn(t, m, k, work, func() { os.WriteFile(filepath.Join(work, "f.txt"), []byte("v2\n"), 0o644) })
+	// Meanwhile the person edits outside the agent's folder, and the big
+	// file changes: neither is in a checkpoint.
+	os.WriteFile(filepath.Join(repo, "README"), []byte("person's edit\n"), 0o644)
+	os.WriteFile(big, make([]byte, 3<<20), 0o644)
+	if _, err := m.Rewind(ctx, k, work, 1, DefaultRetention); err != nil {
+		t.Fatal(err)
+	}
+	if read(t, filepath.Join(work, "f.txt")) != "v1\n" {
+		t.Fatalf("f.txt = %q; want v1", read(t, filepath.Join(work, "f.txt")))
+	}
+	if read(t, filepath.Join(repo, "README")) != "person's edit\n" {
+		t.Fatalf("the rewind wrote a file outside the agent's folder: README = %q", read(t, filepath.Join(repo, "README")))
+	}
+	if fi, err := os.Stat(big); err != nil || fi.Size() != 3<<20 {
+		t.Fatalf("the rewind wrote the file left out: %v %v", fi, err)
+	}
+}
