@@ -67,26 +67,28 @@ func firstAgent(t *testing.T, r *claudeRig) string {
 }
 
 // TestCheckpointsOfAWorktreeAgent (C18): a fake agent in a worktree of
-// its own changes files through a shell in two turns; each turn has its
+// its own changes files through a shell in three turns; each turn has its
 // checkpoint in the project's repository, holding exactly that turn's
-// change; the person's own checkout, index and HEAD do not move.
+// change, the oldest pruned by --checkpoints-keep; the person's own
+// checkout, index and HEAD do not move.
 func TestCheckpointsOfAWorktreeAgent(t *testing.T) {
 	proj := gitProject(t, "[[agent]]\nname = \"w\"\nengine = \"fake\"\nworkspace = \"worktree\"\npermission_mode = \"bypassPermissions\"\n")
 	index, _ := os.ReadFile(filepath.Join(proj, ".git", "index"))
 	head := gitIn(t, proj, "rev-parse", "HEAD")
-	ctx, _, cl, p := serveProject(t, t.TempDir(), proj, nil, 2*time.Minute)
-	for _, sh := range []string{"echo one > f.txt", "echo two > f.txt && rm README"} {
+	// Two kept, whatever their age: the first of three turns is pruned.
+	ctx, _, cl, p := serveProject(t, t.TempDir(), proj, nil, 2*time.Minute, "--checkpoints-keep", "2", "--checkpoints-keep-for", "0s")
+	for _, sh := range []string{"echo zero > f.txt", "echo one > f.txt", "echo two > f.txt && rm README"} {
 		if req, err := cl.Ask(ctx, p.ID, "w", "!sh "+sh, 0); err != nil || req.State != troupe.ReqAnswered {
 			t.Fatalf("ask w %q: %+v %v", sh, req, err)
 		}
 	}
 	refs := strings.Fields(gitIn(t, proj, "for-each-ref", "--format=%(refname)", "refs/troupe/checkpoints/"+string(p.ID)+"/w/"))
 	if len(refs) != 2 {
-		t.Fatalf("checkpoint refs = %q; want one per turn", refs)
+		t.Fatalf("checkpoint refs = %q; want the two newest turns' (--checkpoints-keep 2)", refs)
 	}
-	for i, want := range []string{"A\tf.txt", "D\tREADME\nM\tf.txt"} {
+	for i, want := range []string{"M\tf.txt", "D\tREADME\nM\tf.txt"} {
 		if got := gitIn(t, proj, "diff-tree", "-r", "--name-status", "--no-renames", refs[i]+"^", refs[i]); got != want {
-			t.Errorf("turn %d's checkpoint changed %q; want %q", i+1, got, want)
+			t.Errorf("turn %d's checkpoint changed %q; want %q", i+2, got, want)
 		}
 	}
 	after, _ := os.ReadFile(filepath.Join(proj, ".git", "index"))

@@ -195,7 +195,8 @@ func serveCmd(g *globals) *cobra.Command {
 	var allowRemote bool
 	var projects []string
 	var ceiling, sessionIdle time.Duration
-	var maxTasks, maxSessions int
+	var maxTasks, maxSessions, keep int
+	var keepFor time.Duration
 	var taskMaxOutput string
 	c := &cobra.Command{
 		Use:   "serve",
@@ -222,6 +223,12 @@ func serveCmd(g *globals) *cobra.Command {
 			if ceiling <= 0 {
 				return fmt.Errorf("--ask-ceiling: %v is not a limit: give a positive duration like 4h", ceiling)
 			}
+			if keep < 1 {
+				return fmt.Errorf("--checkpoints-keep: %d keeps nothing: give 1 or more (the newest is always kept)", keep)
+			}
+			if keepFor < 0 {
+				return fmt.Errorf("--checkpoints-keep-for: %v is negative: give 0 (by count alone) or a duration like 168h", keepFor)
+			}
 			if sessionIdle <= 0 {
 				return fmt.Errorf("--session-idle: %v is not a limit: give a positive duration like 12h", sessionIdle)
 			}
@@ -235,7 +242,8 @@ func serveCmd(g *globals) *cobra.Command {
 			return daemon.Run(ctx, daemon.Config{Addr: addr, StateDir: dir, Version: version(),
 				Logger: log, Out: g.out, Projects: projects, AskCeiling: ceiling, MaxTasksPerProject: maxTasks,
 				SessionIdle: sessionIdle, AllowRemote: allowRemote, PublicName: publicName,
-				TaskMaxOutput: maxOutput, ClaudeDir: claudeDir, MaxSessions: maxSessions})
+				TaskMaxOutput: maxOutput, ClaudeDir: claudeDir, MaxSessions: maxSessions,
+				CheckpointsKeep: keep, CheckpointsKeepFor: keepFor})
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", daemon.DefaultAddr, "address to listen on; beyond loopback it needs --allow-remote")
@@ -246,6 +254,8 @@ func serveCmd(g *globals) *cobra.Command {
 	c.Flags().DurationVar(&ceiling, "ask-ceiling", 4*time.Hour, "absolute limit of an ask, however active its target")
 	c.Flags().IntVar(&maxTasks, "max-tasks-per-project", 8, "background tasks one project may run at once")
 	c.Flags().IntVar(&maxSessions, "max-sessions", daemon.DefaultMaxSessions, "agent sessions (engine processes) live at once, all projects together; the others wait for a slot")
+	c.Flags().IntVar(&keep, "checkpoints-keep", daemon.DefaultCheckpointsKeep, "checkpoints of each agent kept beyond --checkpoints-keep-for (the newest first)")
+	c.Flags().DurationVar(&keepFor, "checkpoints-keep-for", daemon.DefaultCheckpointsKeepFor, "every checkpoint younger than this is kept, whatever --checkpoints-keep says")
 	c.Flags().StringVar(&taskMaxOutput, "task-max-output", "64MB", "output a background task keeps unless it is given its own cap: its first half and its last half, the middle cut")
 	c.Flags().DurationVar(&sessionIdle, "session-idle", api.DefaultSessionIdle, "log a browser out after this long without a request")
 	c.Flags().StringVar(&claudeDir, "claude-dir", "", "Claude Code's config folder whose sessions `troupe sessions` lists (default $CLAUDE_CONFIG_DIR, else ~/.claude)")

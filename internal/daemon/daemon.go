@@ -67,6 +67,14 @@ var _ project.MemoryWatcher = (*memory.Store)(nil)
 // once unless told otherwise.
 const DefaultMaxSessions = runtime.DefaultMaxSessions
 
+// DefaultCheckpointsKeep and DefaultCheckpointsKeepFor are the checkpoints
+// of each agent kept by default: the newest 200, and every one of the
+// last 7 days (worktree.DefaultRetention).
+var (
+	DefaultCheckpointsKeep    = worktree.DefaultRetention.Keep
+	DefaultCheckpointsKeepFor = worktree.DefaultRetention.KeepFor
+)
+
 // DefaultAddr is where the daemon listens unless told otherwise.
 const DefaultAddr = "127.0.0.1:7433"
 
@@ -91,6 +99,12 @@ type Config struct {
 	// MaxSessions bounds the agent sessions live at once (--max-sessions);
 	// default DefaultMaxSessions.
 	MaxSessions int
+	// CheckpointsKeep and CheckpointsKeepFor say which checkpoints of
+	// each agent are kept (--checkpoints-keep, --checkpoints-keep-for:
+	// worktree.Retention); zero: DefaultCheckpointsKeep, and
+	// DefaultCheckpointsKeepFor when both are zero.
+	CheckpointsKeep    int
+	CheckpointsKeepFor time.Duration
 	// MaxTasksPerProject bounds running background tasks per project;
 	// default 8.
 	MaxTasksPerProject int
@@ -271,7 +285,14 @@ func Run(ctx context.Context, cfg Config) error {
 		}})
 	// The agents' memory and process caps (issue 20): one cgroup each.
 	cgroups := cgroup.Open(cgroup.Options{StateDir: cfg.StateDir, Logger: log})
-	cps := checkpoints{trees: trees, retention: worktree.DefaultRetention}
+	retention := worktree.Retention{Keep: cfg.CheckpointsKeep, KeepFor: cfg.CheckpointsKeepFor}
+	if retention.Keep <= 0 {
+		if retention.KeepFor == 0 {
+			retention.KeepFor = DefaultCheckpointsKeepFor
+		}
+		retention.Keep = DefaultCheckpointsKeep
+	}
+	cps := checkpoints{trees: trees, retention: retention}
 	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db.Inbox(), Sessions: db.Sessions(), Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
 		Sandbox: sandboxes(cfg.StateDir, reg, cgroups, log),
 		Grants:  tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
