@@ -123,7 +123,7 @@ func (m *Manager) snapshot(ctx context.Context, k troupe.RuntimeKey, work string
 		if err != nil {
 			return "", nil, notRepo(err)
 		}
-		if err := copyFile(strings.TrimSpace(own), index); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := copyIndex(strings.TrimSpace(own), index); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return "", nil, fmt.Errorf("seed the checkpoint index: %w", err)
 		}
 	}
@@ -199,13 +199,23 @@ func notRepo(err error) error {
 	return fmt.Errorf("read the workspace's repository: %w", err)
 }
 
-// copyFile copies src to dst (0600).
-func copyFile(src, dst string) error {
+// copyIndex copies the index src to dst (0600) with its modification
+// time: git trusts an entry's cached stat only when the file is older than
+// its index, and a copy made now would make a file written in the
+// original index's last second look unchanged (git's "racy" check).
+func copyIndex(src, dst string) error {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return err
+	}
 	b, err := os.ReadFile(src)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(dst, b, 0o600)
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		return err
+	}
+	return os.Chtimes(dst, fi.ModTime(), fi.ModTime())
 }
 
 // Base is the snapshot an agent's turn starts from: a commit of its
