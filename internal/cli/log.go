@@ -135,6 +135,8 @@ func renderEvent(w io.Writer, ev journal.Event) {
 		fmt.Fprintf(w, "  session %s\n", ev.SessionID)
 	case journal.KindNotice:
 		fmt.Fprintf(w, "  note: %s%s\n", oneLine(ev.Text, 200), cut)
+	case journal.KindCheckpoint:
+		fmt.Fprintf(w, "  %s%s\n", oneLine(ev.Text, 200), cut)
 	default:
 		fmt.Fprintf(w, "  %s\n", ev.Kind)
 	}

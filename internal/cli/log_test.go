@@ -37,7 +37,7 @@ func golden(t *testing.T, name string, got []byte) {
 // TestLogRendering: `troupe log` shows each turn, oldest first: when, what
 // it was given, its text, thinking folded to its first line, tool calls
 // with input and result summaries, permission decisions, usage and cost,
-// its error, and what was not kept.
+// its checkpoint, its error, and what was not kept.
 func TestLogRendering(t *testing.T) {
 	at := time.Date(2026, 3, 14, 15, 9, 26, 0, time.UTC)
 	usage := &journal.Usage{InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 800, CostUSD: 0.0213}
@@ -61,6 +61,7 @@ func TestLogRendering(t *testing.T) {
 				{Kind: journal.KindPermission, Permission: &journal.Permission{ID: "p0", Tool: "Read", Input: `{}`, Allow: true}},
 				{Kind: journal.KindUsage, Usage: usage},
 				{Kind: journal.KindOutput, Text: "Three files:\na.go, b.go, c.go\n"},
+				{Kind: journal.KindCheckpoint, Text: "checkpoint 4: 2 files changed, +10 −1"},
 			}},
 		{ID: "t0", StartedAt: at.Add(-time.Hour), Messages: []journal.Message{{ID: 0, From: "@person", Kind: "message", Text: "hi"}}},
 	}}
