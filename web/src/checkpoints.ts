@@ -5,19 +5,21 @@
 // its own (web/test).
 import type { Checkpoint } from "./api";
 
-// The wire of the checkpoint routes (docs/API.md). They are not in api.ts
-// yet: internal/api/wire_test.go holds every interface of api.ts to a Go
-// type, and these routes' Go types are written beside this UI. Checkpoint
-// itself is there, held to worktree.Checkpoint.
+// The wire of the checkpoint routes, named as their Go types in
+// internal/api. They are not in api.ts yet: internal/api/wire_test.go
+// holds every interface of api.ts to a Go type, and these routes' types
+// are written beside this UI (on another branch). Checkpoint itself is
+// there, held to worktree.Checkpoint.
 
-/** CheckpointList is GET …/agents/{agent}/checkpoints: oldest first;
+/** CheckpointsResponse is GET …/agents/{agent}/checkpoints: oldest first;
  * unavailable says why a workspace has none (not a git repository). */
-export interface CheckpointList { checkpoints: Checkpoint[]; unavailable?: string }
-/** CheckpointDiff is GET …/checkpoints/{seq}/diff (?stat=1: git's --stat). */
+export interface CheckpointsResponse { checkpoints: Checkpoint[]; unavailable?: string }
+/** CheckpointDiff is what the UI reads of GET …/checkpoints/{seq}/diff
+ * (?stat=1: git's --stat), an api.DiffResponse. */
 export interface CheckpointDiff { diff: string; cut: boolean; tree: string }
-/** Rewound is POST …/rewind {seq}: before is the checkpoint of the files
+/** RewindResponse is POST …/rewind {seq}: before is the checkpoint of the files
  * as they were, made first (rewinding to it undoes the rewind). */
-export interface Rewound { before: Checkpoint; seq: number }
+export interface RewindResponse { before: Checkpoint; seq: number }
 
 /** byTurn maps each turn id to its checkpoint (reason "turn"); were a
  * turn to have two, the newest. */
@@ -61,6 +63,6 @@ export function reasonLine(c: Checkpoint): string {
 }
 
 /** rewoundLine is what the person reads after a rewind. */
-export function rewoundLine(r: Rewound): string {
+export function rewoundLine(r: RewindResponse): string {
   return `Rewound to checkpoint ${r.seq}; checkpoint ${r.before.seq} holds the files as they were: rewind to ${r.before.seq} to undo`;
 }

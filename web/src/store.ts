@@ -6,7 +6,7 @@ import {
   Agent, AgentLog, ApiError, Checkpoint, JournalEvent, Message, MessagePage, PendingTeam, Permission, Project, Request, Status, Task, Turn, Usage,
   agentPath, call, enc, projectPath,
 } from "./api";
-import { CheckpointDiff, CheckpointList, Rewound, rewoundLine } from "./checkpoints";
+import { CheckpointDiff, CheckpointsResponse, RewindResponse, rewoundLine } from "./checkpoints";
 import { Conn, Feed, FeedEvent } from "./feed";
 import { Route, parseRoute, routeHash } from "./router";
 
@@ -480,7 +480,7 @@ export async function loadCheckpoints(agent: string) {
   if (!p) return;
   let cs: Checkpoints;
   try {
-    const r = await call<CheckpointList>("GET", `${agentPath(p, agent)}/checkpoints`);
+    const r = await call<CheckpointsResponse>("GET", `${agentPath(p, agent)}/checkpoints`);
     cs = { list: r.checkpoints || [], unavailable: r.unavailable };
   } catch (e) {
     cs = { list: app.checkpoints.get(agent)?.list || [], error: (e as Error).message };
@@ -502,7 +502,7 @@ export function checkpointDiff(agent: string, seq: number, stat: boolean): Promi
 export async function rewind(agent: string, seq: number): Promise<{ ok: boolean; text: string }> {
   let out: { ok: boolean; text: string };
   try {
-    const r = await call<Rewound>("POST", `${agentPath(app.route.project, agent)}/rewind`, { seq });
+    const r = await call<RewindResponse>("POST", `${agentPath(app.route.project, agent)}/rewind`, { seq });
     out = { ok: true, text: rewoundLine(r) };
   } catch (e) {
     out = { ok: false, text: (e as Error).message };

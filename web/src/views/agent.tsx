@@ -163,6 +163,8 @@ function CheckpointControls({ agent, cp, busy, label }: { agent: string; cp: Che
   );
 }
 
+const upperFirst = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
 const checkpointPage = 50; // rows of the Checkpoints list shown, until "show more"
 
 // CheckpointList lists, newest first, the checkpoints no turn card shows
@@ -176,7 +178,7 @@ function CheckpointList({ agent, cs, shown, busy }: { agent: string; cs: Checkpo
   return (
     <section id="checkpoints" aria-label="checkpoints">
       <h3>Checkpoints</h3>
-      {cs.unavailable && <p class="note" id="no-checkpoints">No checkpoints: {cs.unavailable}</p>}
+      {cs.unavailable && <p class="note" id="no-checkpoints">{upperFirst(cs.unavailable)}</p>}
       {cs.error && <p class="err" id="checkpoints-error">The checkpoints could not be read: {cs.error}</p>}
       <ul class="checkpoint-list">
         {rows.slice(0, limit).map((c) => (
