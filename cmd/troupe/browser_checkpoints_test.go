@@ -277,22 +277,22 @@ func TestBrowserCheckpoints(t *testing.T) {
 	p.click("confirm", second+" .cp-rewind-yes")
 	p.wait("the refusal", fmt.Sprintf(`document.querySelector(%q)?.innerText === %q`, second+" .cp-result.err", refusal), 10*time.Second)
 
-	// Busy: no rewind offered; idle again: offered.
-	p.wait("rewind offered while idle", fmt.Sprintf(`!document.querySelector(%q).disabled`, second+" .cp-rewind"), 5*time.Second)
-	m.send(t, events.TypeAgentState, events.AgentState{State: troupe.StateBusy})
-	p.wait("no rewind while busy", fmt.Sprintf(`[...document.querySelectorAll(%q)].every(b => b.disabled)`, ".cp-rewind"), 10*time.Second)
-
-	// A turn ends: its checkpoint, read again, is on its card.
+	// A turn ends: its checkpoint, read again (no other read is pending:
+	// the refused rewind read the list before saying so), is on its card.
 	m.send(t, events.TypeTurnStarted, events.TurnStarted{Turn: "t-third", Messages: []int64{}})
 	p.wait("the live turn", `document.querySelector('.turn[data-turn="t-third"]')`, 10*time.Second)
 	m.locked(func() {
 		m.list = append(m.list, worktree.Checkpoint{Seq: 6, Commit: "c6", At: time.Now().UTC(), Reason: "turn", Turn: "t-third", Files: 7, Added: 70, Deleted: 7})
 	})
 	m.send(t, events.TypeTurnEnded, events.TurnEnded{Turn: "t-third"})
-	m.send(t, events.TypeAgentState, events.AgentState{State: troupe.StateIdle})
 	p.wait("t-third's checkpoint", `document.querySelector('.turn[data-turn="t-third"] .checkpoint')?.innerText.includes("7 files changed +70 −7")`, 10*time.Second)
-	p.wait("rewind offered again", fmt.Sprintf(`!document.querySelector(%q).disabled`, `.turn[data-turn="t-third"] .cp-rewind`), 10*time.Second)
 
+	// Busy: no rewind offered; idle again: offered.
+	p.wait("rewind offered while idle", fmt.Sprintf(`!document.querySelector(%q).disabled`, second+" .cp-rewind"), 5*time.Second)
+	m.send(t, events.TypeAgentState, events.AgentState{State: troupe.StateBusy})
+	p.wait("no rewind while busy", `[...document.querySelectorAll(".cp-rewind")].every(b => b.disabled)`, 10*time.Second)
+	m.send(t, events.TypeAgentState, events.AgentState{State: troupe.StateIdle})
+	p.wait("rewind offered again", `[...document.querySelectorAll(".cp-rewind")].every(b => !b.disabled)`, 10*time.Second)
 	p.shot("checkpoints")
 
 	// A workspace without checkpoints says why, once.
