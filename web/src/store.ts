@@ -166,7 +166,7 @@ async function loadProjects() {
 
 function selectProject() {
   app.agents = []; app.tasks = []; app.turns = new Map(); app.logBefore = new Map(); app.lastActivity = new Map();
-  app.checkpoints = new Map();
+  app.checkpoints = new Map(); cpLatest = new Map();
   app.taskOutput = new Map(); app.convAgent = "";
   app.conv = { key: "", items: [], before: 0, loading: false };
   feed.restart();
@@ -473,11 +473,18 @@ export async function loadLog(agent: string, older = false) {
  * unavailable why it has none, error why they could not be read. */
 export interface Checkpoints { list: Checkpoint[]; unavailable?: string; error?: string }
 
+// The newest read of each agent's checkpoints (by number, cpReads
+// counting them): an older read answering late is dropped.
+let cpReads = 0;
+let cpLatest = new Map<string, number>();
+
 /** loadCheckpoints reads agent's checkpoints (its view opens, a turn of
  * it ended, a rewind). */
 export async function loadCheckpoints(agent: string) {
   const p = app.route.project;
   if (!p) return;
+  const n = ++cpReads;
+  cpLatest.set(agent, n);
   let cs: Checkpoints;
   try {
     const r = await call<CheckpointsResponse>("GET", `${agentPath(p, agent)}/checkpoints`);
@@ -485,7 +492,7 @@ export async function loadCheckpoints(agent: string) {
   } catch (e) {
     cs = { list: app.checkpoints.get(agent)?.list || [], error: (e as Error).message };
   }
-  if (p !== app.route.project) return;
+  if (p !== app.route.project || cpLatest.get(agent) !== n) return;
   app.checkpoints.set(agent, cs);
   changed();
 }
