@@ -95,11 +95,12 @@ func (m *checkpointAPI) handler() http.Handler {
 		seq := r.PathValue("seq")
 		if r.URL.Query().Get("stat") == "1" {
 			m.diffs = append(m.diffs, seq+" stat")
-			js(w, 200, map[string]any{"diff": " notes.txt | 3 ++-\n 1 file changed, 2 insertions(+), 1 deletion(-)\n", "cut": false, "tree": "t" + seq})
+			js(w, 200, map[string]any{"diff": " notes.txt  | 3 ++-\n rtl\u202e.txt | 1 +\n 2 files changed, 3 insertions(+), 1 deletion(-)\n", "cut": false, "tree": "t" + seq})
 			return
 		}
 		m.diffs = append(m.diffs, seq+" patch")
-		js(w, 200, map[string]any{"diff": "diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1 +1,2 @@\n-old\n+new\n+more\n", "cut": false, "tree": "t" + seq})
+		js(w, 200, map[string]any{"diff": "diff --git a/notes.txt b/notes.txt\n--- a/notes.txt\n+++ b/notes.txt\n@@ -1 +1,2 @@\n-old\n+new\n+more\n" +
+			"diff --git a/rtl\u202e.txt b/rtl\u202e.txt\n--- /dev/null\n+++ b/rtl\u202e.txt\n@@ -0,0 +1 @@\n+x\n", "cut": false, "tree": "t" + seq})
 	})
 	mux.HandleFunc("POST /api/projects/p1/agents/a/rewind", func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
@@ -196,7 +197,7 @@ func TestBrowserCheckpoints(t *testing.T) {
 			{Seq: 1, Commit: "c1", At: now.Add(-3 * time.Hour), Reason: "turn", Turn: "t-older", Files: 5, Added: 50, Deleted: 5},
 			{Seq: 2, Commit: "c2", At: now.Add(-2 * time.Hour), Reason: "turn", Turn: "t-first", Files: 2, Added: 10, Deleted: 1},
 			{Seq: 3, Commit: "c3", At: now.Add(-time.Hour), Reason: "turn", Turn: "t-second", Files: 1, Added: 3,
-				Skipped: 2, SkippedNames: []string{"huge.bin"}},
+				Skipped: 3, SkippedNames: []string{"huge.bin", "evil\u202etxt.exe"}},
 			{Seq: 4, Commit: "c4", At: now.Add(-time.Minute), Reason: "reset"},
 		},
 		unavailable: "not a git repository: no checkpoints (run git init in the project's folder to have them)",
@@ -212,8 +213,8 @@ func TestBrowserCheckpoints(t *testing.T) {
 		t.Errorf("t-first's checkpoint says %q, want 2 files changed +10 −1", s)
 	}
 	if s := eval[string](p, fmt.Sprintf(`document.querySelector(%q).innerText`, second)); !strings.Contains(s, "1 file changed +3 −0") ||
-		!strings.Contains(s, "2 files too large, not kept: huge.bin and 1 more") {
-		t.Errorf("t-second's checkpoint says %q, want its change and its skipped files", s)
+		!strings.Contains(s, `3 files too large, not kept: huge.bin, evil\u{202e}txt.exe and 1 more`) {
+		t.Errorf("t-second's checkpoint says %q, want its change and its skipped files (an invisible character shown)", s)
 	}
 	// The turn's record of its checkpoint is in its activity.
 	if s := eval[string](p, `document.querySelector('.turn[data-turn="t-second"] .item.checkpoint')?.innerText || ""`); !strings.Contains(s, "checkpoint 3: 1 file changed") {
@@ -233,11 +234,17 @@ func TestBrowserCheckpoints(t *testing.T) {
 
 	// Files: git's --stat, then the whole patch.
 	p.click("t-first's files", first+" .cp-files-toggle")
-	p.wait("the stat", fmt.Sprintf(`document.querySelector(%q)?.innerText.includes("1 file changed, 2 insertions")`, first+" pre.cp-stat"), 10*time.Second)
+	p.wait("the stat", fmt.Sprintf(`document.querySelector(%q)?.innerText.includes("2 files changed, 3 insertions")`, first+" pre.cp-stat"), 10*time.Second)
+	if s := eval[string](p, fmt.Sprintf(`document.querySelector(%q).innerText`, first+" pre.cp-stat")); !strings.Contains(s, `rtl\u{202e}.txt`) {
+		t.Errorf("the stat shows %q, want the invisible character shown", s)
+	}
 	p.click("the whole patch", first+" .cp-patch-toggle")
 	p.wait("the patch", fmt.Sprintf(`document.querySelector(%q)`, first+` .file-diff[data-file="notes.txt"]`), 10*time.Second)
 	if s := eval[string](p, fmt.Sprintf(`document.querySelector(%q).innerText`, first+` .file-diff summary`)); !strings.Contains(s, "+2") || !strings.Contains(s, "−1") {
 		t.Errorf("the patch's file says %q, want +2 −1", s)
+	}
+	if s := eval[string](p, fmt.Sprintf(`document.querySelector(%q).innerText`, first+" .file-diff[data-file=\"rtl\u202e.txt\"] summary")); !strings.Contains(s, `rtl\u{202e}.txt +1`) {
+		t.Errorf("the patch's second file says %q, want its name with the invisible character shown", s)
 	}
 	m.locked(func() {
 		if got := strings.Join(m.diffs, ","); got != "2 stat,2 patch" {
