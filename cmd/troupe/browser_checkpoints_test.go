@@ -216,8 +216,11 @@ func TestBrowserCheckpoints(t *testing.T) {
 		!strings.Contains(s, `3 files too large, not kept: huge.bin, evil\u{202e}txt.exe and 1 more`) {
 		t.Errorf("t-second's checkpoint says %q, want its change and its skipped files (an invisible character shown)", s)
 	}
+	if n := eval[int](p, fmt.Sprintf(`document.querySelectorAll(%q).length`, second)); n != 1 {
+		t.Errorf("t-second's card has %d checkpoint controls, want 1", n)
+	}
 	// The turn's record of its checkpoint is in its activity.
-	if s := eval[string](p, `document.querySelector('.turn[data-turn="t-second"] .item.checkpoint')?.innerText || ""`); !strings.Contains(s, "checkpoint 3: 1 file changed") {
+	if s := eval[string](p, `document.querySelector('.turn[data-turn="t-second"] .item.checkpoint-note')?.innerText || ""`); !strings.Contains(s, "checkpoint 3: 1 file changed") {
 		t.Errorf("t-second's activity shows its checkpoint as %q", s)
 	}
 	// The others, newest first: the reset's, then the older turn's.

@@ -29,7 +29,7 @@ function ItemView({ it }: { it: Item }) {
     case "notice":
       return <div class="item notice"><Clip text={it.text} cut={it.cut} /></div>;
     case "checkpoint":
-      return <div class="item notice checkpoint"><Clip text={it.text} cut={it.cut} /></div>;
+      return <div class="item notice checkpoint-note"><Clip text={it.text} cut={it.cut} /></div>;
     case "thinking":
       return (
         <details class="item thinking">
