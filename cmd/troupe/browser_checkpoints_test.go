@@ -36,8 +36,9 @@ type checkpointAPI struct {
 	rewinds     []string // the rewind routes' bodies
 	conflict    string   // the next rewind is refused with it (409), once
 	turns       []journal.Turn
-	unavailable string // agent b's
-	seq         uint64 // the last event's number
+	unavailable string                // agent b's
+	many        []worktree.Checkpoint // agent c's
+	seq         uint64                // the last event's number
 }
 
 const cpProject = "p1"
@@ -62,6 +63,7 @@ func (m *checkpointAPI) handler() http.Handler {
 		js(w, 200, []api.Agent{
 			{Project: cpProject, Name: "a", Engine: "fake", Mode: troupe.ModeStructured, State: m.state, Sandboxed: true},
 			{Project: cpProject, Name: "b", Engine: "fake", Mode: troupe.ModeStructured, State: troupe.StateIdle, Sandboxed: true},
+			{Project: cpProject, Name: "c", Engine: "fake", Mode: troupe.ModeStructured, State: troupe.StateIdle, Sandboxed: true},
 		})
 	})
 	mux.HandleFunc("GET /api/projects/p1/messages", func(w http.ResponseWriter, _ *http.Request) {
@@ -82,8 +84,12 @@ func (m *checkpointAPI) handler() http.Handler {
 	mux.HandleFunc("GET /api/projects/p1/agents/{agent}/checkpoints", func(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if r.PathValue("agent") == "b" {
+		switch r.PathValue("agent") {
+		case "b":
 			js(w, 200, map[string]any{"checkpoints": []worktree.Checkpoint{}, "unavailable": m.unavailable})
+			return
+		case "c":
+			js(w, 200, map[string]any{"checkpoints": m.many})
 			return
 		}
 		m.lists++
@@ -202,6 +208,9 @@ func TestBrowserCheckpoints(t *testing.T) {
 		},
 		unavailable: "not a git repository: no checkpoints (run git init in the project's folder to have them)",
 	}
+	for i := range 60 {
+		m.many = append(m.many, worktree.Checkpoint{Seq: int64(i + 1), Commit: "m", At: now.Add(time.Duration(i-60) * time.Minute), Reason: "reset"})
+	}
 	srv := httptest.NewServer(m.handler())
 	t.Cleanup(srv.Close)
 	p := newPage(t, srv.URL+"/#/p/"+cpProject+"/agent/a")
@@ -312,4 +321,17 @@ func TestBrowserCheckpoints(t *testing.T) {
 		t.Errorf("b's checkpoints say %q", s)
 	}
 	p.shot("checkpoints-none")
+
+	// Many: the newest 50, then the rest on demand.
+	eval[string](p, `location.hash = "#/p/`+cpProject+`/agent/c"`)
+	const shown = `document.querySelectorAll('#agent[data-agent="c"] #checkpoints .checkpoint')`
+	p.wait("c's newest 50", shown+`.length === 50`, 10*time.Second)
+	if s := eval[string](p, shown+`[0].dataset.checkpoint + "," + `+shown+`[49].dataset.checkpoint`); s != "60,11" {
+		t.Errorf("c's first and 50th listed: %s, want 60,11", s)
+	}
+	if s := eval[string](p, `document.querySelector("#checkpoints-more").innerText`); s != "show more (10 older)" {
+		t.Errorf("the more button says %q", s)
+	}
+	p.click("show more", "#checkpoints-more")
+	p.wait("all 60", shown+`.length === 60 && !document.querySelector("#checkpoints-more")`, 10*time.Second)
 }
