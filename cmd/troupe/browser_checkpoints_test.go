@@ -31,7 +31,6 @@ type checkpointAPI struct {
 	mu          sync.Mutex
 	state       troupe.AgentState // agent a's, as the agents' list says
 	list        []worktree.Checkpoint
-	lists       int      // GETs of a's checkpoints
 	diffs       []string // the diff routes' queries, "SEQ stat" or "SEQ patch"
 	rewinds     []string // the rewind routes' bodies
 	conflict    string   // the next rewind is refused with it (409), once
@@ -52,10 +51,10 @@ func (m *checkpointAPI) handler() http.Handler {
 	}
 	empty := func(w http.ResponseWriter, _ *http.Request) { js(w, 200, []any{}) }
 	mux.HandleFunc("GET /api/status", func(w http.ResponseWriter, _ *http.Request) {
-		js(w, 200, api.Status{Version: "test", Projects: 1, Agents: 2})
+		js(w, 200, api.Status{Version: "test", Projects: 1, Agents: 3})
 	})
 	mux.HandleFunc("GET /api/projects", func(w http.ResponseWriter, _ *http.Request) {
-		js(w, 200, []api.Project{{ID: cpProject, Path: "/nowhere", Name: "proj", Agents: 2, Team: "ok"}})
+		js(w, 200, []api.Project{{ID: cpProject, Path: "/nowhere", Name: "proj", Agents: 3, Team: "ok"}})
 	})
 	mux.HandleFunc("GET /api/projects/p1/agents", func(w http.ResponseWriter, _ *http.Request) {
 		m.mu.Lock()
@@ -92,7 +91,6 @@ func (m *checkpointAPI) handler() http.Handler {
 			js(w, 200, map[string]any{"checkpoints": m.many})
 			return
 		}
-		m.lists++
 		js(w, 200, map[string]any{"checkpoints": m.list})
 	})
 	mux.HandleFunc("GET /api/projects/p1/agents/a/checkpoints/{seq}/diff", func(w http.ResponseWriter, r *http.Request) {
@@ -183,8 +181,8 @@ func (m *checkpointAPI) locked(f func()) {
 // says how to undo it; the daemon's refusal (409) is shown as it says it;
 // the button is disabled while the agent is busy; the checkpoints of no
 // turn shown (a reset's, an older turn's, a rewind's) are listed newest
-// first; the list is read again when a turn ends; a workspace without
-// checkpoints says why, once.
+// first, 50 at a time; the list is read again when a turn ends; a
+// workspace without checkpoints says why, once.
 func TestBrowserCheckpoints(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 	turn := func(seq int64, id string, ago time.Duration, evs ...journal.Event) journal.Turn {
