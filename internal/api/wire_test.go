@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/journal"
 	"github.com/troupe-dev/troupe/internal/troupe"
+	"github.com/troupe-dev/troupe/internal/worktree"
 )
 
 // The web UI's wire types (web/src/api.ts) are written by hand in
@@ -43,6 +44,7 @@ var wireTypes = map[string]reflect.Type{
 	"JournalEvent":        reflect.TypeFor[journal.Event](),
 	"Turn":                reflect.TypeFor[journal.Turn](),
 	"AgentLog":            reflect.TypeFor[api.AgentLog](),
+	"Checkpoint":          reflect.TypeFor[worktree.Checkpoint](),
 }
 
 // unread are the Go fields the UI does not declare, by "Type.field", each

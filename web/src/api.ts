@@ -35,7 +35,7 @@ export interface Status { version: string; pid: number; addr: string; state_dir:
 export interface JournalTool { id: string; name?: string; input?: string; output?: string; is_error?: boolean }
 export interface Usage { input_tokens: number; output_tokens: number; cache_read_tokens?: number; cache_write_tokens?: number; cost_usd?: number }
 export interface JournalEvent {
-  seq: number; at: string; kind: "output" | "thinking" | "tool_call" | "tool_result" | "usage" | "session" | "permission" | "notice";
+  seq: number; at: string; kind: "output" | "thinking" | "tool_call" | "tool_result" | "usage" | "session" | "permission" | "notice" | "checkpoint";
   /** cut: text is the head of size bytes. */
   text?: string; tool?: JournalTool; usage?: Usage; session_id?: string; cut?: boolean; size?: number;
   permission?: { id: string; tool: string; title?: string; input?: string; allow: boolean; reason?: string };
@@ -46,6 +46,14 @@ export interface Turn {
   events: JournalEvent[]; dropped?: number; ended_at?: string; duration_ms?: number; text?: string; text_cut?: boolean; error?: string; usage?: Usage;
 }
 export interface AgentLog { agent: string; turns: Turn[]; before?: number }
+/** Checkpoint is one snapshot of an agent's workspace (C18). reason: "turn" (the end of turn),
+ * or what was about to happen ("rewind to N", "reset", "worktree reset", …); files, added,
+ * deleted: what changed since the snapshot it is compared with; skipped: files too large to keep,
+ * the first of them named. */
+export interface Checkpoint {
+  seq: number; commit: string; at: string; reason: string; turn?: string; files: number; added: number; deleted: number;
+  skipped?: number; skipped_names?: string[];
+}
 
 /** ApiError is a non-2xx answer: its message is the daemon's sentence. */
 export class ApiError extends Error {

@@ -13,6 +13,12 @@ export function clock(iso: string): string {
   return isNaN(d.getTime()) ? "" : d.toLocaleTimeString();
 }
 
+/** when is a date and time in the person's locale ("" for none). */
+export function when(iso: string): string {
+  const d = new Date(iso);
+  return isNaN(d.getTime()) ? "" : d.toLocaleString();
+}
+
 export function duration(ms: number): string {
   if (ms < 1000) return `${ms} ms`;
   const s = ms / 1000;

@@ -3,9 +3,10 @@
 // burst of events costs one render, not one per event.
 import { useEffect, useState } from "preact/hooks";
 import {
-  Agent, AgentLog, ApiError, JournalEvent, Message, MessagePage, PendingTeam, Permission, Project, Request, Status, Task, Turn, Usage,
+  Agent, AgentLog, ApiError, Checkpoint, JournalEvent, Message, MessagePage, PendingTeam, Permission, Project, Request, Status, Task, Turn, Usage,
   agentPath, call, enc, projectPath,
 } from "./api";
+import { CheckpointDiff, CheckpointsResponse, RewindResponse, rewoundLine } from "./checkpoints";
 import { Conn, Feed, FeedEvent } from "./feed";
 import { Route, parseRoute, routeHash } from "./router";
 
@@ -15,6 +16,7 @@ export type Item =
   | { kind: "text"; text: string; cut?: boolean }
   | { kind: "thinking"; text: string; cut?: boolean }
   | { kind: "notice"; text: string; cut?: boolean }
+  | { kind: "checkpoint"; text: string; cut?: boolean }
   | { kind: "tool"; id: string; name: string; input: string; output?: string; isError?: boolean; done: boolean; cut?: boolean }
   | { kind: "permission"; id: string; tool: string; title?: string; input: string; state: string; allow?: boolean; reason?: string };
 
@@ -46,6 +48,7 @@ export interface App {
   turns: Map<string, TurnView[]>;
   logBefore: Map<string, number>;
   lastActivity: Map<string, number>;
+  checkpoints: Map<string, Checkpoints>; // read when the agent's view opens
   tasks: Task[];
   taskOutput: Map<string, string>;
   permissions: Permission[];
@@ -56,7 +59,7 @@ export interface App {
 export const app: App = {
   conn: "connecting", status: null, error: "", projects: [], route: parseRoute(location.hash), agents: [],
   conv: { key: "", items: [], before: 0, loading: false }, convAgent: "", cards: [],
-  turns: new Map(), logBefore: new Map(), lastActivity: new Map(), tasks: [], taskOutput: new Map(),
+  turns: new Map(), logBefore: new Map(), lastActivity: new Map(), checkpoints: new Map(), tasks: [], taskOutput: new Map(),
   permissions: [], troubled: [], teamChanges: [],
 };
 
@@ -163,6 +166,7 @@ async function loadProjects() {
 
 function selectProject() {
   app.agents = []; app.tasks = []; app.turns = new Map(); app.logBefore = new Map(); app.lastActivity = new Map();
+  app.checkpoints = new Map(); cpLatest = new Map();
   app.taskOutput = new Map(); app.convAgent = "";
   app.conv = { key: "", items: [], before: 0, loading: false };
   feed.restart();
@@ -383,6 +387,7 @@ export function dismissCard(key: number) { app.cards = app.cards.filter((c) => c
 
 export async function control(agent: string, what: "interrupt" | "restart" | "reset") {
   try { await call("POST", `${agentPath(app.route.project, agent)}/${what}`); } catch (e) { fail(e); }
+  if (what === "reset") refreshCheckpoints(agent); // a reset leaves a checkpoint
 }
 
 export async function decide(id: string, allow: boolean) {
@@ -409,6 +414,7 @@ function addJournalEvent(v: TurnView, e: JournalEvent) {
     case "tool_result": toolResult(v, e.tool!.id, e.tool!.output || "", !!e.tool!.is_error); break;
     case "usage": v.usage = e.usage; break;
     case "notice": addItem(v, { kind: "notice", text: e.text || "", cut: e.cut }); break;
+    case "checkpoint": addItem(v, { kind: "checkpoint", text: e.text || "", cut: e.cut }); break;
     case "permission": {
       const p = e.permission!;
       putPermission(v, { kind: "permission", id: p.id, tool: p.tool, title: p.title, input: p.input || "", state: p.allow ? "allowed" : "denied", allow: p.allow, reason: p.reason });
@@ -461,6 +467,57 @@ export async function loadLog(agent: string, older = false) {
   } catch (e) { fail(e); }
 }
 
+// ---- checkpoints (C18) ------------------------------------------------
+
+/** Checkpoints are an agent's checkpoints as last read: list oldest first,
+ * unavailable why it has none, error why they could not be read. */
+export interface Checkpoints { list: Checkpoint[]; unavailable?: string; error?: string }
+
+// The newest read of each agent's checkpoints (by number, cpReads
+// counting them): an older read answering late is dropped.
+let cpReads = 0;
+let cpLatest = new Map<string, number>();
+
+/** loadCheckpoints reads agent's checkpoints (its view opens, a turn of
+ * it ended, a rewind). */
+export async function loadCheckpoints(agent: string) {
+  const p = app.route.project;
+  if (!p) return;
+  const n = ++cpReads;
+  cpLatest.set(agent, n);
+  let cs: Checkpoints;
+  try {
+    const r = await call<CheckpointsResponse>("GET", `${agentPath(p, agent)}/checkpoints`);
+    cs = { list: r.checkpoints || [], unavailable: r.unavailable };
+  } catch (e) {
+    cs = { list: app.checkpoints.get(agent)?.list || [], error: (e as Error).message };
+  }
+  if (p !== app.route.project || cpLatest.get(agent) !== n) return;
+  app.checkpoints.set(agent, cs);
+  changed();
+}
+
+/** checkpointDiff reads what checkpoint seq of agent changed: git's
+ * --stat (stat), else the patch. */
+export function checkpointDiff(agent: string, seq: number, stat: boolean): Promise<CheckpointDiff> {
+  return call<CheckpointDiff>("GET", `${agentPath(app.route.project, agent)}/checkpoints/${seq}/diff${stat ? "?stat=1" : ""}`);
+}
+
+/** rewind puts agent's files back as they were at checkpoint seq (the
+ * daemon checkpoints the present first) and says what happened, or why
+ * the daemon refused (ok false: the agent is in a turn, say). */
+export async function rewind(agent: string, seq: number): Promise<{ ok: boolean; text: string }> {
+  let out: { ok: boolean; text: string };
+  try {
+    const r = await call<RewindResponse>("POST", `${agentPath(app.route.project, agent)}/rewind`, { seq });
+    out = { ok: true, text: rewoundLine(r) };
+  } catch (e) {
+    out = { ok: false, text: (e as Error).message };
+  }
+  await loadCheckpoints(agent);
+  return out;
+}
+
 function liveTurn(agent: string, turn: string, time: string): TurnView {
   let ts = app.turns.get(agent);
   if (!ts) { ts = []; app.turns.set(agent, ts); }
@@ -475,7 +532,7 @@ function liveTurn(agent: string, turn: string, time: string): TurnView {
 
 // ---- events -----------------------------------------------------------
 
-let needsTimer = 0, msgTimer = 0, taskTimer = 0, agentTimer = 0, doingTimer = 0;
+let needsTimer = 0, msgTimer = 0, taskTimer = 0, agentTimer = 0, doingTimer = 0, checkpointTimer = 0;
 const soon = (t: number, f: () => unknown, ms: number) => t || window.setTimeout(f, ms);
 
 function onEvent(e: FeedEvent) {
@@ -487,6 +544,9 @@ function onEvent(e: FeedEvent) {
       if (here) {
         const a = app.agents.find((x) => x.name === e.agent);
         if (a) { a.state = d.state; a.reason = d.reason; }
+        // A reset, a rewind or a worktree reset (from the CLI, say) leaves a
+        // checkpoint and moves the agent's state.
+        if (e.agent) refreshCheckpoints(e.agent);
       }
       needsTimer = soon(needsTimer, () => { needsTimer = 0; loadNeeds().catch(fail); }, 250);
       break;
@@ -508,6 +568,8 @@ function onEvent(e: FeedEvent) {
       break;
     case "turn.ended":
       if (here && e.agent) { const v = liveTurn(e.agent, d.turn, e.time); v.ended = true; v.error = d.error || undefined; v.durationMs = Date.parse(e.time) - Date.parse(v.startedAt); }
+      // The turn's checkpoint is made before its end is published.
+      if (here && e.agent) refreshCheckpoints(e.agent);
       msgTimer = soon(msgTimer, () => { msgTimer = 0; refreshMessages(); }, 100);
       break;
     // An agent's activity comes in its log's words: one journal event.
@@ -546,6 +608,15 @@ function onEvent(e: FeedEvent) {
       break;
   }
   changed();
+}
+
+/** shownAgent is the agent whose view is open, "" when none. */
+function shownAgent(): string { return app.route.view === "agent" ? app.route.arg : ""; }
+
+/** refreshCheckpoints reads agent's checkpoints again soon, if its view is open. */
+function refreshCheckpoints(agent: string) {
+  if (agent !== shownAgent()) return;
+  checkpointTimer = soon(checkpointTimer, () => { checkpointTimer = 0; const a = shownAgent(); if (a) loadCheckpoints(a); }, 150);
 }
 
 // tick re-renders the "N s ago" clocks and follows a running task's output.

@@ -1,12 +1,16 @@
 // One agent: its state, controls, and its transcript turn by turn: the
-// journal's recent turns, then what the event feed streams.
+// journal's recent turns, then what the event feed streams. Each turn's
+// checkpoint of the workspace (C18) is on its card: what it changed, its
+// files, and a rewind to it; the other checkpoints are listed above.
 import { registerView } from "../router";
-import { Item, TurnView, app, control, decide, loadLog, useApp } from "../store";
+import { Checkpoints, Item, TurnView, app, checkpointDiff, control, decide, loadCheckpoints, loadLog, rewind, useApp } from "../store";
 import { Clip } from "../clip";
 import { Unsandboxed } from "../sandbox";
-import { ago, clock, duration, prettyJSON, visible } from "../format";
-import { useEffect } from "preact/hooks";
-import type { Usage } from "../api";
+import { ago, clock, duration, prettyJSON, visible, when } from "../format";
+import { FileBox, parseDiff } from "../diff";
+import { byTurn, changeLine, reasonLine, skippedLine, unshown } from "../checkpoints";
+import { useEffect, useState } from "preact/hooks";
+import type { Checkpoint, Usage } from "../api";
 
 function UsageLine({ u }: { u: Usage }) {
   return (
@@ -24,6 +28,8 @@ function ItemView({ it }: { it: Item }) {
       return <div class="item text"><Clip text={it.text} cut={it.cut} /></div>;
     case "notice":
       return <div class="item notice"><Clip text={it.text} cut={it.cut} /></div>;
+    case "checkpoint":
+      return <div class="item notice checkpoint-note"><Clip text={it.text} cut={it.cut} /></div>;
     case "thinking":
       return (
         <details class="item thinking">
@@ -84,7 +90,114 @@ export function turnFiles(items: Item[]): string[] {
   return [...out];
 }
 
-function TurnBox({ t }: { t: TurnView }) {
+// CheckpointFiles shows what checkpoint seq changed: git's --stat, then
+// the whole patch on demand.
+function CheckpointFiles({ agent, seq }: { agent: string; seq: number }) {
+  const [stat, setStat] = useState<{ text: string; cut: boolean } | null>(null);
+  const [patch, setPatch] = useState<{ text: string; cut: boolean } | null>(null);
+  const [showPatch, setShowPatch] = useState(false);
+  const [err, setErr] = useState("");
+  useEffect(() => {
+    checkpointDiff(agent, seq, true).then((d) => setStat({ text: d.diff, cut: d.cut }), (e) => setErr((e as Error).message));
+  }, [agent, seq]);
+  function togglePatch() {
+    const on = !showPatch;
+    setShowPatch(on);
+    if (on && !patch) checkpointDiff(agent, seq, false).then((d) => setPatch({ text: d.diff, cut: d.cut }), (e) => setErr((e as Error).message));
+  }
+  const files = patch ? parseDiff(patch.text) : [];
+  return (
+    <div class="cp-files">
+      {err && <p class="err cp-error">{err}</p>}
+      {!stat && !err && <p class="note">reading…</p>}
+      {stat && (stat.text.trim() ? <pre class="cp-stat">{visible(stat.text)}</pre> : <p class="note">No files changed.</p>)}
+      {stat?.cut && <p class="note">The summary is cut: its last line says how much more there is.</p>}
+      {stat && stat.text.trim() && (
+        <button type="button" class="link cp-patch-toggle" aria-expanded={showPatch} onClick={togglePatch}>
+          {showPatch ? "hide the patch" : "the whole patch"}
+        </button>
+      )}
+      {showPatch && patch && (
+        <div class="cp-patch">
+          {patch.cut && <p class="err">This patch is cut: its last line says how much more there is.</p>}
+          {files.map((f) => <FileBox key={f.name} f={f} open={files.length <= 5} config={false} />)}
+        </div>
+      )}
+      {showPatch && !patch && !err && <p class="note">reading…</p>}
+    </div>
+  );
+}
+
+// CheckpointControls are a checkpoint's files and its rewind, asked
+// first; the daemon's answer stays shown under it.
+function CheckpointControls({ agent, cp, busy, label }: { agent: string; cp: Checkpoint; busy: boolean; label: string }) {
+  const [open, setOpen] = useState(false);
+  const [asking, setAsking] = useState(false);
+  const [sending, setSending] = useState(false);
+  const [result, setResult] = useState<{ ok: boolean; text: string } | null>(null);
+  const what = cp.reason === "turn" ? "at the end of this turn" : `at checkpoint ${cp.seq} (${reasonLine(cp)})`;
+  async function go() {
+    setAsking(false);
+    setSending(true);
+    setResult(await rewind(agent, cp.seq));
+    setSending(false);
+  }
+  const skipped = skippedLine(cp);
+  return (
+    <div class="checkpoint" data-checkpoint={cp.seq}>
+      <span class="cp-change">{label}{changeLine(cp)}</span>
+      {skipped && <span class="err cp-skipped"> · {visible(skipped)}</span>}{" "}
+      <button type="button" class="link cp-files-toggle" aria-expanded={open} onClick={() => setOpen(!open)}>{open ? "hide files" : "Files"}</button>{" "}
+      <button type="button" class="cp-rewind" disabled={busy || sending} title={busy ? `${agent} is in a turn: rewind when it is idle` : `put ${agent}'s files back as they were ${what}`}
+        onClick={() => { setResult(null); setAsking(true); }}>Rewind to here</button>
+      {asking && (
+        <div class="confirm cp-confirm" role="alertdialog" aria-label="confirm rewind">
+          <p>Put {agent}'s files back as they were {what}? A checkpoint of the present is made first, so this can be undone.</p>
+          <button type="button" class="cp-rewind-yes" disabled={busy || sending} onClick={go}>Rewind</button>{" "}
+          <button type="button" class="cp-rewind-no" onClick={() => setAsking(false)}>Cancel</button>
+        </div>
+      )}
+      {result && <p class={`cp-result ${result.ok ? "note" : "err"}`} role="status">{result.text}</p>}
+      {open && <CheckpointFiles agent={agent} seq={cp.seq} />}
+    </div>
+  );
+}
+
+const upperFirst = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
+const checkpointPage = 50; // rows of the Checkpoints list shown, until "show more"
+
+// CheckpointList lists, newest first, the checkpoints no turn card shows
+// (a reset's, a rewind's, older turns'), or says why there are none.
+function CheckpointList({ agent, cs, shown, busy }: { agent: string; cs: Checkpoints | undefined; shown: string[]; busy: boolean }) {
+  const [limit, setLimit] = useState(checkpointPage);
+  useEffect(() => setLimit(checkpointPage), [agent]);
+  if (!cs) return null;
+  const rows = unshown(cs.list, shown);
+  if (!rows.length && !cs.unavailable && !cs.error) return null;
+  return (
+    <section id="checkpoints" aria-label="checkpoints">
+      <h3>Checkpoints</h3>
+      {cs.unavailable && <p class="note" id="no-checkpoints">{upperFirst(cs.unavailable)}</p>}
+      {cs.error && <p class="err" id="checkpoints-error">The checkpoints could not be read: {cs.error}</p>}
+      <ul class="checkpoint-list">
+        {rows.slice(0, limit).map((c) => (
+          <li key={c.seq}>
+            <span class="meta"><time dateTime={c.at}>{when(c.at)}</time> · {visible(reasonLine(c))}</span>
+            <CheckpointControls agent={agent} cp={c} busy={busy} label={`checkpoint ${c.seq}: `} />
+          </li>
+        ))}
+      </ul>
+      {rows.length > limit && (
+        <button type="button" class="link" id="checkpoints-more" onClick={() => setLimit(limit + checkpointPage)}>
+          show more ({rows.length - limit} older)
+        </button>
+      )}
+    </section>
+  );
+}
+
+function TurnBox({ t, agent, cp, busy }: { t: TurnView; agent: string; cp?: Checkpoint; busy: boolean }) {
   const files = turnFiles(t.items);
   return (
     <li class={`turn ${t.ended ? "ended" : "live"}${t.error ? " failed" : ""}`} data-turn={t.turn}>
@@ -95,6 +208,7 @@ function TurnBox({ t }: { t: TurnView }) {
         {t.usage && <> · <UsageLine u={t.usage} /></>}
       </div>
       {files.length > 0 && <div class="turn-files">changed: {files.map((f, i) => <>{i ? ", " : ""}<code key={f}>{f}</code></>)}</div>}
+      {cp && <CheckpointControls agent={agent} cp={cp} busy={busy} label={`checkpoint ${cp.seq}: `} />}
       {t.asked && <div class="asked"><Clip text={t.asked} /></div>}
       {t.items.map((it, i) => <ItemView key={i} it={it} />)}
       {t.error && <p class="err">{t.error}</p>}
@@ -107,10 +221,15 @@ function AgentView({ arg }: { arg: string }) {
   // The journal once per agent shown (live events may have made some turns
   // already; loadLog merges them).
   useEffect(() => { if (arg && !a.logBefore.has(arg)) loadLog(arg); }, [arg, a.route.project]);
+  useEffect(() => { if (arg) loadCheckpoints(arg); }, [arg, a.route.project]);
   const ag = a.agents.find((x) => x.name === arg);
   if (!ag) return <p class="note">No agent {arg} in this project.</p>;
   const turns = a.turns.get(arg) || [];
   const last = a.lastActivity.get(arg);
+  const cs = a.checkpoints.get(arg);
+  const cps = byTurn(cs?.list || []);
+  // Rewinding in a turn is refused by the daemon; the button says so first.
+  const busy = ag.state === "busy";
   return (
     <section id="agent" aria-label={`agent ${arg}`} data-agent={arg}>
       <div class="agent-head">
@@ -129,8 +248,9 @@ function AgentView({ arg }: { arg: string }) {
         </span>
       </div>
       {a.logBefore.get(arg) ? <button type="button" id="older-turns" onClick={() => loadLog(arg, true)}>load older turns</button> : null}
+      <CheckpointList agent={arg} cs={cs} shown={turns.map((t) => t.turn)} busy={busy} />
       <ol id="transcript">
-        {turns.map((t) => <TurnBox key={t.turn} t={t} />)}
+        {turns.map((t) => <TurnBox key={t.turn} t={t} agent={arg} cp={cps.get(t.turn)} busy={busy} />)}
       </ol>
       {!turns.length && <p class="note">No turns yet.</p>}
     </section>

@@ -11,6 +11,7 @@ import { useEffect, useState } from "preact/hooks";
 import { registerView } from "../router";
 import { app, navigate, useApp } from "../store";
 import { agentPath, call, projectPath } from "../api";
+import { FileBox, parseDiff } from "../diff";
 
 interface Worktree {
   agent: string; path: string; branch: string; base: string; base_commit?: string; exists: boolean;
@@ -19,59 +20,6 @@ interface Worktree {
 interface WorktreeList { worktrees: Worktree[]; cut?: number }
 interface MergeResult { committed: boolean; merged: boolean; branch: string; into: string; commit?: string; config?: string[] }
 interface DiffResponse { diff: string; config: string[]; cut: boolean; tree: string }
-
-export interface FileDiff { name: string; lines: string[]; added: number; removed: number }
-
-/** parseDiff splits a git diff into files, counting added and removed lines. */
-export function parseDiff(diff: string): FileDiff[] {
-  const files: FileDiff[] = [];
-  let cur: FileDiff | null = null;
-  for (const line of diff.split("\n")) {
-    if (line.startsWith("diff --git ")) {
-      const m = / b\/(.*)$/.exec(line);
-      cur = { name: m ? m[1] : line.slice(11), lines: [line], added: 0, removed: 0 };
-      files.push(cur);
-      continue;
-    }
-    if (!cur) { if (line) { cur = { name: "(diff)", lines: [], added: 0, removed: 0 }; files.push(cur); } else continue; }
-    cur.lines.push(line);
-    if (line.startsWith("+++ b/")) cur.name = line.slice(6);
-    else if (line.startsWith("+") && !line.startsWith("+++")) cur.added++;
-    else if (line.startsWith("-") && !line.startsWith("---")) cur.removed++;
-  }
-  return files;
-}
-
-const clipLines = 300; // per file, until "show all"
-
-function lineClass(l: string): string {
-  if (l.startsWith("@@")) return "dl hunk";
-  if (l.startsWith("+++") || l.startsWith("---") || l.startsWith("diff --git") || l.startsWith("index ")) return "dl head";
-  if (l.startsWith("+")) return "dl add";
-  if (l.startsWith("-")) return "dl del";
-  return "dl";
-}
-
-function FileBox({ f, open, config }: { f: FileDiff; open: boolean; config: boolean }) {
-  const [all, setAll] = useState(false);
-  // A folded file's lines are not rendered: a large diff folded costs
-  // one summary line per file.
-  const [shownOpen, setShownOpen] = useState(open);
-  const long = f.lines.length > clipLines;
-  const shown = all || !long ? f.lines : f.lines.slice(0, clipLines);
-  return (
-    <details class={config ? "file-diff config" : "file-diff"} data-file={f.name} open={open} onToggle={(e) => setShownOpen((e.currentTarget as HTMLDetailsElement).open)}>
-      <summary><span class="fname">{f.name}</span> <span class="plus">+{f.added}</span> <span class="minus">−{f.removed}</span>
-        {config && <span class="config-flag" title="tool configuration: what agents, engines, git or your editor may do or run"> tool configuration</span>}</summary>
-      {shownOpen && <pre class="diff">{shown.map((l, i) => <div key={i} class={lineClass(l)}>{l || " "}</div>)}</pre>}
-      {shownOpen && long && (
-        <button type="button" class="link show-all" onClick={() => setAll(!all)}>
-          {all ? "show less" : `show all (${f.lines.length} lines)`}
-        </button>
-      )}
-    </details>
-  );
-}
 
 function ChangesView({ arg }: { arg: string }) {
   useApp();
