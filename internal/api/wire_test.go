@@ -45,14 +45,14 @@ var wireTypes = map[string]reflect.Type{
 	"Turn":                reflect.TypeFor[journal.Turn](),
 	"AgentLog":            reflect.TypeFor[api.AgentLog](),
 	"Checkpoint":          reflect.TypeFor[worktree.Checkpoint](),
+	"CheckpointsResponse": reflect.TypeFor[api.CheckpointsResponse](),
+	"RewindResponse":      reflect.TypeFor[api.RewindResponse](),
 }
 
 // unread are the Go fields the UI does not declare, by "Type.field", each
 // with why it needs no place in the UI's types.
 var unread = map[string]string{
 	"Task.debug": "the supervisor's own record, for troupe task debug",
-	// Until the web UI's part of issue 23 declares it (then drop this line).
-	"Agent.checkpoints": "why the agents have no checkpoints, for troupe agents; the UI reads a turn's from the checkpoints route",
 }
 
 func TestWebWireTypesMatchTheAPI(t *testing.T) {

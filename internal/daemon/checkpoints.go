@@ -38,7 +38,11 @@ func (c checkpoints) TurnEnded(ctx context.Context, k troupe.RuntimeKey, work st
 
 // checkpointLine is cp in a line: what a turn's record says of it.
 func checkpointLine(cp worktree.Checkpoint) string {
-	s := fmt.Sprintf("checkpoint %d: %d files changed, +%d −%d", cp.Seq, cp.Files, cp.Added, cp.Deleted)
+	files := "files"
+	if cp.Files == 1 {
+		files = "file"
+	}
+	s := fmt.Sprintf("checkpoint %d: %d %s changed, +%d −%d", cp.Seq, cp.Files, files, cp.Added, cp.Deleted)
 	if cp.Skipped > 0 {
 		s += fmt.Sprintf("; %d files over %d MB left out", cp.Skipped, worktree.MaxCheckpointFile>>20)
 	}

@@ -7,7 +7,7 @@ export type AgentState = "stopped" | "starting" | "idle" | "busy" | "waiting" | 
 
 export interface Project { id: string; path: string; name: string; agents: number; team: string; team_error?: string; team_held?: boolean; added_at: string; grants?: AgentGrants[] }
 /** turn_timeout, idle_timeout: Go durations ("10m0s"). sandboxed: false when the team turned its sandbox off. */
-export interface Agent { project: string; name: string; engine: string; model?: string; mode: string; state: AgentState; reason?: string; session_id: string; turn_timeout: string; idle_timeout: string; sandboxed: boolean; doing?: string; doing_since?: string; caps?: { memory: string; processes: string; in_force: boolean; why?: string } }
+export interface Agent { project: string; name: string; engine: string; model?: string; mode: string; state: AgentState; reason?: string; session_id: string; turn_timeout: string; idle_timeout: string; sandboxed: boolean; doing?: string; doing_since?: string; caps?: { memory: string; processes: string; in_force: boolean; why?: string }; checkpoints?: string }
 export interface Message {
   id: number; project: string; to: string; from: string; kind: string; text: string; request?: string;
   state: string; reason?: string; turn?: string; redelivered?: boolean; created_at: string; done_at?: string;
@@ -54,6 +54,12 @@ export interface Checkpoint {
   seq: number; commit: string; at: string; reason: string; turn?: string; files: number; added: number; deleted: number;
   skipped?: number; skipped_names?: string[];
 }
+/** CheckpointsResponse is GET …/agents/{agent}/checkpoints: oldest first;
+ * unavailable says why a workspace has none (not a git repository). */
+export interface CheckpointsResponse { checkpoints: Checkpoint[]; unavailable?: string }
+/** RewindResponse is POST …/rewind {seq}: before is the checkpoint of the files
+ * as they were, made first (rewinding to it undoes the rewind). */
+export interface RewindResponse { before: Checkpoint; seq: number }
 
 /** ApiError is a non-2xx answer: its message is the daemon's sentence. */
 export class ApiError extends Error {

@@ -2,24 +2,13 @@
 // each turn's on its card (matched by turn id), the others (a reset's, a
 // rewind's, a turn's whose card is not shown) in a list of their own,
 // newest first. No DOM here: what is worked out from the wire is tested on
-// its own (web/test).
-import type { Checkpoint } from "./api";
+// its own, in the browser (cmd/troupe TestBrowserCheckpoints).
+import type { Checkpoint, CheckpointsResponse, RewindResponse } from "./api";
+export type { CheckpointsResponse, RewindResponse };
 
-// The wire of the checkpoint routes, named as their Go types in
-// internal/api. They are not in api.ts yet: internal/api/wire_test.go
-// holds every interface of api.ts to a Go type, and these routes' types
-// are written beside this UI (on another branch). Checkpoint itself is
-// there, held to worktree.Checkpoint.
-
-/** CheckpointsResponse is GET …/agents/{agent}/checkpoints: oldest first;
- * unavailable says why a workspace has none (not a git repository). */
-export interface CheckpointsResponse { checkpoints: Checkpoint[]; unavailable?: string }
 /** CheckpointDiff is what the UI reads of GET …/checkpoints/{seq}/diff
  * (?stat=1: git's --stat), an api.DiffResponse. */
 export interface CheckpointDiff { diff: string; cut: boolean; tree: string }
-/** RewindResponse is POST …/rewind {seq}: before is the checkpoint of the files
- * as they were, made first (rewinding to it undoes the rewind). */
-export interface RewindResponse { before: Checkpoint; seq: number }
 
 /** byTurn maps each turn id to its checkpoint (reason "turn"); were a
  * turn to have two, the newest. */

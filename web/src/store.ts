@@ -147,8 +147,8 @@ export async function reloadAll() {
     changed();
     ready = true;
     performance.mark("troupe:data");
+    app.error = ""; // before the journal's load, whose own failure stays shown
     await Promise.all([loadNeeds(), app.route.view === "agent" && app.route.arg ? loadLog(app.route.arg) : null]);
-    app.error = "";
   } catch (e) { fail(e); }
   changed();
 }
