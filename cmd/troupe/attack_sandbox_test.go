@@ -380,6 +380,7 @@ func testWorktreeGit(t *testing.T, mechanism sandbox.Mechanism) {
 		{"write git config", g + "-C " + proj + " config core.hooksPath /x"},
 		{"write info/exclude", "echo x >> " + filepath.Join(dotgit, "info", "exclude")},
 		{"write the person's file", "echo x >> " + filepath.Join(proj, "README")},
+		{"make a checkpoint ref", g + "update-ref refs/troupe/checkpoints/" + string(p.ID) + "/w/0000000009 HEAD"},
 	}
 	// Its own work commits on its branch (README exists: Landlock lets no
 	// new file be made at the worktree's top level).
@@ -406,8 +407,19 @@ func testWorktreeGit(t *testing.T, mechanism sandbox.Mechanism) {
 	if got := gitIn(t, proj, "log", "-1", "--format=%s", "troupe/w"); got != "work" {
 		t.Errorf("troupe/w's last commit is %q, want the agent's", got)
 	}
-	if refs := gitIn(t, proj, "for-each-ref", "--format=%(refname)"); refs != "refs/heads/main\nrefs/heads/troupe/w" {
+	// troupe's own checkpoint of the turn (C18) aside, which the agent
+	// could not write (the attack above).
+	var refs []string
+	for r := range strings.Lines(gitIn(t, proj, "for-each-ref", "--format=%(refname)")) {
+		if r = strings.TrimSpace(r); !strings.HasPrefix(r, "refs/troupe/") {
+			refs = append(refs, r)
+		}
+	}
+	if strings.Join(refs, "\n") != "refs/heads/main\nrefs/heads/troupe/w" {
 		t.Errorf("refs: %q", refs)
+	}
+	if cps := gitIn(t, proj, "for-each-ref", "--format=%(refname)", "refs/troupe/"); cps != "refs/troupe/checkpoints/"+string(p.ID)+"/w/0000000001" {
+		t.Errorf("checkpoint refs: %q; want troupe's one of the turn", cps)
 	}
 	if b, _ := os.ReadFile(filepath.Join(proj, ".git", "index")); !bytes.Equal(b, index) {
 		t.Error("the person's index changed")

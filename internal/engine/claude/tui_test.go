@@ -305,12 +305,15 @@ func TestTUIContract(t *testing.T) {
 			case enginetest.Hang:
 				return `[[text:` + turn.Text + `]] [[tool:Bash {"command":"tail -f /dev/null"}]]`
 			case enginetest.Die:
-				// A second before the kill: the TUI writes its transcript
-				// lines a moment after it shows them, and a process killed
-				// at once loses the last ones (so does its output here).
-				// SIGSEGV, a crash: in a bubblewrap sandbox the TUI is pid 1
-				// of its pid namespace, which ignores a SIGKILL from inside.
-				return `[[text:` + turn.Text + `]] [[tool:Bash {"command":"sleep 1; kill -SEGV $PPID"}]]`
+				// The kill waits for the turn's text in the transcript
+				// (bounded at 20 s): the TUI writes its transcript lines a
+				// moment after it shows them, and a process killed at once
+				// loses the last ones (a fixed second was not enough under
+				// load). SIGSEGV, a crash: in a bubblewrap sandbox the TUI
+				// is pid 1 of its pid namespace, which ignores a SIGKILL
+				// from inside.
+				wait := `for i in $(seq 200); do grep -qsF '` + turn.Text + `' ${CLAUDE_CONFIG_DIR:-$HOME/.claude}/projects/*/*.jsonl && break; sleep 0.1; done; `
+				return `[[text:` + turn.Text + `]] [[tool:Bash {"command":"` + wait + `kill -SEGV $PPID"}]]`
 			default:
 				return "[[text:" + turn.Text + "]]"
 			}
