@@ -51,6 +51,7 @@ var targets = []target{
 	{bench: "cmd/troupe BenchmarkSandboxWarmTurn/engine=openai", metric: "on-off-ms", value: 20, note: "one sandboxed run_command: its start cost"},
 	{bench: "internal/store/sqlite BenchmarkInboxAppend", metric: "msgs/s", value: 2000, min: true},
 	{bench: "cmd/troupe BenchmarkWebFirstLoad", metric: "p50-ms", value: 300},
+	{bench: "internal/worktree BenchmarkCheckpoint/files=10000/changed=1", metric: "end-p50-ms", value: 50, note: "a turn's checkpoint, 10,000 files, one changed"},
 	{bench: "cmd/troupe BenchmarkWebEventBurst", metric: "p99-ms", value: 100},
 	{bench: "cmd/troupe BenchmarkWebEventBurst", metric: "events/s", value: 1000, min: true, note: "the burst's rate"},
 	{bench: "internal/engine/openai BenchmarkLoopStep/store=mem", metric: "p50-ms", value: 1},
