@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/troupe-dev/troupe/internal/client"
 )
 
 // TestBrowserCheckpointsRealDaemon drives the agent view's checkpoints
@@ -25,17 +22,7 @@ name = "a"
 engine = "fake"
 allowed_tools = ["Bash"]
 `)
-	d := startDaemon(t, state, "--project", proj)
-	cl, err := client.FromStateDir(state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	info, err := cl.ResolveProject(ctx, proj)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, d, cl, info := serveProject(t, state, proj, nil, 2*time.Minute)
 	for _, sh := range []string{`printf 'one\n' > notes.txt`, `printf 'two\nthree\n' > notes.txt`} {
 		if r, err := cl.Ask(ctx, info.ID, "a", "!sh "+sh, 0); err != nil || !strings.Contains(r.Answer, "exit 0") {
 			t.Fatalf("ask a to run %s: %+v, %v", sh, r, err)
