@@ -195,8 +195,8 @@ func TestRestartEndsALimit(t *testing.T) {
 // at most 5 s, never more than half of it.
 func TestCallLimitMargin(t *testing.T) {
 	for limit, want := range map[time.Duration]time.Duration{
-		time.Hour: time.Hour - 5*time.Second, time.Minute: 55 * time.Second, 40 * time.Second: 36 * time.Second,
-		12 * time.Second: 9 * time.Second, 4 * time.Second: 2 * time.Second,
+		time.Hour: time.Hour - 15*time.Second, time.Minute: 48 * time.Second, 40 * time.Second: 32 * time.Second,
+		15 * time.Second: 10 * time.Second, 12 * time.Second: 7 * time.Second, 4 * time.Second: 2 * time.Second,
 	} {
 		spec := troupe.AgentSpec{ToolTimeout: limit}
 		if got := callLimit(limitedEngine{}, spec); got != want {

@@ -222,10 +222,13 @@ const StartTimeout = 2 * time.Minute
 
 // callLimit is how long troupe lets one tool call of this agent run before
 // answering with a request id: a margin under its client's own limit,
-// which starts its clock before the call reaches troupe. The margin is a
-// tenth of the limit, at least 3 s (a loaded machine delayed a call by
-// over 1.2 s between OpenCode's client and troupe) and at most 5 s, and
-// never more than half the limit.
+// which starts its clock before the call reaches troupe and may run its
+// timer before a reply that came in time when its event loop is starved.
+// The margin is a fifth of the limit, at least 5 s (a loaded machine
+// delayed a call by over 1.2 s between OpenCode's client and troupe, and
+// once a 3 s margin was not enough: OpenCode's 15 s timer fired first
+// under a full CI run) and at most 15 s, and never more than half the
+// limit.
 func callLimit(eng engine.Engine, spec troupe.AgentSpec) time.Duration {
 	l, ok := eng.(engine.ToolCallLimiter)
 	if !ok {
@@ -235,7 +238,7 @@ func callLimit(eng engine.Engine, spec troupe.AgentSpec) time.Duration {
 	if limit <= 0 {
 		return 0
 	}
-	return limit - min(max(limit/10, 3*time.Second), 5*time.Second, limit/2)
+	return limit - min(max(limit/5, 5*time.Second), 15*time.Second, limit/2)
 }
 
 // instructions is the agent's prompt plus what troupe tells every agent.
