@@ -21,11 +21,14 @@ import (
 // The person approves every widening of a grant (contract C17). An agent's
 // definition holds three kinds of fields:
 //
-//   - grants: engine, mode, command, args, env, workspace, base and the
-//     engine's option table ([agent.<engine>]: endpoints, key variables,
-//     limits). Any change to one of them widens: it is held.
+//   - grants: engine, mode, command, args, env, workspace, base, runner
+//     (the machine it runs on) and the engine's option table
+//     ([agent.<engine>]: endpoints, key variables, limits). Any change to
+//     one of them widens: it is held.
 //   - bounds that can also narrow: allowed_tools (losing tools narrows,
-//     gaining one widens) and permission_mode (ordered by permission.Rank).
+//     gaining one widens), permission_mode (ordered by permission.Rank) and
+//     runner_labels (a label more narrows the runners it may run on; any
+//     other change widens).
 //   - the rest (prompt, prompt_file, model, turn_timeout, idle_timeout,
 //     tool_timeout)
 //     applies at once.
@@ -125,6 +128,15 @@ func compareAgent(old, next troupe.AgentSpec, all bool) (widen []GrantChange) {
 	}
 	if old.Base != next.Base {
 		add("base", quote(old.Base), quote(next.Base))
+	}
+	if old.Runner != next.Runner {
+		add("runner", quote(string(old.Runner)), quote(string(next.Runner)))
+	}
+	// A runner with every label of next has every label of old: adding
+	// labels narrows the runners the agent may run on.
+	if !slices.Equal(old.RunnerLabels, next.RunnerLabels) &&
+		(len(old.RunnerLabels) == 0 || len(next.RunnerLabels) == 0 || len(missing(old.RunnerLabels, next.RunnerLabels)) > 0) {
+		add("runner_labels", quoteList(old.RunnerLabels), quoteList(next.RunnerLabels))
 	}
 	engine := string(next.Engine)
 	if engine == "" {
@@ -314,6 +326,10 @@ func EncodeTeam(t *Team) ([]byte, error) {
 			set("command", a.Command)
 			set("workspace", a.Workspace)
 			set("base", a.Base)
+			set("runner", string(a.Runner))
+			if a.RunnerLabels != nil {
+				m["runner_labels"] = a.RunnerLabels
+			}
 			if a.AllowedTools != nil {
 				m["allowed_tools"] = a.AllowedTools
 			}

@@ -871,11 +871,22 @@ func checkWorkspace(dir string, a troupe.AgentSpec) error {
 		return nil
 	}
 	if err := worktree.CheckRepo(context.Background(), dir, a.Base); err != nil {
-		field := "workspace"
-		if a.Base != "" && strings.HasPrefix(err.Error(), "base ") {
+		field, msg := "workspace", err.Error()
+		switch {
+		case a.Base != "" && strings.HasPrefix(err.Error(), "base "):
 			field = "base"
+		case a.Remote():
+			// The runner's clone is made from the project's repository.
+			field = "runner"
+			if a.Runner == "" {
+				field = "runner_labels"
+			}
+			msg = "cannot run on a runner: " + msg
+			if errors.Is(err, worktree.ErrNotRepository) {
+				msg = fmt.Sprintf("cannot run on a runner: %v; run `git init` and commit in it, or remove %s to run the agent on this machine", worktree.ErrNotRepository, field)
+			}
 		}
-		return &troupe.FieldError{Field: field, Msg: err.Error()}
+		return &troupe.FieldError{Field: field, Msg: msg}
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ var (
 var agentKeys = []string{
 	"name", "engine", "model", "mode", "turn_timeout", "idle_timeout", "tool_timeout",
 	"prompt", "prompt_file", "allowed_tools", "permission_mode", "env",
-	"command", "args", "workspace", "base", "sandbox",
+	"command", "args", "workspace", "base", "sandbox", "runner", "runner_labels",
 }
 
 const nameRule = "use 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit"
@@ -225,6 +225,9 @@ func (p *teamParser) startAgent(i int) error {
 
 func (p *teamParser) finishAgent() {
 	if p.cur != nil {
+		if p.cur.Remote() && p.cur.Workspace == "" {
+			p.cur.Workspace = "worktree" // an agent on a runner works in a clone's worktree
+		}
 		p.team.Agents = append(p.team.Agents, *p.cur)
 		p.cur = nil
 	}
@@ -378,6 +381,9 @@ func (p *teamParser) agentKey(i int, rel toml.Key) error {
 			return p.errorf(i, field, fmt.Sprintf(`unknown workspace %q: use "project" (the default: the project folder) or "worktree" (a git worktree of its own)`, s))
 		}
 		a.Workspace = s
+		return p.checkRemoteWorkspace(i)
+	case "runner", "runner_labels":
+		return p.runner(i, name, field, v)
 	case "base":
 		s, err := p.str(i, field, v, `base = "main"`)
 		if err != nil {
@@ -407,6 +413,74 @@ func (p *teamParser) agentKey(i int, rel toml.Key) error {
 		a.Options = opts
 	}
 	return nil
+}
+
+// runner reads runner (the runner the agent runs on) or runner_labels
+// (the labels the runner must have), key i, whose value is v; the two
+// exclude each other.
+func (p *teamParser) runner(i int, name, field string, v any) error {
+	other := "runner_labels"
+	if name == other {
+		other = "runner"
+	}
+	if _, ok := p.seen[other]; ok {
+		return p.errorf(i, field, fmt.Sprintf("cannot be used with %s: name one runner (runner = \"gpu-box\"), or the labels a runner must have (runner_labels = [\"gpu\"]), not both", other))
+	}
+	a := p.cur
+	if name == "runner" {
+		s, err := p.str(i, field, v, `runner = "gpu-box"`)
+		if err != nil {
+			return err
+		}
+		if !troupe.RunnerName(s).Valid() {
+			return p.errorf(i, field, fmt.Sprintf("bad runner name %q: %s (remove runner to run the agent on this machine)", s, troupe.RunnerNameRule))
+		}
+		a.Runner = troupe.RunnerName(s)
+		return p.checkRemoteWorkspace(i)
+	}
+	labels, err := p.strings(i, field, v, `runner_labels = ["gpu"]`)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(labels) == 0:
+		return p.errorf(i, field, "empty: name the labels a runner must have, like runner_labels = [\"gpu\"], or remove it to run the agent on this machine")
+	case len(labels) > troupe.MaxRunnerLabels:
+		return p.errorf(i, field, fmt.Sprintf("%d labels: an agent may require at most %d", len(labels), troupe.MaxRunnerLabels))
+	}
+	for j, l := range labels {
+		if !troupe.ValidRunnerLabel(l) {
+			return p.errorf(i, field, fmt.Sprintf("bad label %q: %s", l, troupe.RunnerNameRule))
+		}
+		if slices.Contains(labels[:j], l) {
+			return p.errorf(i, field, fmt.Sprintf("label %q is named twice: name each once", l))
+		}
+	}
+	a.RunnerLabels = labels
+	return p.checkRemoteWorkspace(i)
+}
+
+// checkRemoteWorkspace refuses workspace = "project" on an agent that runs
+// on a runner, at the workspace key, once both are read (key i is the
+// second of them): the project folder is on the daemon's machine.
+func (p *teamParser) checkRemoteWorkspace(i int) error {
+	a := p.cur
+	if !a.Remote() || a.Workspace != "project" {
+		return nil
+	}
+	line := p.line(i)
+	for _, k := range p.agentKeys[len(p.agentKeys)-1] {
+		if k.rel[0] == "workspace" && k.line > 0 {
+			line = k.line
+			break
+		}
+	}
+	other := "runner"
+	if a.Runner == "" {
+		other = "runner_labels"
+	}
+	return &troupe.FieldError{File: p.file, Line: line, Field: p.field("workspace"),
+		Msg: fmt.Sprintf(`"project" cannot be used with %s: an agent on a runner works in a worktree of its own on that machine; remove workspace (or set it to "worktree"), or remove %s`, other, other)}
 }
 
 // setEnv reads the env table as a whole; its entries are read one by one.

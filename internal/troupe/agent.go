@@ -35,6 +35,12 @@ type AgentSpec struct {
 	// Base is the ref a worktree's branch starts from ("": the project's
 	// HEAD when the worktree is made).
 	Base string `json:"base,omitempty"`
+	// Runner is the runner the agent runs on (runner = "NAME"); with
+	// RunnerLabels instead, any runner that has every one of them. Both
+	// empty: the daemon's own machine. An agent on a runner works in a
+	// worktree (Workspace "worktree").
+	Runner       RunnerName `json:"runner,omitempty"`
+	RunnerLabels []string   `json:"runner_labels,omitempty"`
 	// Sandbox is the team file's [agent.sandbox] (or sandbox = false):
 	// changes to the agent's sandbox (internal/sandbox). The zero value is
 	// the default sandbox.
@@ -45,6 +51,10 @@ type AgentSpec struct {
 	// Line is the line of the [[agent]] header in the file, for errors.
 	Line int `json:"-"`
 }
+
+// Remote reports whether the agent runs on a runner, not on the daemon's
+// machine.
+func (a AgentSpec) Remote() bool { return a.Runner != "" || len(a.RunnerLabels) > 0 }
 
 // AgentSandbox is what a team file changes of an agent's sandbox. Paths
 // may start with "~/" (HOME); relative ones are inside the agent's

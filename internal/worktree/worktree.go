@@ -223,6 +223,10 @@ func dropEmpty(env []string) []string {
 	return out
 }
 
+// ErrNotRepository is CheckRepo's error for a folder in no git
+// repository.
+var ErrNotRepository = errors.New("the project folder is not a git repository")
+
 // CheckRepo reports why dir cannot give its agents worktrees: it must be
 // the top folder of a git repository with a commit at base ("" = HEAD),
 // and the git on PATH must be MinGit or newer.
@@ -232,7 +236,7 @@ func CheckRepo(ctx context.Context, dir, base string) error {
 	}
 	top, err := git(ctx, dir, nil, "rev-parse", "--show-toplevel")
 	if err != nil {
-		return fmt.Errorf("the project folder is not a git repository: run `git init` and commit in it, or remove workspace")
+		return fmt.Errorf("%w: run `git init` and commit in it, or remove workspace", ErrNotRepository)
 	}
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
