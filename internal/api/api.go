@@ -93,6 +93,12 @@ type Agent struct {
 	// Checkpoints says when the agent's workspace has no checkpoints
 	// ("none: not a git repository…"); empty when it has them.
 	Checkpoints string `json:"checkpoints,omitempty"`
+	// Runner is where the agent runs: the runner it is placed on, else
+	// the one its team names; empty: this machine, or (with RunnerLabels)
+	// no runner with those labels placed yet.
+	Runner string `json:"runner,omitempty"`
+	// RunnerLabels are the labels its team requires of its runner.
+	RunnerLabels []string `json:"runner_labels,omitempty"`
 }
 
 // Caps are an agent's resource caps (internal/cgroup).

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,6 +79,9 @@ type Options struct {
 	// Claude serves the machine's Claude Code sessions
 	// (claudesessions.go); nil: none.
 	Claude ClaudeSessions
+	// Runners are the machines that run some of the agents (runners.go);
+	// nil: the daemon was started without --runners.
+	Runners Runners
 	// RemoveProject carries out a project's removal, every package's
 	// cleanup in one place (the daemon's); nil: the registry's Remove
 	// alone.
@@ -160,6 +164,7 @@ func New(o Options) *Server {
 	s.routeCheckpoints()
 	s.routeMemory()
 	s.routeClaudeSessions()
+	s.routeRunners()
 	s.mux.HandleFunc("GET /api/projects/{id}/agents/{agent}/log", s.agentLog)
 	s.mux.HandleFunc("GET /login", s.login)
 	if o.MCP != nil {
@@ -278,6 +283,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 	out := []Agent{}
 	if info.Team != nil {
 		none := s.noCheckpoints(r.Context(), info.Path, info.Team.Agents)
+		placed := s.runnerOf()
 		for _, a := range info.Team.Agents {
 			st, reason, sess := troupe.StateStopped, "", ""
 			var doing string
@@ -297,7 +303,8 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request) {
 			}
 			out = append(out, Agent{Project: id, Name: a.Name, Engine: a.Engine, Model: a.Model, Mode: mode,
 				TurnTimeout: Duration(a.TurnTimeout), IdleTimeout: Duration(a.IdleTimeout), State: st, Reason: reason, SessionID: sess,
-				Sandboxed: sandbox.Enabled(a), Doing: doing, DoingSince: since, Caps: s.caps(a), Checkpoints: none})
+				Sandboxed: sandbox.Enabled(a), Doing: doing, DoingSince: since, Caps: s.caps(a), Checkpoints: none,
+				Runner: cmp.Or(placed[troupe.RuntimeKey{Project: id, Agent: a.Name}], string(a.Runner)), RunnerLabels: a.RunnerLabels})
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -47,6 +47,9 @@ var wireTypes = map[string]reflect.Type{
 	"Checkpoint":          reflect.TypeFor[worktree.Checkpoint](),
 	"CheckpointsResponse": reflect.TypeFor[api.CheckpointsResponse](),
 	"RewindResponse":      reflect.TypeFor[api.RewindResponse](),
+	"Runner":              reflect.TypeFor[api.RunnerInfo](),
+	"RunnerAgent":         reflect.TypeFor[api.RunnerAgent](),
+	"RunnerLoad":          reflect.TypeFor[api.RunnerLoad](),
 }
 
 // unread are the Go fields the UI does not declare, by "Type.field", each

@@ -6,8 +6,9 @@
 export type AgentState = "stopped" | "starting" | "idle" | "busy" | "waiting" | "blocked" | "failed" | "limited";
 
 export interface Project { id: string; path: string; name: string; agents: number; team: string; team_error?: string; team_held?: boolean; added_at: string; grants?: AgentGrants[] }
-/** turn_timeout, idle_timeout: Go durations ("10m0s"). sandboxed: false when the team turned its sandbox off. */
-export interface Agent { project: string; name: string; engine: string; model?: string; mode: string; state: AgentState; reason?: string; session_id: string; turn_timeout: string; idle_timeout: string; sandboxed: boolean; doing?: string; doing_since?: string; caps?: { memory: string; processes: string; in_force: boolean; why?: string }; checkpoints?: string }
+/** turn_timeout, idle_timeout: Go durations ("10m0s"). sandboxed: false when the team turned its sandbox off.
+ * runner: where it runs (empty: this machine, or with runner_labels, no runner placed yet). */
+export interface Agent { project: string; name: string; engine: string; model?: string; mode: string; state: AgentState; reason?: string; session_id: string; turn_timeout: string; idle_timeout: string; sandboxed: boolean; doing?: string; doing_since?: string; caps?: { memory: string; processes: string; in_force: boolean; why?: string }; checkpoints?: string; runner?: string; runner_labels?: string[] }
 export interface Message {
   id: number; project: string; to: string; from: string; kind: string; text: string; request?: string;
   state: string; reason?: string; turn?: string; redelivered?: boolean; created_at: string; done_at?: string;
@@ -30,6 +31,12 @@ export interface Grant { field: string; old?: string; new: string }
 export interface AgentGrants { agent: string; engine?: string; new?: boolean; grants: Grant[]; options?: Record<string, unknown> }
 /** PendingTeam is a team change that widens what agents may do and waits for the person (C17). */
 export interface PendingTeam { project: string; digest: string; agents: AgentGrants[]; rejected?: boolean }
+/** Runner is a machine that runs some of the agents (GET /api/runners): connected_since is set
+ * while it is connected, last_seen is when the daemon last heard from it. */
+export interface Runner { name: string; labels: string[]; connected: boolean; connected_since?: string; last_seen?: string; agents: RunnerAgent[]; load: RunnerLoad }
+export interface RunnerAgent { project: string; agent: string; state: AgentState }
+/** max_agents: the most the runner takes (0: it has not said). */
+export interface RunnerLoad { agents: number; max_agents: number }
 export interface Status { version: string; pid: number; addr: string; state_dir: string; started_at: string; projects: number; agents: number; last_event: number }
 
 export interface JournalTool { id: string; name?: string; input?: string; output?: string; is_error?: boolean }
