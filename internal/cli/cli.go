@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -185,7 +186,7 @@ func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *gl
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
 	root.PersistentFlags().BoolVar(&g.raw, "raw", false, "print what agents, tasks and project files wrote as it is, control characters included (on a terminal they are shown as \\xNN by default)")
 	root.AddCommand(serveCmd(g), statusCmd(g), versionCmd(g), projectCmd(g), agentsCmd(g),
-		askCmd(g), sendCmd(g), inboxCmd(g), logCmd(g), doctorCmd(g), tasksCmd(g), taskCmd(g), mcpBridgeCmd(g), fakeAgentCmd(),
+		runnersCmd(g), askCmd(g), sendCmd(g), inboxCmd(g), logCmd(g), doctorCmd(g), tasksCmd(g), taskCmd(g), mcpBridgeCmd(g), fakeAgentCmd(),
 		fakemodelCmd(g))
 	return root, g
 }
@@ -429,8 +430,14 @@ func agentsCmd(g *globals) *cobra.Command {
 				fmt.Fprintf(g.errw, "warning: team file not loaded, showing the last good team: %s\n", p.TeamError)
 			}
 			none := ""
+			// RUNNER only for a team with an agent on a runner.
+			remote := slices.ContainsFunc(as, func(a api.Agent) bool { return a.Runner != "" || len(a.RunnerLabels) > 0 })
+			runnerCol := ""
+			if remote {
+				runnerCol = "\tRUNNER"
+			}
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AGENT\tENGINE\tMODE\tSTATE\tTURN TIMEOUT\tSESSION\tSANDBOX\tCHECKPOINTS")
+			fmt.Fprintln(tw, "AGENT\tENGINE\tMODE\tSTATE\tTURN TIMEOUT\tSESSION\tSANDBOX\tCHECKPOINTS"+runnerCol)
 			for _, a := range as {
 				st := string(a.State)
 				if a.Reason != "" {
@@ -455,7 +462,11 @@ func agentsCmd(g *globals) *cobra.Command {
 				if a.Checkpoints != "" {
 					cps, none = "none (not a git repository)", a.Checkpoints
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Engine, a.Mode, st, fmtDuration(a.TurnTimeout), sess, sbx, cps)
+				where := ""
+				if remote {
+					where = "\t" + runsOn(a)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", a.Name, a.Engine, a.Mode, st, fmtDuration(a.TurnTimeout), sess, sbx, cps, where)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -469,6 +480,18 @@ func agentsCmd(g *globals) *cobra.Command {
 	c.Flags().BoolVar(&g.json, "json", false, "print JSON")
 	c.Flags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
 	return c
+}
+
+// runsOn says where an agent runs: its runner, "local", or the labels it
+// waits for a runner with.
+func runsOn(a api.Agent) string {
+	switch {
+	case a.Runner != "":
+		return a.Runner
+	case len(a.RunnerLabels) > 0:
+		return "none yet (labels " + strings.Join(a.RunnerLabels, ",") + ")"
+	}
+	return "local"
 }
 
 func fmtDuration(d api.Duration) string {
