@@ -7,6 +7,7 @@ import "./style.css";
 import { app, boot, clearError, navigate, needsCount, useApp } from "./store";
 import { findView, views } from "./router";
 import { Unsandboxed } from "./sandbox";
+import { RunsOn } from "./runner";
 import "./views/conversation";
 import "./views/agent";
 import "./views/tasks";
@@ -15,6 +16,7 @@ import "./views/memory";
 import "./views/changes";
 import "./views/terminal";
 import "./views/sessions";
+import "./views/runners";
 
 // notify shows a browser notification when more waits on the person than
 // before, if the person turned them on (Needs you) and the page is hidden.
@@ -69,7 +71,8 @@ function Sidebar() {
           {a.agents.map((ag) => (
             <tr key={ag.name} data-agent={ag.name} data-sandboxed={String(ag.sandboxed)} class={a.route.view === "agent" && a.route.arg === ag.name ? "selected" : ""}>
               <td><a href={`#/p/${encodeURIComponent(a.route.project)}/agent/${encodeURIComponent(ag.name)}`}>{ag.name}</a>
-                {!ag.sandboxed && <> <Unsandboxed /></>}</td>
+                {!ag.sandboxed && <> <Unsandboxed /></>}
+                {(ag.runner || ag.runner_labels) && <> <RunsOn ag={ag} /></>}</td>
               <td>{ag.engine}</td>
               <td class={`state state-${ag.state}`}>{ag.state}{ag.reason ? ` (${ag.reason})` : ""}</td>
             </tr>

@@ -6,6 +6,7 @@ import { registerView } from "../router";
 import { Checkpoints, Item, TurnView, app, checkpointDiff, control, decide, loadCheckpoints, loadLog, rewind, useApp } from "../store";
 import { Clip } from "../clip";
 import { Unsandboxed } from "../sandbox";
+import { RunsOn } from "../runner";
 import { ago, clock, duration, prettyJSON, visible, when } from "../format";
 import { FileBox, parseDiff } from "../diff";
 import { byTurn, changeLine, reasonLine, skippedLine, unshown } from "../checkpoints";
@@ -238,6 +239,7 @@ function AgentView({ arg }: { arg: string }) {
         {ag.doing && <span class="note" id="agent-doing">{visible(ag.doing)}{ag.doing_since ? `, since ${ago(Date.parse(ag.doing_since))}` : ""}</span>}
         <span class="note">{ag.engine}{ag.model ? ` · ${ag.model}` : ""}{last ? ` · last activity ${ago(last)}` : ""}</span>
         {ag.sandboxed ? <span class="note" id="agent-sandbox">sandboxed</span> : <span id="agent-sandbox"><Unsandboxed /></span>}
+        <RunsOn ag={ag} />
         {(ag.mode === "terminal" || ag.engine === "terminal") && (
           <a id="agent-terminal" href={`#/p/${encodeURIComponent(a.route.project)}/terminal/${encodeURIComponent(arg)}`}>its terminal</a>
         )}
