@@ -202,3 +202,42 @@ func TestEncodeTeamKeepsRunner(t *testing.T) {
 		}
 	}
 }
+
+// TestC17AgentPutOnRunnerIsHeld: an agent that writes runner = "..." into
+// the team file keeps running where it was approved (here) until the
+// person approves the file; the held change names runner.
+func TestC17AgentPutOnRunnerIsHeld(t *testing.T) {
+	dir := t.TempDir()
+	gitIn(t, dir, "init", "-q")
+	gitIn(t, dir, "commit", "-q", "--allow-empty", "-m", "x")
+	file := filepath.Join(dir, TeamFile)
+	os.MkdirAll(filepath.Dir(file), 0o755)
+	if err := os.WriteFile(file, []byte(leadHead), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	r, err := Open(ctx, Options{Store: NewMemStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := r.Add(ctx, dir)
+	if err != nil || info.TeamError != "" {
+		t.Fatalf("add = %+v, %v", info, err)
+	}
+	os.WriteFile(file, []byte(leadHead+"runner = \"evil-box\"\n"), 0o644)
+	r.reload(ctx, info.ID, false, false)
+	a, _, _ := r.Agent(troupe.RuntimeKey{Project: info.ID, Agent: "lead"})
+	if a.Remote() || a.Workspace != "" {
+		t.Fatalf("lead in force = %+v; want its approved definition, on this machine", a)
+	}
+	p, ok := r.Pending(info.ID)
+	if !ok || len(p.Agents) != 1 || !slices.Contains(p.Agents[0].Changes, GrantChange{Field: "runner", New: `"evil-box"`}) {
+		t.Fatalf("pending = %+v, %v; want lead held for runner", p, ok)
+	}
+	if err := r.Approve(ctx, info.ID, p.Digest); err != nil {
+		t.Fatal(err)
+	}
+	if a, _, _ := r.Agent(troupe.RuntimeKey{Project: info.ID, Agent: "lead"}); a.Runner != "evil-box" || a.Workspace != "worktree" {
+		t.Fatalf("lead after approval = %+v; want on evil-box, in a worktree", a)
+	}
+}
