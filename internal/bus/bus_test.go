@@ -45,7 +45,10 @@ func testLogger(t testing.TB, buf *syncBuffer) *slog.Logger {
 
 type tWriter struct{ t testing.TB }
 
-func (w tWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
 
 func startServer(t testing.TB, dir string, forceTLS bool) *Server {
 	t.Helper()
@@ -415,5 +418,146 @@ func TestSecretStaysOutOfLogs(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "runner revoked") {
 		t.Errorf("the log was not captured: %s", buf.String())
+	}
+}
+
+func TestTLSPinsTheServersCertificate(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, dir, true)
+	if !strings.HasPrefix(s.URL(), "tls://127.0.0.1:") {
+		t.Fatalf("URL %s, want tls://127.0.0.1:port", s.URL())
+	}
+	c, a := runner(t, s, "a")
+	if c.CA == "" || !strings.HasPrefix(c.CA, "-----BEGIN CERTIFICATE-----") {
+		t.Fatalf("creds carry no certificate: %q", c.CA)
+	}
+	if _, err := a.TLSConnectionState(); err != nil {
+		t.Fatalf("runner connection without TLS: %v", err)
+	}
+	// Through a creds file, as a runner on another machine gets it.
+	path := filepath.Join(t.TempDir(), "a.creds")
+	if err := WriteCreds(path, c); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := ReadCreds(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial(t, c2)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	// Without the pinned certificate (the system's roots only): refused.
+	if nc, err := nats.Connect(s.URL(), nats.UserInfo(c.User, c.Secret), nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Error("a client without the pinned certificate connected")
+	}
+	// In plain text: refused.
+	plain := "nats://" + strings.TrimPrefix(s.URL(), "tls://")
+	if nc, err := nats.Connect(plain, nats.UserInfo(c.User, c.Secret), nats.NoReconnect()); err == nil {
+		nc.Close()
+		t.Error("a client connected without TLS")
+	}
+	// Pinning another server's certificate (same name, other key): refused.
+	other := startServer(t, t.TempDir(), true)
+	oc, err := other.AddRunner("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := c
+	forged.CA = oc.CA
+	if nc, err := Dial(ctx, forged, testLogger(t, nil)); err == nil {
+		nc.Close()
+		t.Error("a runner trusting another certificate connected")
+	}
+	// The certificate is kept: a restart serves the same one.
+	s.Close()
+	s2 := startServer(t, dir, true)
+	c.URL = s2.URL()
+	dial(t, c)
+}
+
+func TestTLSIsOnOutsideLoopback(t *testing.T) {
+	for host, loop := range map[string]bool{"127.0.0.1": true, "::1": true, "localhost": true, "127.1.2.3": true, "": false, "0.0.0.0": false, "::": false, "192.168.1.2": false, "example.org": false} {
+		if got := isLoopback(host); got != loop {
+			t.Errorf("isLoopback(%q) = %v, want %v", host, got, loop)
+		}
+	}
+}
+
+func TestCredsFile(t *testing.T) {
+	dir := t.TempDir()
+	s := startServer(t, t.TempDir(), true)
+	c, err := s.AddRunner("gpu-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "gpu-1.creds")
+	if err := WriteCreds(path, c); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("creds file mode: %v %v", fi.Mode(), err)
+	}
+	got, err := ReadCreds(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != c {
+		t.Fatalf("read back %+v, want %+v", got, c)
+	}
+	good, _ := os.ReadFile(path)
+	text := string(good)
+	line := func(key string) string {
+		for l := range strings.Lines(text) {
+			if strings.HasPrefix(l, key+": ") {
+				return l
+			}
+		}
+		t.Fatalf("no %s line in %s", key, text)
+		return ""
+	}
+	cases := []struct {
+		name, text string
+		mode       os.FileMode
+		want       string // in the error
+	}{
+		{"readable by others", text, 0o644, "chmod 600"},
+		{"no secret", strings.Replace(text, line("secret"), "", 1), 0o600, `"secret" is missing`},
+		{"empty secret", strings.Replace(text, line("secret"), "secret:\n", 1), 0o600, "secret is empty"},
+		{"no url", strings.Replace(text, line("url"), "", 1), 0o600, `"url" is missing`},
+		{"unknown field", "token: x\n" + text, 0o600, `unknown field "token"`},
+		{"twice", line("user") + text, 0o600, `"user" given twice`},
+		{"http url", strings.Replace(text, line("url"), "url: http://h:1\n", 1), 0o600, "field url"},
+		{"url without port", strings.Replace(text, line("url"), "url: tls://h\n", 1), 0o600, "field url"},
+		{"url with a password", strings.Replace(text, line("url"), "url: nats://u:p@h:1\n", 1), 0o600, "field url"},
+		{"bad name", strings.Replace(text, line("name"), "name: GPU_1\n", 1), 0o600, "field name"},
+		{"not key: value", strings.Replace(text, line("user"), "user gpu-1\n", 1), 0o600, `want "key: value"`},
+		{"bad certificate", strings.Replace(text, "MII", "MIX", 1), 0o600, "certificate"},
+		{"text after the certificate", text + "junk\n", 0o600, "certificate"},
+		{"a key, not a certificate", strings.ReplaceAll(text, "CERTIFICATE", "PRIVATE KEY"), 0o600, "certificate"},
+		{"empty", "", 0o600, `"name" is missing`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "x.creds")
+			if err := os.WriteFile(p, []byte(tc.text), tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(p, tc.mode)
+			_, err := ReadCreds(p)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ReadCreds: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := ReadCreds(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing file was read")
+	}
+	if _, err := ReadCreds(dir); err == nil {
+		t.Error("a folder was read")
+	}
+	if err := WriteCreds(filepath.Join(dir, "bad"), Creds{Name: "x", URL: "nats://h:1", User: "x"}); err == nil {
+		t.Error("creds without a secret written")
 	}
 }

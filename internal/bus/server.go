@@ -140,9 +140,13 @@ func Start(o ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start bus: %w", err)
 	}
+	pwHash, err := bcrypt.GenerateFromPassword([]byte(pw), bcryptCost)
+	if err != nil {
+		return nil, fmt.Errorf("start bus: %w", err)
+	}
 	s.daemonU = &server.User{
 		Username:               daemonUser,
-		Password:               pw,
+		Password:               string(pwHash),
 		AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeInProcess: {}},
 	}
 	s.base = &server.Options{
