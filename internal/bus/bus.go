@@ -4,18 +4,20 @@
 // runner side's connection, the subjects and the durable stream of each
 // runner.
 //
-// Security boundary: a runner's user may publish only on FromRunner(name)
-// ".>", subscribe only to ToRunner(name)".>" and its own inbox prefix
-// Inbox(name)".>", and answer the requests it receives (one reply each).
-// It has no JetStream API rights: it publishes durably by a request to
-// FromRunner(name)".durable.<...>", which the stream of EnsureStream
-// captures and acknowledges on the runner's own inbox. The daemon's own
-// connection (Server.Conn) is in-process only and has every right.
-//
-// The server does not check a message's reply subject against its sender's
-// rights: a runner can name any subject as the reply of what it publishes.
-// Whoever answers a runner's request must check the reply with CheckReply
-// first, or it may be made to publish where the runner may not.
+// Security boundary: each runner has a NATS account of its own, joined to
+// the daemon's (global) account by two services: FromRunner(name)".>" into
+// the daemon's, ToRunner(name)".>" into the runner's. In its account, a
+// runner's user may publish only on FromRunner(name)".>", subscribe only to
+// ToRunner(name)".>" and its own inbox prefix Inbox(name)".>", and answer
+// each request it receives once. It has no JetStream API rights: it
+// publishes durably by a request to Durable(name)".<...>", which the stream
+// of EnsureStream captures and acknowledges on the runner's own inbox.
+// Accounts, not permissions alone, are what stop a forged reply subject:
+// the server lets a client name any subject as the reply of what it
+// publishes, and the answer (the daemon's, or the stream's
+// acknowledgement) goes back through the service into the runner's own
+// account, where nobody else listens. The daemon's own connection
+// (Server.Conn) is in-process only and has every right.
 //
 // Concurrency: a Server is safe for concurrent use; AddRunner and
 // RevokeRunner are serialized by its mutex. Dial's connection is nats.go's,
@@ -31,7 +33,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -68,18 +69,6 @@ func Durable(name string) string { return FromRunner(name) + ".durable" }
 
 // StreamName is the name of runner name's durable stream.
 func StreamName(name string) string { return "troupe-d-" + name }
-
-// CheckReply says whether reply may be answered on behalf of runner name:
-// only subjects under its own inbox. The server lets a client name any
-// subject as the reply of what it publishes, so an answer to a runner's
-// request sent without this check could land on another runner's subjects
-// or on the JetStream API, with the daemon's rights.
-func CheckReply(name, reply string) error {
-	if !strings.HasPrefix(reply, Inbox(name)+".") {
-		return fmt.Errorf("reply subject %q of runner %s: not under its inbox %s", reply, name, Inbox(name))
-	}
-	return nil
-}
 
 // DuplicateWindow is how long the stream of EnsureStream remembers a
 // Nats-Msg-Id (a runner's idempotency key): a message published again with

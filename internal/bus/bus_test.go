@@ -375,14 +375,94 @@ func TestCheckName(t *testing.T) {
 	}
 }
 
-func TestCheckReply(t *testing.T) {
-	if err := CheckReply("a", Inbox("a")+".xyz"); err != nil {
-		t.Error(err)
+// The server lets a client name any subject as the reply of what it
+// publishes. A runner naming another runner's subject, or the JetStream
+// API, as the reply of its durable publish or of a request the daemon
+// answers must not get the stream's acknowledgement or the daemon's answer
+// published there.
+func TestForgedReplySubjectsStayInTheRunnersAccount(t *testing.T) {
+	s := startServer(t, t.TempDir(), false)
+	_, a := runner(t, s, "a")
+	_, b := runner(t, s, "b")
+	d := s.Conn()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	djs, err := jetstream.New(d)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, r := range []string{Inbox("ab") + ".x", Inbox("b") + ".x", ToRunner("b") + ".x", "$JS.API.STREAM.PURGE.x", Inbox("a"), ""} {
-		if CheckReply("a", r) == nil {
-			t.Errorf("CheckReply(a, %q) allowed", r)
+	stA, err := EnsureStream(ctx, djs, "a", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stB, err := EnsureStream(ctx, djs, "b", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Request(Durable("b")+".x", []byte("b's"), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The daemon answers what runners ask it, as internal/remote will.
+	ans, err := d.Subscribe(FromRunner("a")+".ask", func(m *nats.Msg) { m.Respond([]byte(`{"secret":"daemon data"}`)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ans.Unsubscribe()
+	d.Flush()
+	atB, err := b.SubscribeSync(ToRunner("b") + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	heard, err := d.SubscribeSync(ToRunner("b") + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Flush()
+	d.Flush()
+	for _, reply := range []string{ToRunner("b") + ".evil", Inbox("b") + ".evil"} {
+		a.PublishRequest(Durable("a")+".x", reply, []byte("a's"))
+		a.PublishRequest(FromRunner("a")+".ask", reply, nil)
+	}
+	for _, api := range []string{"STREAM.DELETE.", "STREAM.PURGE.", "STREAM.MSG.DELETE."} {
+		a.PublishRequest(Durable("a")+".x", "$JS.API."+api+StreamName("b"), []byte("a's"))
+		a.PublishRequest(FromRunner("a")+".ask", "$JS.API."+api+StreamName("b"), nil)
+	}
+	a.Flush()
+	// One more durable publish, acknowledged: the stream handles a's
+	// messages in order, so the forged ones were stored and acknowledged
+	// before this one.
+	if _, err := a.RequestWithContext(ctx, Durable("a")+".last", nil); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := stA.Info(ctx); err != nil || info.State.Msgs != 6 {
+		t.Fatalf("a's stream: %+v %v, want 6 messages", info, err)
+	}
+	// And the daemon answered a's asks before a's next one.
+	if _, err := a.RequestWithContext(ctx, FromRunner("a")+".ask", nil); err != nil {
+		t.Fatal(err)
+	}
+	barrier(t, s, b, "b")
+	for {
+		m, err := atB.NextMsg(100 * time.Millisecond)
+		if err != nil {
+			break
 		}
+		if m.Subject != ToRunner("b")+".barrier" {
+			t.Errorf("runner b got %s: %s", m.Subject, m.Data)
+		}
+	}
+	for {
+		m, err := heard.NextMsg(10 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		if m.Subject != ToRunner("b")+".barrier" {
+			t.Errorf("the daemon's account saw %s: %s", m.Subject, m.Data)
+		}
+	}
+	info, err := stB.Info(ctx)
+	if err != nil || info.State.Msgs != 1 {
+		t.Errorf("b's stream after a's forged replies: %+v %v", info, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -25,7 +26,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/crypto/bcrypt"
@@ -49,20 +49,20 @@ type ServerOptions struct {
 
 // Server is the embedded NATS server of the daemon.
 type Server struct {
-	dir     string
-	log     *slog.Logger
-	tls     bool
-	certPEM string // the self-signed certificate runners pin, when tls
-	host    string // Addr's host as given
-	base    *server.Options
-	srv     *server.Server
-	conn    *nats.Conn
-	daemonU *server.User
+	dir      string
+	log      *slog.Logger
+	tls      bool
+	certPEM  string // the self-signed certificate runners pin, when tls
+	host     string // Addr's host as given
+	srv      *server.Server
+	conn     *nats.Conn
+	daemonPW string // the daemon's in-process password: random per start, in memory only
 
-	// mu guards runners and serializes the writes of runners.json with
-	// the server's reloads.
-	mu      sync.Mutex
-	runners map[string]runnerRecord
+	// mu guards runners and accounts, and serializes the writes of
+	// runners.json. The server's authentication (check) takes it.
+	mu       sync.Mutex
+	runners  map[string]runnerRecord
+	accounts map[string]*server.Account // runner name → its wired account; kept after a revocation
 }
 
 // runnerRecord is one runner's account as runners.json keeps it: the
@@ -88,18 +88,17 @@ const (
 	// daemonUser is the daemon's own in-process user; '_' keeps it out of
 	// the runners' names.
 	daemonUser = "_daemon"
-	// responseWindow is how long a runner may take to answer a request it
-	// received (Permissions.Response); later, its answer is refused.
+	// responseWindow is how long a request between the daemon and a
+	// runner waits for its one answer; later, the answer is dropped.
 	responseWindow = 10 * time.Minute
 	// bcryptCost: the secret is 256 random bits, so stretching adds no
-	// strength; the server checks it again for every live connection on
-	// each reload, so it is kept cheap.
+	// strength; every connection checks it, so it is kept cheap.
 	bcryptCost = bcrypt.MinCost
 )
 
 // Start starts the server: JetStream on with every write fsync'd
 // (SyncAlways: an acknowledged message survives a crash), its store under
-// Dir, user/password auth on, listening on Addr (TLS when forced or when
+// Dir, authentication on, listening on Addr (TLS when forced or when
 // Addr's host is not loopback). It returns when the server accepts
 // connections, with the daemon's in-process connection open.
 func Start(o ServerOptions) (*Server, error) {
@@ -128,37 +127,29 @@ func Start(o ServerOptions) (*Server, error) {
 		return nil, fmt.Errorf("start bus: %w", err)
 	}
 	s := &Server{
-		dir:  o.Dir,
-		log:  log,
-		tls:  o.TLS || !isLoopback(host),
-		host: host,
+		dir:      o.Dir,
+		log:      log,
+		tls:      o.TLS || !isLoopback(host),
+		host:     host,
+		accounts: map[string]*server.Account{},
 	}
 	if s.runners, err = loadRunners(filepath.Join(o.Dir, runnersName)); err != nil {
 		return nil, fmt.Errorf("start bus: %w", err)
 	}
-	pw, err := randomSecret()
-	if err != nil {
+	if s.daemonPW, err = randomSecret(); err != nil {
 		return nil, fmt.Errorf("start bus: %w", err)
 	}
-	pwHash, err := bcrypt.GenerateFromPassword([]byte(pw), bcryptCost)
-	if err != nil {
-		return nil, fmt.Errorf("start bus: %w", err)
-	}
-	s.daemonU = &server.User{
-		Username:               daemonUser,
-		Password:               string(pwHash),
-		AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeInProcess: {}},
-	}
-	s.base = &server.Options{
-		ServerName:   "troupe",
-		Host:         cmp.Or(host, "0.0.0.0"),
-		Port:         port,
-		NoSigs:       true,
-		JetStream:    true,
-		StoreDir:     filepath.Join(o.Dir, "jetstream"),
-		SyncAlways:   true,
-		PingInterval: 15 * time.Second,
-		MaxPingsOut:  3,
+	opts := &server.Options{
+		ServerName:                 "troupe",
+		Host:                       cmp.Or(host, "0.0.0.0"),
+		Port:                       port,
+		NoSigs:                     true,
+		JetStream:                  true,
+		StoreDir:                   filepath.Join(o.Dir, "jetstream"),
+		SyncAlways:                 true,
+		PingInterval:               15 * time.Second,
+		MaxPingsOut:                3,
+		CustomClientAuthentication: authenticator{s},
 	}
 	if s.tls {
 		tc, certPEM, err := loadOrMakeCert(o.Dir, host)
@@ -166,24 +157,39 @@ func Start(o ServerOptions) (*Server, error) {
 			return nil, fmt.Errorf("start bus: %w", err)
 		}
 		s.certPEM = certPEM
-		s.base.TLS = true
-		s.base.TLSConfig = tc
-		s.base.TLSTimeout = 5
+		opts.TLS = true
+		opts.TLSConfig = tc
+		opts.TLSTimeout = 5
 	}
-	opts := s.options()
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("start bus: %w", err)
 	}
+	s.srv = srv
 	srv.SetLogger(slogAdapter{log}, false, false)
+	// Runners that connect before their accounts are wired wait for mu.
+	// The accounts are registered after the start: JetStream is enabled
+	// for the global (daemon's) account only while it is the only one.
+	s.mu.Lock()
 	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	ready := srv.ReadyForConnections(10 * time.Second)
+	if ready {
+		for _, name := range slices.Sorted(maps.Keys(s.runners)) {
+			if _, err = s.wire(name); err != nil {
+				break
+			}
+		}
+	}
+	s.mu.Unlock()
+	if !ready || err != nil {
 		srv.Shutdown()
 		srv.WaitForShutdown()
+		if err != nil {
+			return nil, fmt.Errorf("start bus: %w", err)
+		}
 		return nil, fmt.Errorf("start bus on %s: not ready after 10 s (is the port taken? see the log)", o.Addr)
 	}
-	s.srv = srv
-	s.conn, err = nats.Connect("", nats.InProcessServer(srv), nats.UserInfo(daemonUser, pw),
+	s.conn, err = nats.Connect("", nats.InProcessServer(srv), nats.UserInfo(daemonUser, s.daemonPW),
 		nats.Name("troupe daemon"), nats.NoReconnect())
 	if err != nil {
 		srv.Shutdown()
@@ -194,34 +200,94 @@ func Start(o ServerOptions) (*Server, error) {
 	return s, nil
 }
 
-// options is the server's configuration with the users as they are now.
-// Caller holds mu, or is Start.
-func (s *Server) options() *server.Options {
-	o := s.base.Clone()
-	o.TLSConfig = s.base.TLSConfig // the same certificate: not a change on reload
-	o.Users = []*server.User{s.daemonU}
-	for _, name := range slices.Sorted(maps.Keys(s.runners)) {
-		o.Users = append(o.Users, runnerUser(name, s.runners[name].Hash))
+// accountName is the NATS account of runner name.
+func accountName(name string) string { return "runner-" + name }
+
+// wire registers runner name's account, once: its own subject space,
+// joined to the daemon's (global) account by two services, each limited to
+// the other account. What the runner publishes on FromRunner(name) reaches
+// the daemon's account; what the daemon publishes on ToRunner(name)
+// reaches the runner's. A request's one answer goes back through the
+// service to the asker's reply subject in the asker's account: a reply
+// subject a runner names can only ever be in its own account, so it cannot
+// make the daemon or the JetStream stream publish on another runner's
+// subjects or on the daemon's. Caller holds mu.
+func (s *Server) wire(name string) (*server.Account, error) {
+	if acc := s.accounts[name]; acc != nil {
+		return acc, nil
 	}
-	return o
+	g := s.srv.GlobalAccount()
+	acc, err := s.srv.RegisterAccount(accountName(name))
+	if err != nil {
+		return nil, fmt.Errorf("register account of runner %s: %w", name, err)
+	}
+	from, to := FromRunner(name)+".>", ToRunner(name)+".>"
+	for _, step := range []func() error{
+		func() error { return g.AddServiceExportWithResponse(from, server.Singleton, []*server.Account{acc}) },
+		func() error { return g.SetServiceExportResponseThreshold(from, responseWindow) },
+		func() error { return acc.AddServiceImport(g, from, "") },
+		func() error { return acc.AddServiceExportWithResponse(to, server.Singleton, []*server.Account{g}) },
+		func() error { return acc.SetServiceExportResponseThreshold(to, responseWindow) },
+		func() error { return g.AddServiceImport(acc, to, "") },
+	} {
+		if err := step(); err != nil {
+			return nil, fmt.Errorf("wire account of runner %s: %w", name, err)
+		}
+	}
+	s.accounts[name] = acc
+	return acc, nil
 }
 
-// runnerUser is the security boundary: what runner name may do.
-func runnerUser(name, hash string) *server.User {
+// runnerUser is the security boundary: what runner name may do, in its
+// own account.
+func runnerUser(name string, acc *server.Account) *server.User {
 	return &server.User{
 		Username: name,
-		Password: hash, // the server compares a bcrypt hash as such
+		Account:  acc,
 		Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{FromRunner(name) + ".>"}},
 			Subscribe: &server.SubjectPermission{Allow: []string{ToRunner(name) + ".>", Inbox(name) + ".>"}},
 			Response:  &server.ResponsePermission{MaxMsgs: 1, Expires: responseWindow},
 		},
-		AllowedConnectionTypes: map[string]struct{}{jwt.ConnectionTypeStandard: {}},
 	}
 }
 
-// Conn is the daemon's own in-process connection, with every right. Close
-// closes it.
+// authenticator is the server's authentication: the daemon's user over
+// the in-process pipe only, with its per-start password; a runner's over
+// the network only, with the secret whose bcrypt hash runners.json keeps.
+type authenticator struct{ s *Server }
+
+func (a authenticator) Check(c server.ClientAuthentication) bool {
+	s := a.s
+	if c.Kind() != server.CLIENT {
+		return false
+	}
+	o := c.GetOpts()
+	addr := c.RemoteAddress()
+	inProcess := addr != nil && addr.Network() == "pipe"
+	if o.Username == daemonUser {
+		if !inProcess || subtle.ConstantTimeCompare([]byte(o.Password), []byte(s.daemonPW)) != 1 {
+			return false
+		}
+		c.RegisterUser(&server.User{Username: daemonUser, Account: s.srv.GlobalAccount()})
+		return true
+	}
+	if inProcess || o.Username == "" {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.runners[o.Username]
+	acc := s.accounts[o.Username]
+	if !ok || acc == nil || bcrypt.CompareHashAndPassword([]byte(r.Hash), []byte(o.Password)) != nil {
+		return false
+	}
+	c.RegisterUser(runnerUser(r.Name, acc))
+	return true
+}
+
+// Conn is the daemon's own in-process connection, with every right, in
+// the global account. Close closes it.
 func (s *Server) Conn() *nats.Conn { return s.conn }
 
 // URL is what a runner dials: nats://host:port, or tls://host:port when TLS
@@ -248,16 +314,11 @@ func (s *Server) URL() string {
 }
 
 // AddRunner mints the credentials of a new runner: a random secret, of
-// which only the bcrypt hash is kept (Dir/runners.json), and the server's
-// users reloaded at once. A name that exists is refused: revoke it first.
+// which only the bcrypt hash is kept (Dir/runners.json); it can connect at
+// once. A name that exists is refused: revoke it first.
 func (s *Server) AddRunner(name string) (Creds, error) {
 	if err := CheckName(name); err != nil {
 		return Creds{}, fmt.Errorf("add runner: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.runners[name]; ok {
-		return Creds{}, fmt.Errorf("add runner %s: it exists: revoke it first (troupe runner revoke %s), then add it again", name, name)
 	}
 	secret, err := randomSecret()
 	if err != nil {
@@ -267,11 +328,20 @@ func (s *Server) AddRunner(name string) (Creds, error) {
 	if err != nil {
 		return Creds{}, fmt.Errorf("add runner %s: %w", name, err)
 	}
-	next := maps.Clone(s.runners)
-	next[name] = runnerRecord{Name: name, Hash: string(hash), Created: time.Now().UTC()}
-	if err := s.apply(next); err != nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.runners[name]; ok {
+		return Creds{}, fmt.Errorf("add runner %s: it exists: revoke it first (troupe runner revoke %s), then add it again", name, name)
+	}
+	if _, err := s.wire(name); err != nil {
 		return Creds{}, fmt.Errorf("add runner %s: %w", name, err)
 	}
+	next := maps.Clone(s.runners)
+	next[name] = runnerRecord{Name: name, Hash: string(hash), Created: time.Now().UTC()}
+	if err := saveRunners(filepath.Join(s.dir, runnersName), next); err != nil {
+		return Creds{}, fmt.Errorf("add runner %s: %w", name, err)
+	}
+	s.runners = next
 	s.log.Info("runner added", "runner", name)
 	c := Creds{Name: name, URL: s.URL(), User: name, Secret: secret}
 	if s.tls {
@@ -280,56 +350,35 @@ func (s *Server) AddRunner(name string) (Creds, error) {
 	return c, nil
 }
 
-// RevokeRunner removes runner name's account; its live connections are
-// closed at once and its credentials are refused from then on.
+// RevokeRunner removes runner name's account: its credentials are refused
+// from then on and its live connections are closed before it returns.
 func (s *Server) RevokeRunner(name string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if _, ok := s.runners[name]; !ok {
+		s.mu.Unlock()
 		return fmt.Errorf("revoke runner %s: no such runner (troupe runners lists them)", name)
 	}
 	next := maps.Clone(s.runners)
 	delete(next, name)
-	if err := s.apply(next); err != nil {
+	if err := saveRunners(filepath.Join(s.dir, runnersName), next); err != nil {
+		s.mu.Unlock()
 		return fmt.Errorf("revoke runner %s: %w", name, err)
 	}
-	// The reload closes the connections of users that are gone; make sure
-	// of it for any that authenticated while it ran.
-	s.disconnect(name)
-	s.log.Info("runner revoked", "runner", name)
-	return nil
-}
-
-// disconnect closes every connection of user name.
-func (s *Server) disconnect(name string) {
-	cz, err := s.srv.Connz(&server.ConnzOptions{User: name, Username: true, Limit: 1 << 20})
+	s.runners = next
+	s.mu.Unlock()
+	// A connection that passed the check before the removal is bound to
+	// the runner's account by then: closing the account's connections
+	// catches it. (Not under mu: the check takes it.)
+	cz, err := s.srv.Connz(&server.ConnzOptions{Account: accountName(name), Limit: 1 << 20})
 	if err != nil {
-		s.log.Warn("list connections of revoked runner", "runner", name, "err", err)
-		return
+		return fmt.Errorf("revoke runner %s: list its connections: %w", name, err)
 	}
 	for _, ci := range cz.Conns {
 		if err := s.srv.DisconnectClientByID(ci.Cid); err != nil {
-			s.log.Warn("close connection of revoked runner", "runner", name, "cid", ci.Cid, "err", err)
+			return fmt.Errorf("revoke runner %s: close connection %d: %w", name, ci.Cid, err)
 		}
 	}
-}
-
-// apply writes next to runners.json and reloads the server's users; on a
-// failed reload the file is put back. Caller holds mu.
-func (s *Server) apply(next map[string]runnerRecord) error {
-	path := filepath.Join(s.dir, runnersName)
-	if err := saveRunners(path, next); err != nil {
-		return err
-	}
-	prev := s.runners
-	s.runners = next
-	if err := s.srv.ReloadOptions(s.options()); err != nil {
-		s.runners = prev
-		if err2 := saveRunners(path, prev); err2 != nil {
-			return fmt.Errorf("reload users: %w (and restore %s: %v)", err, runnersName, err2)
-		}
-		return fmt.Errorf("reload users: %w", err)
-	}
+	s.log.Info("runner revoked", "runner", name, "closed", len(cz.Conns))
 	return nil
 }
 
