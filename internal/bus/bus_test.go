@@ -3,8 +3,10 @@ package bus
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -639,5 +641,84 @@ func TestCredsFile(t *testing.T) {
 	}
 	if err := WriteCreds(filepath.Join(dir, "bad"), Creds{Name: "x", URL: "nats://h:1", User: "x"}); err == nil {
 		t.Error("creds without a secret written")
+	}
+}
+
+// The daemon's user connects in-process only, a runner's over the network
+// only, each with its own password.
+func TestAuthenticationByConnectionKind(t *testing.T) {
+	s := startServer(t, t.TempDir(), false)
+	c, err := s.AddRunner("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp := strings.TrimPrefix(s.URL(), "nats://")
+	for _, tc := range []struct {
+		name string
+		opts []nats.Option
+		url  string
+		ok   bool
+	}{
+		{"daemon in-process", []nats.Option{nats.InProcessServer(s.srv), nats.UserInfo(daemonUser, s.daemonPW)}, "", true},
+		{"daemon over tcp", []nats.Option{nats.UserInfo(daemonUser, s.daemonPW)}, "nats://" + tcp, false},
+		{"runner over tcp", []nats.Option{nats.UserInfo(c.User, c.Secret)}, "nats://" + tcp, true},
+		{"runner, wrong secret", []nats.Option{nats.UserInfo(c.User, c.Secret+"x")}, "nats://" + tcp, false},
+		{"runner, another's name", []nats.Option{nats.UserInfo("b", c.Secret)}, "nats://" + tcp, false},
+		{"no user", nil, "nats://" + tcp, false},
+	} {
+		nc, err := nats.Connect(tc.url, append(tc.opts, nats.NoReconnect(), nats.Timeout(time.Second))...)
+		if nc != nil {
+			nc.Close()
+		}
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: connect error %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+// fakeClient is a connection as the server's authentication sees it (a
+// failed in-process connect costs nats.go seconds, so these cases call the
+// check directly).
+type fakeClient struct {
+	opts server.ClientOpts
+	addr net.Addr
+	user *server.User
+}
+
+func (f *fakeClient) GetOpts() *server.ClientOpts                 { return &f.opts }
+func (f *fakeClient) GetTLSConnectionState() *tls.ConnectionState { return nil }
+func (f *fakeClient) RegisterUser(u *server.User)                 { f.user = u }
+func (f *fakeClient) RemoteAddress() net.Addr                     { return f.addr }
+func (f *fakeClient) GetNonce() []byte                            { return nil }
+func (f *fakeClient) Kind() int                                   { return server.CLIENT }
+func (f *fakeClient) GetID() uint64                               { return 1 }
+
+func TestAuthenticationInProcess(t *testing.T) {
+	s := startServer(t, t.TempDir(), false)
+	c, err := s.AddRunner("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipe, _ := net.Pipe()
+	defer pipe.Close()
+	tcp := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+	for _, tc := range []struct {
+		name, user, pw string
+		addr           net.Addr
+		ok             bool
+	}{
+		{"daemon in-process", daemonUser, s.daemonPW, pipe.RemoteAddr(), true},
+		{"daemon, wrong password", daemonUser, c.Secret, pipe.RemoteAddr(), false},
+		{"daemon over tcp", daemonUser, s.daemonPW, tcp, false},
+		{"runner over tcp", "a", c.Secret, tcp, true},
+		{"runner in-process", "a", c.Secret, pipe.RemoteAddr(), false},
+	} {
+		f := &fakeClient{opts: server.ClientOpts{Username: tc.user, Password: tc.pw}, addr: tc.addr}
+		if got := (authenticator{s}).Check(f); got != tc.ok {
+			t.Errorf("%s: Check = %v, want %v", tc.name, got, tc.ok)
+		}
+		if tc.ok && tc.user == "a" && (f.user == nil || f.user.Permissions == nil || f.user.Account == nil || f.user.Account.Name != accountName("a")) {
+			t.Errorf("%s: registered as %+v, want runner a's account and permissions", tc.name, f.user)
+		}
 	}
 }
