@@ -135,6 +135,8 @@ bench: build tools
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkEchoTurnSandbox$$' ./internal/engine/fake | tee -a bench.out
 	$(BENCH) -benchtime 2000x -bench '^BenchmarkLoopStep$$' ./internal/engine/openai | tee -a bench.out
 	$(BENCH) -benchtime 200000x -bench '^BenchmarkPublish$$' ./internal/events | tee -a bench.out
+	$(BENCH) -benchtime 20x -bench '^BenchmarkServerStart$$' ./internal/bus | tee -a bench.out
+	$(BENCH) -benchtime 2000x -bench '^BenchmarkDurablePublish$$' ./internal/bus | tee -a bench.out
 	$(BENCH) -benchtime 40x -bench '^BenchmarkFanout$$' ./internal/api | tee -a bench.out
 	$(BENCH) -benchtime 3x -bench '^BenchmarkCreate10kFiles$$' ./internal/worktree | tee -a bench.out
 	$(BENCH) -benchtime 20x -bench '^BenchmarkCheckpoint$$' ./internal/worktree | tee -a bench.out

@@ -54,6 +54,8 @@ var only = map[string][]string{
 	"github.com/spf13/cobra":                 {"internal/cli"},
 	"github.com/BurntSushi/toml":             {"internal/project"},
 	"github.com/fsnotify/fsnotify":           {"internal/project", "internal/claudesessions"},
+	"github.com/nats-io/nats-server":         {"internal/bus"},
+	"github.com/nats-io/nats.go":             {"internal/bus", "internal/remote"},
 	mod + "internal/daemon":                  {"internal/cli"},
 	mod + "internal/store/sqlite":            {"internal/daemon"},
 	mod + "internal/web":                     {"internal/daemon"},

@@ -1,0 +1,108 @@
+// Package bus is troupe's one home for NATS: the embedded server the daemon
+// runs for its runners (JetStream on, every write fsync'd, auth on, TLS
+// outside loopback), the runners' accounts, their credentials files, the
+// runner side's connection, the subjects and the durable stream of each
+// runner.
+//
+// Security boundary: each runner has a NATS account of its own, joined to
+// the daemon's (global) account by two services: FromRunner(name)".>" into
+// the daemon's, ToRunner(name)".>" into the runner's. In its account, a
+// runner's user may publish only on FromRunner(name)".>", subscribe only to
+// ToRunner(name)".>" and its own inbox prefix Inbox(name)".>", and answer
+// each request it receives once. It has no JetStream API rights: it
+// publishes durably by a request to Durable(name)".<...>", which the stream
+// of EnsureStream captures and acknowledges on the runner's own inbox.
+// Accounts, not permissions alone, are what stop a forged reply subject:
+// the server lets a client name any subject as the reply of what it
+// publishes, and the answer (the daemon's, or the stream's
+// acknowledgement) goes back through the service into the runner's own
+// account, where nobody else listens. The daemon's own connection
+// (Server.Conn) is in-process only and has every right.
+//
+// Concurrency: a Server is safe for concurrent use; AddRunner and
+// RevokeRunner are serialized by its mutex. Dial's connection is nats.go's,
+// safe for concurrent use; its reconnect loop belongs to that connection and
+// ends when it is closed.
+//
+// Who may import: the daemon's wiring and internal/remote (the protocol on
+// top). Only this package imports nats-server; only it and internal/remote
+// import nats.go.
+package bus
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// namePattern is what a runner's name may be: it is a subject token, a user
+// name and part of a stream name, so nothing else is allowed.
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+
+// CheckName says whether name can name a runner.
+func CheckName(name string) error {
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("runner name %q: use 1 to 32 characters, lower-case letters, digits and '-', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// ToRunner is the subject prefix of what the daemon sends runner name; the
+// runner subscribes ToRunner(name)+".>".
+func ToRunner(name string) string { return "troupe.r." + name }
+
+// FromRunner is the subject prefix of what runner name sends the daemon; it
+// may publish on FromRunner(name)+".>" and nowhere else.
+func FromRunner(name string) string { return "troupe.d." + name }
+
+// Inbox is runner name's own inbox prefix (its replies arrive on
+// Inbox(name)+".<random>"); Dial sets it.
+func Inbox(name string) string { return "_INBOX_R." + name }
+
+// Durable is the subject prefix runner name publishes on durably: what it
+// sends there lands in the stream of EnsureStream, and the publish, sent as
+// a request, is answered with the stream's acknowledgement.
+func Durable(name string) string { return FromRunner(name) + ".durable" }
+
+// StreamName is the name of runner name's durable stream.
+func StreamName(name string) string { return "troupe-d-" + name }
+
+// DuplicateWindow is how long the stream of EnsureStream remembers a
+// Nats-Msg-Id (a runner's idempotency key): a message published again with
+// the same id within it is acknowledged as a duplicate and not stored again.
+// A runner that retries later than that is caught by the daemon's own
+// idempotency keys (the inbox's), not by the stream.
+const DuplicateWindow = 24 * time.Hour
+
+// EnsureStream creates, or updates to this configuration, the daemon's
+// durable stream of runner name: subjects Durable(name)+".>", file storage,
+// one replica, work-queue retention (a message is gone once the daemon's
+// consumer acknowledges it), at most maxBytes kept. A full stream refuses
+// new messages (DiscardNew): the runner's publish fails and it retries
+// later; nothing it had is dropped.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, name string, maxBytes int64) (jetstream.Stream, error) {
+	if err := CheckName(name); err != nil {
+		return nil, fmt.Errorf("ensure stream: %w", err)
+	}
+	if maxBytes <= 0 {
+		return nil, fmt.Errorf("ensure stream of runner %s: maxBytes %d: give a positive bound", name, maxBytes)
+	}
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        StreamName(name),
+		Description: "troupe: durable messages of runner " + name,
+		Subjects:    []string{Durable(name) + ".>"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    1,
+		MaxBytes:    maxBytes,
+		Discard:     jetstream.DiscardNew,
+		Duplicates:  DuplicateWindow,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ensure stream of runner %s: %w", name, err)
+	}
+	return st, nil
+}
