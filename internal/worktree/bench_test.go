@@ -145,3 +145,90 @@ func BenchmarkCheckpoint(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSnapshotBundle measures what a remote agent's turn end costs on
+// its runner (issue 24): Snapshot of its worktree of 1,000 files (10
+// folders of 100) with one file changed, then BundleCommit of it, thin
+// against the previous snapshot and the base (what the daemon has). One
+// iteration is both, every git process they run, not the file write.
+// Also reported: their median (p50-ms), the bundle's size (B/bundle), and
+// the median of ApplySnapshot of it into the daemon's worktree of the
+// agent (apply-p50-ms, timed apart, not in ns/op).
+func BenchmarkSnapshotBundle(b *testing.B) {
+	repo := repoOfFiles(b, 10, 100)
+	clone := filepath.Join(b.TempDir(), "p")
+	ctx := context.Background()
+	f, err := os.Create(filepath.Join(b.TempDir(), "base.bundle"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	head, err := Bundle(ctx, repo, nil, f)
+	f.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := ApplyBundle(ctx, clone, f.Name()); err != nil {
+		b.Fatal(err)
+	}
+	work, err := RunnerWorktree(ctx, clone, "a", head)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := New(b.TempDir())
+	dwork, err := m.Dir(ctx, troupe.RuntimeKey{Project: "p", Agent: "a"}, troupe.AgentSpec{Name: "a", Workspace: Worktree}, repo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The first snapshot reads every file once (troupe's index is new):
+	// not a turn's cost.
+	prev, err := Snapshot(ctx, work, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	bundle := filepath.Join(b.TempDir(), "snap.bundle")
+	var ends, applies []time.Duration
+	var size int64
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		if err := os.WriteFile(filepath.Join(work, "pkg000", "f000.go"), []byte(fmt.Sprintf("package x\n// turn %d\n", i)), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		out, err := os.Create(bundle)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		snap, err := Snapshot(ctx, work, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := BundleCommit(ctx, clone, snap, []string{prev, head}, out); err != nil {
+			b.Fatal(err)
+		}
+		ends = append(ends, time.Since(t0))
+		b.StopTimer()
+		fi, err := out.Stat()
+		if err != nil {
+			b.Fatal(err)
+		}
+		out.Close()
+		size += fi.Size()
+		t0 = time.Now()
+		if err := ApplySnapshot(ctx, dwork, bundle, snap); err != nil {
+			b.Fatal(err)
+		}
+		applies = append(applies, time.Since(t0))
+		prev = snap
+		b.StartTimer()
+	}
+	b.StopTimer()
+	p50 := func(d []time.Duration) float64 {
+		slices.Sort(d)
+		return float64(d[len(d)/2].Microseconds()) / 1e3
+	}
+	b.ReportMetric(p50(ends), "p50-ms")
+	b.ReportMetric(p50(applies), "apply-p50-ms")
+	b.ReportMetric(float64(size)/float64(b.N), "B/bundle")
+}

@@ -104,16 +104,27 @@ var identity = []string{
 
 // snapshot writes the tree of workspace work as it is now, through
 // troupe's own index of agent k, and returns it with the files left out.
-// Run with m.lock(k) held.
+// Run with m.lock(k) held: any lock on that index is a dead git's.
 func (m *Manager) snapshot(ctx context.Context, k troupe.RuntimeKey, work string) (tree string, skipped []string, err error) {
-	index := m.indexPath(k)
+	return snapshotTree(ctx, work, m.indexPath(k), 0)
+}
+
+// snapshotTree writes the tree of workspace work as it is now (tracked
+// and untracked files, .gitignore respected, files over
+// MaxCheckpointFile and git repositories inside it left out and
+// returned) through the index file index, made when missing from the
+// repository's own; the folder of index holds its scratch files. A lock
+// on index older than staleLock is a dead git's and is removed (0: any
+// lock, for a caller that alone uses index).
+func snapshotTree(ctx context.Context, work, index string, staleLock time.Duration) (tree string, skipped []string, err error) {
 	if err := os.MkdirAll(filepath.Dir(index), 0o700); err != nil {
-		return "", nil, fmt.Errorf("make the checkpoints' folder: %w", err)
+		return "", nil, fmt.Errorf("make the snapshot index's folder: %w", err)
 	}
-	// A lock left by a git that died with the daemon: troupe's own
-	// index, used under m.lock(k) alone.
-	if err := os.Remove(index + ".lock"); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", nil, fmt.Errorf("remove a stale checkpoint index lock: %w", err)
+	// A lock left by a git that died with the daemon or the runner.
+	if fi, err := os.Lstat(index + ".lock"); err == nil && (staleLock == 0 || time.Since(fi.ModTime()) > staleLock) {
+		if err := os.Remove(index + ".lock"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", nil, fmt.Errorf("remove a stale snapshot index lock: %w", err)
+		}
 	}
 	env := []string{"GIT_INDEX_FILE=" + index}
 	if _, err := os.Stat(index); errors.Is(err, fs.ErrNotExist) {
@@ -124,7 +135,7 @@ func (m *Manager) snapshot(ctx context.Context, k troupe.RuntimeKey, work string
 			return "", nil, notRepo(err)
 		}
 		if err := copyIndex(strings.TrimSpace(own), index); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return "", nil, fmt.Errorf("seed the checkpoint index: %w", err)
+			return "", nil, fmt.Errorf("seed the snapshot index: %w", err)
 		}
 	}
 	guard, err := repoGuard(ctx, work)
@@ -327,13 +338,20 @@ func checkpointMessage(k troupe.RuntimeKey, cp Checkpoint) string {
 		fmt.Fprintf(&b, "Troupe-Turn: %s\n", cp.Turn)
 	}
 	fmt.Fprintf(&b, "Troupe-Stat: %d %d %d\n", cp.Files, cp.Added, cp.Deleted)
-	if cp.Skipped > 0 {
-		fmt.Fprintf(&b, "Troupe-Skipped: %d\n", cp.Skipped)
-		for _, s := range cp.SkippedNames {
-			fmt.Fprintf(&b, "Troupe-Skipped-Name: %s\n", strconv.Quote(s))
-		}
-	}
+	writeSkipped(&b, cp.Skipped, cp.SkippedNames)
 	return b.String()
+}
+
+// writeSkipped writes the trailers of a snapshot's files left out: their
+// count and names (list reads them back).
+func writeSkipped(b *strings.Builder, n int, names []string) {
+	if n == 0 {
+		return
+	}
+	fmt.Fprintf(b, "Troupe-Skipped: %d\n", n)
+	for _, s := range names {
+		fmt.Fprintf(b, "Troupe-Skipped-Name: %s\n", strconv.Quote(s))
+	}
 }
 
 // Checkpoints lists agent k's checkpoints, oldest first. A workspace not
@@ -412,7 +430,7 @@ func (m *Manager) prune(ctx context.Context, k troupe.RuntimeKey, work string, l
 	if b.Len() == 0 {
 		return nil
 	}
-	if _, err := runGitIn(ctx, work, b.String(), "update-ref", "--stdin"); err != nil {
+	if _, err := runGitIn(ctx, work, nil, b.String(), "update-ref", "--stdin"); err != nil {
 		return fmt.Errorf("prune the checkpoints: %w", err)
 	}
 	return nil

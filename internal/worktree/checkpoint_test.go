@@ -19,15 +19,7 @@ import (
 func personRepo(t testing.TB) string {
 	t.Helper()
 	repo := t.TempDir()
-	write := func(name, body string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(repo, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(repo, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(name, body string) { writeFile(t, repo, name, body) }
 	git := func(args ...string) { run(t, repo, args...) }
 	write("README", "hi\n")
 	write("src/a.go", "package a\n")

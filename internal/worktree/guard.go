@@ -45,7 +45,12 @@ var guardedKey = regexp.MustCompile(`^(filter\.(.+)\.(clean|smudge|process)|diff
 // names: its filters, diff and merge drivers (set to nothing), and
 // signing (commit.gpgSign=false) when it sets any gpg key.
 func repoGuard(ctx context.Context, dir string) ([]string, error) {
-	out, code, stderr, err := gitCode(ctx, dir, nil, "config", "--show-scope", "--null", "--get-regexp", `^(filter|diff|merge|gpg)\.`)
+	return repoGuardEnv(ctx, dir, nil)
+}
+
+// repoGuardEnv is repoGuard of the repository git finds in dir with env.
+func repoGuardEnv(ctx context.Context, dir string, env []string) ([]string, error) {
+	out, code, stderr, err := gitCode(ctx, dir, env, "config", "--show-scope", "--null", "--get-regexp", `^(filter|diff|merge|gpg)\.`)
 	if err != nil {
 		return nil, err
 	}

@@ -122,11 +122,12 @@ func runGit(ctx context.Context, dir string, env, cfg []string, stdout io.Writer
 	return runGitStdin(ctx, dir, env, cfg, nil, stdout, args...)
 }
 
-// runGitIn runs git with args in dir, stdin its input, and returns its
-// output; a non-zero exit is an error carrying git's stderr.
-func runGitIn(ctx context.Context, dir, stdin string, args ...string) (string, error) {
+// runGitIn runs git with args in dir, env added to its environment and
+// stdin its input, and returns its output; a non-zero exit is an error
+// carrying git's stderr.
+func runGitIn(ctx context.Context, dir string, env []string, stdin string, args ...string) (string, error) {
 	stdout := &capBuffer{max: MaxGitOutput}
-	code, stderr, err := runGitStdin(ctx, dir, nil, nil, strings.NewReader(stdin), stdout, args...)
+	code, stderr, err := runGitStdin(ctx, dir, env, nil, strings.NewReader(stdin), stdout, args...)
 	if err != nil {
 		return "", err
 	}
@@ -273,30 +274,41 @@ func (m *Manager) ensure(ctx context.Context, k troupe.RuntimeKey, spec troupe.A
 	if _, err := os.Stat(filepath.Join(path, ".git")); err == nil {
 		return path, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", fmt.Errorf("create worktree folder: %w", err)
-	}
-	// A folder left by a worktree deleted by hand is forgotten first.
-	if _, err := git(ctx, dir, nil, "worktree", "prune"); err != nil {
-		return "", fmt.Errorf("prune worktrees: %w", err)
-	}
-	branch := Branch(k.Agent)
-	args := []string{"worktree", "add", "--quiet", path, branch}
-	if _, err := git(ctx, dir, nil, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch); err != nil {
-		base, err := m.baseRef(ctx, spec, dir)
-		if err != nil {
-			return "", err
-		}
-		args = []string{"worktree", "add", "--quiet", "-b", branch, path, base}
-	}
-	guard, err := repoGuard(ctx, dir)
-	if err != nil {
+	base := func() (string, error) { return m.baseRef(ctx, spec, dir) }
+	if err := addWorktree(ctx, dir, nil, path, k.Agent, base); err != nil {
 		return "", err
 	}
-	if _, err := gitWith(ctx, dir, nil, guard, args...); err != nil {
-		return "", fmt.Errorf("create worktree of %s: %w", k.Agent, err)
-	}
 	return path, nil
+}
+
+// addWorktree makes the worktree path of the repository that git finds
+// in dir (with env) on agent's branch: the branch as it is when it
+// exists, else made at the commit base names.
+func addWorktree(ctx context.Context, dir string, env []string, path string, agent troupe.AgentID, base func() (string, error)) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("create worktree folder: %w", err)
+	}
+	// A folder left by a worktree deleted by hand is forgotten first.
+	if _, err := git(ctx, dir, env, "worktree", "prune"); err != nil {
+		return fmt.Errorf("prune worktrees: %w", err)
+	}
+	branch := Branch(agent)
+	args := []string{"worktree", "add", "--quiet", path, branch}
+	if _, err := git(ctx, dir, env, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch); err != nil {
+		b, err := base()
+		if err != nil {
+			return err
+		}
+		args = []string{"worktree", "add", "--quiet", "-b", branch, path, b}
+	}
+	guard, err := repoGuardEnv(ctx, dir, env)
+	if err != nil {
+		return err
+	}
+	if _, err := gitWith(ctx, dir, env, guard, args...); err != nil {
+		return fmt.Errorf("create worktree of %s: %w", agent, err)
+	}
+	return nil
 }
 
 // baseRef is the commit the agent's branch starts from: its base, or the
