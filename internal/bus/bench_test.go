@@ -52,7 +52,7 @@ func BenchmarkDurablePublish(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	nc, err := Dial(ctx, c, nil)
+	nc, err := Dial(ctx, c, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

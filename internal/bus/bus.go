@@ -42,6 +42,10 @@ import (
 // name and part of a stream name, so nothing else is allowed.
 var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
 
+// MaxPayload bounds one message on the bus (the server's max_payload):
+// an MCP request of 8 MB with its envelope fits.
+const MaxPayload = 16 << 20
+
 // CheckName says whether name can name a runner.
 func CheckName(name string) error {
 	if !namePattern.MatchString(name) {

@@ -77,7 +77,7 @@ func dial(t testing.TB, c Creds) *nats.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nc, err := Dial(ctx, c, testLogger(t, nil))
+	nc, err := Dial(ctx, c, testLogger(t, nil), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestRevokeClosesTheLiveConnectionAndRefusesTheCreds(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if nc, err := Dial(ctx, c, testLogger(t, nil)); err == nil {
+	if nc, err := Dial(ctx, c, testLogger(t, nil), nil); err == nil {
 		nc.Close()
 		t.Fatal("revoked creds connected again")
 	} else if !errors.Is(err, nats.ErrAuthorization) {
@@ -341,7 +341,7 @@ func TestRevokeClosesTheLiveConnectionAndRefusesTheCreds(t *testing.T) {
 	if c2.Secret == c.Secret {
 		t.Fatal("a re-added runner got the same secret")
 	}
-	if nc, err := Dial(ctx, c, testLogger(t, nil)); err == nil {
+	if nc, err := Dial(ctx, c, testLogger(t, nil), nil); err == nil {
 		nc.Close()
 		t.Fatal("the old secret connects after the name was added again")
 	}
@@ -482,7 +482,7 @@ func TestSecretStaysOutOfLogs(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nc, err := Dial(ctx, c, log)
+	nc, err := Dial(ctx, c, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +490,7 @@ func TestSecretStaysOutOfLogs(t *testing.T) {
 	s.RevokeRunner("a")
 	bad := c
 	bad.Secret = "wrong-" + c.Secret
-	Dial(ctx, bad, log)
+	Dial(ctx, bad, log, nil)
 	nc.Close()
 	data, _ := os.ReadFile(filepath.Join(s.dir, runnersName))
 	for what, text := range map[string]string{"log": buf.String(), "runners.json": string(data)} {
@@ -548,7 +548,7 @@ func TestTLSPinsTheServersCertificate(t *testing.T) {
 	}
 	forged := c
 	forged.CA = oc.CA
-	if nc, err := Dial(ctx, forged, testLogger(t, nil)); err == nil {
+	if nc, err := Dial(ctx, forged, testLogger(t, nil), nil); err == nil {
 		nc.Close()
 		t.Error("a runner trusting another certificate connected")
 	}

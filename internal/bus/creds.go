@@ -12,7 +12,6 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -48,21 +47,31 @@ var credsFields = []string{"name", "url", "user", "secret"}
 // WriteCreds writes c to path (mode 0600, atomically): a comment, one
 // "key: value" line per field, then the pinned certificate's PEM if any.
 func WriteCreds(path string, c Creds) error {
-	if err := c.check(); err != nil {
+	b, err := c.Encode()
+	if err != nil {
 		return fmt.Errorf("write creds %s: %w", path, err)
+	}
+	if err := atomicfile.Write(path, b, 0o600); err != nil {
+		return fmt.Errorf("write creds: %w", err)
+	}
+	return nil
+}
+
+// Encode is the text of c's credentials file: a comment, one "key: value"
+// line per field, then the pinned certificate's PEM if any.
+func (c Creds) Encode() ([]byte, error) {
+	if err := c.check(); err != nil {
+		return nil, err
 	}
 	var b strings.Builder
 	b.WriteString("# troupe runner credentials: keep this file secret (mode 0600).\n")
-	b.WriteString("# Use: troupe runner --creds " + filepath.Base(path) + "\n")
+	b.WriteString("# Use: troupe runner --creds FILE\n")
 	fmt.Fprintf(&b, "name: %s\nurl: %s\nuser: %s\nsecret: %s\n", c.Name, c.URL, c.User, c.Secret)
 	if c.CA != "" {
 		b.WriteString("# the server's certificate, pinned:\n")
 		b.WriteString(strings.TrimRight(c.CA, "\n") + "\n")
 	}
-	if err := atomicfile.Write(path, []byte(b.String()), 0o600); err != nil {
-		return fmt.Errorf("write creds: %w", err)
-	}
-	return nil
+	return []byte(b.String()), nil
 }
 
 // ReadCreds reads a file WriteCreds wrote. It is strict: an unknown,
@@ -219,7 +228,7 @@ func (c Creds) tlsConfig() (*tls.Config, error) {
 // refusals of the credentials in a row (the runner was revoked) close it.
 // Replies come on Inbox(c.Name). With a CA, TLS is required and only it is
 // trusted.
-func Dial(ctx context.Context, c Creds, log *slog.Logger) (*nats.Conn, error) {
+func Dial(ctx context.Context, c Creds, log *slog.Logger, reconnected func()) (*nats.Conn, error) {
 	if err := c.check(); err != nil {
 		return nil, fmt.Errorf("dial bus: %w", err)
 	}
@@ -241,6 +250,9 @@ func Dial(ctx context.Context, c Creds, log *slog.Logger) (*nats.Conn, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("bus reconnected", "url", nc.ConnectedUrlRedacted())
+			if reconnected != nil {
+				reconnected()
+			}
 		}),
 		nats.ClosedHandler(func(nc *nats.Conn) {
 			log.Info("bus connection closed", "err", nc.LastError())

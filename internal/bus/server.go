@@ -90,7 +90,9 @@ const (
 	daemonUser = "_daemon"
 	// responseWindow is how long a request between the daemon and a
 	// runner waits for its one answer; later, the answer is dropped.
-	responseWindow = 10 * time.Minute
+	// An ask waits up to its ceiling (4 h by default), a permission
+	// request on the person: a day.
+	responseWindow = 24 * time.Hour
 	// bcryptCost: the secret is 256 random bits, so stretching adds no
 	// strength; every connection checks it, so it is kept cheap.
 	bcryptCost = bcrypt.MinCost
@@ -150,6 +152,7 @@ func Start(o ServerOptions) (*Server, error) {
 		PingInterval:               15 * time.Second,
 		MaxPingsOut:                3,
 		CustomClientAuthentication: authenticator{s},
+		MaxPayload:                 MaxPayload,
 	}
 	if s.tls {
 		tc, certPEM, err := loadOrMakeCert(o.Dir, host)

@@ -30,6 +30,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/daemon"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
+	"github.com/troupe-dev/troupe/internal/remote"
 	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/statedir"
 	"github.com/troupe-dev/troupe/internal/task"
@@ -181,7 +182,7 @@ func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *gl
 	root.AddCommand(attachCmd(g))
 	root.AddCommand(permissionsCmd(g), allowCmd(g), denyCmd(g))
 	root.AddCommand(diffCmd(g), mergeCmd(g), worktreeCmd(g), checkpointsCmd(g), rewindCmd(g))
-	root.AddCommand(teamCmd(g))
+	root.AddCommand(teamCmd(g), runnerCmd(g))
 	root.AddCommand(sessionsCmd(g), resumeCmd(g), forkCmd(g), observeCmd(g))
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
 	root.PersistentFlags().BoolVar(&g.raw, "raw", false, "print what agents, tasks and project files wrote as it is, control characters included (on a terminal they are shown as \\xNN by default)")
@@ -192,12 +193,12 @@ func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *gl
 }
 
 func serveCmd(g *globals) *cobra.Command {
-	var addr, level, publicName, claudeDir string
+	var addr, level, publicName, claudeDir, runners string
 	var allowRemote bool
 	var projects []string
 	var ceiling, sessionIdle time.Duration
 	var maxTasks, maxSessions, keep int
-	var keepFor time.Duration
+	var keepFor, runnerBeat time.Duration
 	var taskMaxOutput string
 	c := &cobra.Command{
 		Use:   "serve",
@@ -244,7 +245,7 @@ func serveCmd(g *globals) *cobra.Command {
 				Logger: log, Out: g.out, Projects: projects, AskCeiling: ceiling, MaxTasksPerProject: maxTasks,
 				SessionIdle: sessionIdle, AllowRemote: allowRemote, PublicName: publicName,
 				TaskMaxOutput: maxOutput, ClaudeDir: claudeDir, MaxSessions: maxSessions,
-				CheckpointsKeep: keep, CheckpointsKeepFor: keepFor})
+				CheckpointsKeep: keep, CheckpointsKeepFor: keepFor, Runners: runners, RunnerBeat: runnerBeat})
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", daemon.DefaultAddr, "address to listen on; beyond loopback it needs --allow-remote")
@@ -259,6 +260,9 @@ func serveCmd(g *globals) *cobra.Command {
 	c.Flags().DurationVar(&keepFor, "checkpoints-keep-for", daemon.DefaultCheckpointsKeepFor, "every checkpoint younger than this is kept, whatever --checkpoints-keep says")
 	c.Flags().StringVar(&taskMaxOutput, "task-max-output", "64MB", "output a background task keeps unless it is given its own cap: its first half and its last half, the middle cut")
 	c.Flags().DurationVar(&sessionIdle, "session-idle", api.DefaultSessionIdle, "log a browser out after this long without a request")
+	c.Flags().StringVar(&runners, "runners", "", "let runners on other machines connect here (HOST:PORT; TLS beyond loopback): troupe embeds a NATS server, its store in the state dir")
+	c.Flags().DurationVar(&runnerBeat, "runner-beat", remote.DefaultBeat, "how often runners say they are alive; one silent for 3 beats is unreachable")
+	_ = c.Flags().MarkHidden("runner-beat")
 	c.Flags().StringVar(&claudeDir, "claude-dir", "", "Claude Code's config folder whose sessions `troupe sessions` lists (default $CLAUDE_CONFIG_DIR, else ~/.claude)")
 	return c
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/claudefmt"
 	"github.com/troupe-dev/troupe/internal/claudesessions"
+	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/openai"
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/inbox"
@@ -125,6 +126,14 @@ type Config struct {
 	// sessions` lists (--claude-dir); default $CLAUDE_CONFIG_DIR, else
 	// ~/.claude.
 	ClaudeDir string
+	// Runners, if set, is where runners on other machines connect
+	// (--runners): the daemon embeds a NATS server there, its JetStream
+	// store under the state dir. Empty: no runners, and an agent with a
+	// runner cannot start.
+	Runners string
+	// RunnerBeat is how often runners say they are alive (tests shorten
+	// it); default remote.DefaultBeat.
+	RunnerBeat time.Duration
 }
 
 // CheckAddr refuses a listening address beyond loopback unless allowRemote
@@ -293,12 +302,21 @@ func Run(ctx context.Context, cfg Config) error {
 		retention.Keep = DefaultCheckpointsKeep
 	}
 	cps := checkpoints{trees: trees, retention: retention}
+	links, err := startRunners(cfg, engines, log)
+	if err != nil {
+		return err
+	}
+	var remoteEngine engine.Engine
+	if links != nil {
+		defer links.srv.Close()
+		remoteEngine = links.rd.Engine()
+	}
 	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db.Inbox(), Sessions: db.Sessions(), Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
 		Sandbox: sandboxes(cfg.StateDir, reg, cgroups, log),
 		Grants:  tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db.Journal(),
 		MessageDir: filepath.Join(cfg.StateDir, "messages"), MaxSessions: cfg.MaxSessions,
-		Checkpoints: cps})
+		Checkpoints: cps, Remote: remoteEngine})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
 	tasks.OnChange(func(t task.Task) { publishTask(hub, t) })
 	pruneNow := make(chan struct{}, 1)
@@ -327,14 +345,15 @@ func Run(ctx context.Context, cfg Config) error {
 			}
 		}
 	}, nil) // a removal is removal.Remove's to carry out
+	mcpHandler := mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log})
 	removed := &removal{ctx: ctx, log: log, reg: reg, hub: hub, rt: rt, notes: notes, tasks: tasks, trees: trees, cgroups: cgroups, cps: cps, pruneNow: pruneNow}
 
 	srv := api.New(api.Options{Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db.Journal(), Token: token, Logger: log,
-		MCP:       mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log}),
+		MCP:       mcpHandler,
 		Worktrees: trees, Checkpoints: cps, Memory: notes, Claude: claude, RemoveProject: removed.Remove,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
 		SessionFile: filepath.Join(cfg.StateDir, "sessions"),
-		PublicName:  cfg.PublicName})
+		PublicName:  cfg.PublicName, Runners: runnersFor(links, rt)})
 	srv.SetAddr(addr)
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -376,6 +395,13 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	})
 	wg.Go(func() { retain(runCtx, log, db, reg, pruneNow) })
+	if links != nil {
+		wg.Go(func() {
+			if err := links.rd.Run(runCtx, mcpHandler); err != nil {
+				log.Error("runners' link stopped", "err", err)
+			}
+		})
+	}
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- hs.Serve(ln) })
 

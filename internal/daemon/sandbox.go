@@ -26,6 +26,21 @@ import (
 // that cannot be set is logged and the agent runs without it (caps hold
 // where the machine allows).
 func sandboxes(stateDir string, reg *project.Registry, cgroups *cgroup.Manager, log *slog.Logger) func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (sandbox.Policy, error) {
+	return policies(stateDir, func(dir string) []string {
+		var others []string
+		for _, p := range reg.List() {
+			if p.Path != dir {
+				others = append(others, p.Path)
+			}
+		}
+		return others
+	}, cgroups, log)
+}
+
+// policies is sandboxes for any machine: others lists the folders of the
+// projects besides dir (a runner keeps its clones in its state dir, hidden
+// as a whole).
+func policies(stateDir string, others func(dir string) []string, cgroups *cgroup.Manager, log *slog.Logger) func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (sandbox.Policy, error) {
 	return func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (sandbox.Policy, error) {
 		in := sandbox.Inputs{Workspace: work, Project: dir, StateDir: stateDir, Team: spec.Sandbox,
 			Default: sandbox.ByDefault[spec.Engine]}
@@ -40,11 +55,7 @@ func sandboxes(stateDir string, reg *project.Registry, cgroups *cgroup.Manager, 
 			in.GitWritable = git
 		}
 		in.Home, _ = os.UserHomeDir()
-		for _, p := range reg.List() {
-			if p.Path != dir {
-				in.Others = append(in.Others, p.Path)
-			}
-		}
+		in.Others = others(dir)
 		env := func(v string) string {
 			if x, ok := spec.Env[v]; ok {
 				return x

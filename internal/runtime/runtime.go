@@ -125,6 +125,10 @@ type Options struct {
 	// process); the others wait for a slot (slots.go). 0:
 	// DefaultMaxSessions.
 	MaxSessions int
+	// Remote starts the sessions of the agents that run on a runner
+	// (AgentSpec.Runner): their processes, sandbox and files are the
+	// runner's; nil: such an agent cannot start, saying why.
+	Remote engine.Engine
 }
 
 // Runtime runs the agents of every project.

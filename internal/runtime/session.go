@@ -119,6 +119,11 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 	if !ok {
 		return nil, fmt.Errorf("engine %q is not available in this daemon", spec.Engine)
 	}
+	if spec.Remote() {
+		if eng = a.rt.o.Remote; eng == nil {
+			return nil, fmt.Errorf("agent %s runs on a runner, but this daemon serves no runners: start it with troupe serve --runners ADDR", spec.Name)
+		}
+	}
 	if !a.takeSlot() {
 		a.apply(evSlotWait, a.rt.slots.slotReason())
 		return nil, errNoSlot
@@ -180,7 +185,10 @@ func (a *actor) start(ctx context.Context, spec troupe.AgentSpec, dir string) (e
 	}
 	ap.dir = work
 	var sbx sandbox.Policy
-	if p, err := a.rt.sandbox(ctx, a.key, spec, dir, work); err != nil {
+	if spec.Remote() {
+		// The runner sandboxes its agent, on its own machine.
+		a.log.Debug("agent runs on a runner: sandboxed there")
+	} else if p, err := a.rt.sandbox(ctx, a.key, spec, dir, work); err != nil {
 		a.rt.closeApprover(ap, "the agent's sandbox could not be made")
 		if access.Token != "" {
 			a.rt.o.Grants.Revoke(access.Token)

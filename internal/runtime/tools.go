@@ -52,17 +52,22 @@ func (h toolHost) Call(ctx context.Context, name string, args json.RawMessage) (
 	if err != nil {
 		return "", err
 	}
-	sbx, err := h.r.sandbox(ctx, h.key, spec, dir, work)
-	if err != nil {
+	c := tool.Caller{Key: h.key, Dir: dir, Workdir: work, Limit: h.limit}
+	if spec.Remote() {
+		c.Runner = "a runner" // runs nothing here, so no sandbox here
+		if spec.Runner != "" {
+			c.Runner = string(spec.Runner)
+		}
+	} else if c.Sandbox, err = h.r.sandbox(ctx, h.key, spec, dir, work); err != nil {
 		return "", err
 	}
 	if work == dir {
-		work = ""
+		c.Workdir = ""
 	}
 	if err := h.gate(ctx, name, args); err != nil {
 		return "", err
 	}
-	return h.r.tools.Call(ctx, tool.Caller{Key: h.key, Dir: dir, Workdir: work, Limit: h.limit, Sandbox: sbx}, name, args)
+	return h.r.tools.Call(ctx, c, name, args)
 }
 
 // gate is the permission gate of troupe's own tools (C15): a tool that

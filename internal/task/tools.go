@@ -36,6 +36,9 @@ func Tools(m *Manager) []tool.Tool {
 }
 
 func (m *Manager) runTool(ctx context.Context, c tool.Caller, args json.RawMessage) (string, error) {
+	if c.Runner != "" {
+		return "", fmt.Errorf("you run on runner %s, and troupe does not run background tasks on runners yet: run the command with your own shell tool", c.Runner)
+	}
 	var in struct {
 		Command        string  `json:"command"`
 		Cwd            string  `json:"cwd"`

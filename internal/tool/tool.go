@@ -50,6 +50,9 @@ type Caller struct {
 	// Limit is how long the caller's client lets one tool call run (0:
 	// no limit); a tool that can wait longer answers before it (C4).
 	Limit time.Duration
+	// Runner is the runner the caller runs on ("": this machine): a tool
+	// that would start a process for it here refuses.
+	Runner string
 }
 
 // Handler runs one call with its raw JSON arguments. A returned error is a
