@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -192,10 +193,12 @@ func TestBundleFullThenThin(t *testing.T) {
 }
 
 // TestApplyBundleTwiceChangesNothing: a bundle applied again to its clone
-// returns its head and leaves the clone's refs as they were.
+// (named by a relative path) returns its head and leaves the clone's refs
+// as they were.
 func TestApplyBundleTwiceChangesNothing(t *testing.T) {
 	repo := projectRepo(t)
-	clone := filepath.Join(t.TempDir(), "p1")
+	t.Chdir(t.TempDir())
+	clone := "p1" // relative to the runner's working folder
 	ctx := context.Background()
 	b := bundleTo(t, func(w io.Writer) error { _, err := Bundle(ctx, repo, nil, w); return err })
 	first, err := ApplyBundle(ctx, clone, b)
@@ -269,6 +272,9 @@ func TestRoundTripProjectRunnerDaemon(t *testing.T) {
 	agentHead, agentStatus := run(t, work, "rev-parse", "HEAD"), run(t, work, "status", "--porcelain")
 	agentIndex := read(t, filepath.Join(clone, "worktrees", "dev", "index"))
 
+	if have, err := Haves(ctx, clone); err != nil || !slices.Contains(have, agentHead) || !slices.Contains(have, head) {
+		t.Fatalf("Haves = %v, %v; want the agent's branch %s and the base %s", have, err, agentHead, head)
+	}
 	snap, err := Snapshot(ctx, work, "")
 	if err != nil {
 		t.Fatal(err)
