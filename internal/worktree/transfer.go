@@ -16,10 +16,12 @@ package worktree
 // Runner → daemon: at a turn's end Snapshot commits the worktree's files
 // as they are through that index (the agent's index, HEAD and branch do
 // not move), BundleCommit writes that commit thin against what the daemon
-// has, and on the daemon ApplySnapshot keeps it at
-// SnapshotRefs<agent> and makes the agent's local worktree hold exactly
-// its files, HEAD and branch unmoved: the daemon's checkpoints, diff and
-// merge then see the turn as a local agent's.
+// has, and on the daemon ApplySnapshot keeps it at SnapshotRefs<agent>
+// (named, like the agent's branch, by the agent within its project's
+// repository) and makes the agent's local worktree hold exactly its
+// files, HEAD, branch and index unmoved, through troupe's own index of
+// that worktree (<its folder in .git>/troupe/index): the daemon's
+// checkpoints, diff and merge then see the turn as a local agent's.
 //
 // A bundle is untrusted bytes from another machine: its size is bounded
 // (MaxBundle), its header is read here before git sees it and must name
