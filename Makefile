@@ -140,6 +140,7 @@ bench: build tools
 	$(BENCH) -benchtime 40x -bench '^BenchmarkFanout$$' ./internal/api | tee -a bench.out
 	$(BENCH) -benchtime 3x -bench '^BenchmarkCreate10kFiles$$' ./internal/worktree | tee -a bench.out
 	$(BENCH) -benchtime 20x -bench '^BenchmarkCheckpoint$$' ./internal/worktree | tee -a bench.out
+	$(BENCH) -benchtime 20x -bench '^BenchmarkSnapshotBundle$$' ./internal/worktree | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 3x -bench '^BenchmarkClaude(IndexCold|ListWarm|AppendReread|Restart)$$' ./internal/claudesessions | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkClaudeFullParseBaseline$$' ./internal/claudesessions | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 3x -bench '^BenchmarkEmulator$$' ./internal/term | tee -a bench.out

@@ -106,7 +106,11 @@ var identity = []string{
 // troupe's own index of agent k, and returns it with the files left out.
 // Run with m.lock(k) held: any lock on that index is a dead git's.
 func (m *Manager) snapshot(ctx context.Context, k troupe.RuntimeKey, work string) (tree string, skipped []string, err error) {
-	return snapshotTree(ctx, work, m.indexPath(k), 0)
+	guard, err := repoGuard(ctx, work)
+	if err != nil {
+		return "", nil, err
+	}
+	return snapshotTree(ctx, work, m.indexPath(k), 0, guard)
 }
 
 // snapshotTree writes the tree of workspace work as it is now (tracked
@@ -115,8 +119,8 @@ func (m *Manager) snapshot(ctx context.Context, k troupe.RuntimeKey, work string
 // returned) through the index file index, made when missing from the
 // repository's own; the folder of index holds its scratch files. A lock
 // on index older than staleLock is a dead git's and is removed (0: any
-// lock, for a caller that alone uses index).
-func snapshotTree(ctx context.Context, work, index string, staleLock time.Duration) (tree string, skipped []string, err error) {
+// lock, for a caller that alone uses index). guard is work's repoGuard.
+func snapshotTree(ctx context.Context, work, index string, staleLock time.Duration, guard []string) (tree string, skipped []string, err error) {
 	if err := os.MkdirAll(filepath.Dir(index), 0o700); err != nil {
 		return "", nil, fmt.Errorf("make the snapshot index's folder: %w", err)
 	}
@@ -137,10 +141,6 @@ func snapshotTree(ctx context.Context, work, index string, staleLock time.Durati
 		if err := copyIndex(strings.TrimSpace(own), index); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return "", nil, fmt.Errorf("seed the snapshot index: %w", err)
 		}
-	}
-	guard, err := repoGuard(ctx, work)
-	if err != nil {
-		return "", nil, err
 	}
 	// Files past 32 KB are streamed, not mapped: a file the agent
 	// truncates while git maps it would kill git with SIGBUS; streamed, a

@@ -16,10 +16,12 @@ package worktree
 // Runner → daemon: at a turn's end Snapshot commits the worktree's files
 // as they are through that index (the agent's index, HEAD and branch do
 // not move), BundleCommit writes that commit thin against what the daemon
-// has, and on the daemon ApplySnapshot keeps it at
-// SnapshotRefs<agent> and makes the agent's local worktree hold exactly
-// its files, HEAD and branch unmoved: the daemon's checkpoints, diff and
-// merge then see the turn as a local agent's.
+// has, and on the daemon ApplySnapshot keeps it at SnapshotRefs<agent>
+// (named, like the agent's branch, by the agent within its project's
+// repository) and makes the agent's local worktree hold exactly its
+// files, HEAD, branch and index unmoved, through troupe's own index of
+// that worktree (<its folder in .git>/troupe/index): the daemon's
+// checkpoints, diff and merge then see the turn as a local agent's.
 //
 // A bundle is untrusted bytes from another machine: its size is bounded
 // (MaxBundle), its header is read here before git sees it and must name
@@ -34,7 +36,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -304,6 +305,9 @@ func (b *boundedWriter) Write(p []byte) (int, error) {
 // git's discovery of one may be turned off by safe.bareRepository), none
 // when it is a checkout's.
 func repoEnv(repo string) []string {
+	if abs, err := filepath.Abs(repo); err == nil {
+		repo = abs // git runs in repo: a relative GIT_DIR would be read from there
+	}
 	head, err1 := os.Lstat(filepath.Join(repo, "HEAD"))
 	objects, err2 := os.Stat(filepath.Join(repo, "objects"))
 	refs, err3 := os.Stat(filepath.Join(repo, "refs"))
@@ -449,6 +453,10 @@ func unbundle(ctx context.Context, dir string, env []string, path string, h bund
 // the agents' branches), newest first, at most MaxHaves: the have of the
 // next Bundle. A clone not made yet has none.
 func Haves(ctx context.Context, clone string) ([]string, error) {
+	clone, err := absClone(clone)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := os.Lstat(filepath.Join(clone, "HEAD")); err != nil {
 		return nil, nil
 	}
@@ -478,14 +486,15 @@ func ApplyBundle(ctx context.Context, clone, bundle string) (head string, err er
 	if err != nil {
 		return "", err
 	}
+	if clone, err = absClone(clone); err != nil {
+		return "", err
+	}
 	head = h.refs[0][0]
 	env := []string{"GIT_DIR=" + clone}
 	if err := initClone(ctx, clone, h.format); err != nil {
 		return "", err
 	}
-	if cur, err := git(ctx, clone, env, "rev-parse", "--verify", "--quiet", BaseRef); err == nil && strings.TrimSpace(cur) == head {
-		return head, nil // applied already
-	}
+	// Applied again, git finds the objects there and the ref at head.
 	if err := unbundle(ctx, clone, env, path, h); err != nil {
 		return "", err
 	}
@@ -525,6 +534,16 @@ func initClone(ctx context.Context, clone, format string) error {
 	return nil
 }
 
+// absClone is the runner's clone's path made absolute: git runs in it,
+// with GIT_DIR set to it.
+func absClone(clone string) (string, error) {
+	abs, err := filepath.Abs(clone)
+	if err != nil {
+		return "", fmt.Errorf("find the clone %s: %w", clone, err)
+	}
+	return abs, nil
+}
+
 // runnerWorktree is where agent's worktree of the runner's clone is.
 func runnerWorktree(clone string, agent troupe.AgentID) string {
 	return filepath.Join(clone, "troupe", "worktrees", string(agent))
@@ -542,6 +561,9 @@ func runnerIndex(clone string, agent troupe.AgentID) string {
 func RunnerWorktree(ctx context.Context, clone string, agent troupe.AgentID, base string) (dir string, err error) {
 	if !agentNameRE.MatchString(string(agent)) {
 		return "", fmt.Errorf("agent name %q: want lower-case letters, digits, - and _, at most 63: %w", agent, troupe.ErrInvalid)
+	}
+	if clone, err = absClone(clone); err != nil {
+		return "", err
 	}
 	path := runnerWorktree(clone, agent)
 	if fi, err := os.Lstat(path); err == nil && !fi.IsDir() {
@@ -591,7 +613,11 @@ func Snapshot(ctx context.Context, work, parent string) (commit string, err erro
 	if err != nil {
 		return "", err
 	}
-	tree, skipped, err := snapshotTree(ctx, work, runnerIndex(clone, agent), staleIndexLock)
+	guard, err := repoGuard(ctx, work)
+	if err != nil {
+		return "", fmt.Errorf("snapshot %s: %w", agent, err)
+	}
+	tree, skipped, err := snapshotTree(ctx, work, runnerIndex(clone, agent), staleIndexLock, guard)
 	if err != nil {
 		return "", fmt.Errorf("snapshot %s: %w", agent, err)
 	}
@@ -648,7 +674,7 @@ func ApplySnapshot(ctx context.Context, work, bundle, commit string) error {
 	if !isOID(commit) {
 		return fmt.Errorf("apply snapshot %q: not a commit id: %w", commit, troupe.ErrInvalid)
 	}
-	agent, ownIndex, err := agentWorktree(ctx, work)
+	agent, index, err := agentWorktree(ctx, work)
 	if err != nil {
 		return err
 	}
@@ -659,36 +685,30 @@ func ApplySnapshot(ctx context.Context, work, bundle, commit string) error {
 	if h.refs[0][0] != commit {
 		return fmt.Errorf("bundle %s holds the commit %s, not the snapshot %s: refused: %w", path, h.refs[0][0], commit, troupe.ErrInvalid)
 	}
-	ref := SnapshotRefs + string(agent)
-	if cur, err := git(ctx, work, nil, "rev-parse", "--verify", "--quiet", ref); err != nil || strings.TrimSpace(cur) != commit {
-		if err := unbundle(ctx, work, nil, path, h); err != nil {
-			return err
-		}
+	// Applied again, git finds the objects there and the ref at commit.
+	if err := unbundle(ctx, work, nil, path, h); err != nil {
+		return err
 	}
-	// The present, through a scratch index seeded with the worktree's
-	// own (its stat cache spares reading every file).
-	tmp, err := os.MkdirTemp("", "troupe-apply-")
+	guard, err := repoGuard(ctx, work)
 	if err != nil {
-		return fmt.Errorf("make a scratch index: %w", err)
+		return err
 	}
-	defer os.RemoveAll(tmp)
-	index := filepath.Join(tmp, "index")
-	if err := copyIndex(ownIndex, index); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("seed the scratch index: %w", err)
-	}
-	present, _, err := snapshotTree(ctx, work, index, 0)
+	// The present, through troupe's own index of the worktree, kept in
+	// the worktree's folder in the repository (which only the agent's
+	// git would write, and the agent runs on its runner): seeded with the
+	// worktree's own, it keeps git's stat cache from one apply to the
+	// next. (A copy made anew each time would keep the files checked out
+	// with the worktree "racy", written in the index's second, and git
+	// would read them all every time.)
+	present, _, err := snapshotTree(ctx, work, index, staleIndexLock, guard)
 	if err != nil {
 		return fmt.Errorf("read the worktree of %s: %w", agent, err)
 	}
 	if err := checkSnapshot(ctx, work, present, commit); err != nil {
 		return err
 	}
-	if _, err := git(ctx, work, nil, "update-ref", "-m", "troupe: snapshot of "+string(agent), ref, commit); err != nil {
+	if _, err := git(ctx, work, nil, "update-ref", "-m", "troupe: snapshot of "+string(agent), SnapshotRefs+string(agent), commit); err != nil {
 		return fmt.Errorf("keep the snapshot of %s: %w", agent, err)
-	}
-	guard, err := repoGuard(ctx, work)
-	if err != nil {
-		return err
 	}
 	// As Rewind: a two-tree merge from the present to the snapshot
 	// changes the paths that differ, removing those it lacks; a link
@@ -701,10 +721,11 @@ func ApplySnapshot(ctx context.Context, work, bundle, commit string) error {
 }
 
 // agentWorktree is the agent whose worktree work is, a linked worktree on
-// the branch troupe/<agent>, never a checkout of the person's, and the
-// worktree's own index.
-func agentWorktree(ctx context.Context, work string) (troupe.AgentID, string, error) {
-	out, err := git(ctx, work, nil, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir", "--git-path", "index", "--symbolic-full-name", "HEAD")
+// the branch troupe/<agent>, never a checkout of the person's, and
+// troupe's index of it, in the worktree's folder of the repository.
+func agentWorktree(ctx context.Context, work string) (agent troupe.AgentID, index string, err error) {
+	out, err := git(ctx, work, nil, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir",
+		"--git-path", "troupe/index", "--symbolic-full-name", "HEAD")
 	if err != nil {
 		return "", "", fmt.Errorf("apply snapshot: read the repository of %s: %w", work, err)
 	}
@@ -712,14 +733,14 @@ func agentWorktree(ctx context.Context, work string) (troupe.AgentID, string, er
 	if len(f) != 4 {
 		return "", "", fmt.Errorf("apply snapshot: %s is on a detached HEAD, not an agent's branch troupe/<agent>: refused: %w", work, troupe.ErrConflict)
 	}
-	agent, ok := strings.CutPrefix(f[3], "refs/heads/"+Branch(""))
-	if !ok || !agentNameRE.MatchString(agent) {
+	name, ok := strings.CutPrefix(f[3], "refs/heads/"+Branch(""))
+	if !ok || !agentNameRE.MatchString(name) {
 		return "", "", fmt.Errorf("apply snapshot: %s is not an agent's worktree (its HEAD is %q, not a troupe/<agent> branch): refused: %w", work, f[3], troupe.ErrConflict)
 	}
 	if f[0] == f[1] {
 		return "", "", fmt.Errorf("apply snapshot: %s is the repository's main checkout, not an agent's worktree: refused: %w", work, troupe.ErrConflict)
 	}
-	return troupe.AgentID(agent), f[2], nil
+	return troupe.AgentID(name), f[2], nil
 }
 
 // checkSnapshot refuses a snapshot commit that would write, over the tree

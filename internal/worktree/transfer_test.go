@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -192,10 +193,12 @@ func TestBundleFullThenThin(t *testing.T) {
 }
 
 // TestApplyBundleTwiceChangesNothing: a bundle applied again to its clone
-// returns its head and leaves the clone's refs as they were.
+// (named by a relative path) returns its head and leaves the clone's refs
+// as they were.
 func TestApplyBundleTwiceChangesNothing(t *testing.T) {
 	repo := projectRepo(t)
-	clone := filepath.Join(t.TempDir(), "p1")
+	t.Chdir(t.TempDir())
+	clone := "p1" // relative to the runner's working folder
 	ctx := context.Background()
 	b := bundleTo(t, func(w io.Writer) error { _, err := Bundle(ctx, repo, nil, w); return err })
 	first, err := ApplyBundle(ctx, clone, b)
@@ -234,11 +237,32 @@ func TestBundleOfNoCommit(t *testing.T) {
 // ignored file), Snapshot commits it without moving the agent's index or
 // HEAD, and ApplySnapshot makes the daemon's worktree of that agent hold
 // the same files, its HEAD and branch unmoved, so the daemon's
-// checkpoint and diff see the turn; applied again, nothing changes.
+// checkpoint and diff see the turn; applied again, nothing changes; no
+// hook of either repository runs.
 func TestRoundTripProjectRunnerDaemon(t *testing.T) {
 	repo := projectRepo(t)
 	clone, head := applied(t, repo)
 	ctx := context.Background()
+	// Hooks in both repositories, which no git of troupe's may run.
+	ran := filepath.Join(t.TempDir(), "hook-ran")
+	for _, hooks := range []string{filepath.Join(clone, "hooks"), filepath.Join(repo, ".git", "hooks")} {
+		for _, h := range []string{"post-checkout", "reference-transaction", "post-index-change"} {
+			writeFile(t, hooks, h, "#!/bin/sh\necho "+h+" >> "+ran+"\n")
+			if err := os.Chmod(filepath.Join(hooks, h), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The test's own git runs none either.
+	gitq := func(t *testing.T, dir string, args ...string) string {
+		t.Helper()
+		return run(t, dir, append([]string{"-c", "core.hooksPath=/dev/null"}, args...)...)
+	}
+	defer func() {
+		if _, err := os.Stat(ran); err == nil {
+			t.Errorf("a repository's hook ran: %s", read(t, ran))
+		}
+	}()
 	work, err := RunnerWorktree(ctx, clone, "dev", head)
 	if err != nil {
 		t.Fatal(err)
@@ -246,14 +270,14 @@ func TestRoundTripProjectRunnerDaemon(t *testing.T) {
 	if again, err := RunnerWorktree(ctx, clone, "dev", ""); err != nil || again != work {
 		t.Fatalf("second RunnerWorktree = %s, %v; want %s reused", again, err, work)
 	}
-	if got := run(t, work, "symbolic-ref", "HEAD"); got != "refs/heads/troupe/dev" {
+	if got := gitq(t, work, "symbolic-ref", "HEAD"); got != "refs/heads/troupe/dev" {
 		t.Fatalf("runner worktree on %s; want refs/heads/troupe/dev", got)
 	}
 
 	// The agent's turn on the runner.
 	writeFile(t, work, "committed.txt", "the agent's commit\n")
-	run(t, work, "add", "committed.txt")
-	run(t, work, "commit", "-q", "-m", "agent")
+	gitq(t, work, "add", "committed.txt")
+	gitq(t, work, "commit", "-q", "-m", "agent")
 	writeFile(t, work, "src/a.go", "package a // changed\n")
 	writeFile(t, work, "new/n.txt", "untracked\n")
 	if err := os.Remove(filepath.Join(work, "del.txt")); err != nil {
@@ -266,26 +290,29 @@ func TestRoundTripProjectRunnerDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, work, "build/out.bin", "ignored\n")
-	agentHead, agentStatus := run(t, work, "rev-parse", "HEAD"), run(t, work, "status", "--porcelain")
+	agentHead, agentStatus := gitq(t, work, "rev-parse", "HEAD"), gitq(t, work, "status", "--porcelain")
 	agentIndex := read(t, filepath.Join(clone, "worktrees", "dev", "index"))
 
+	if have, err := Haves(ctx, clone); err != nil || !slices.Contains(have, agentHead) || !slices.Contains(have, head) {
+		t.Fatalf("Haves = %v, %v; want the agent's branch %s and the base %s", have, err, agentHead, head)
+	}
 	snap, err := Snapshot(ctx, work, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := run(t, work, "rev-parse", "HEAD"); got != agentHead {
+	if got := gitq(t, work, "rev-parse", "HEAD"); got != agentHead {
 		t.Fatalf("Snapshot moved the agent's HEAD: %s; was %s", got, agentHead)
 	}
-	if got := run(t, work, "status", "--porcelain"); got != agentStatus {
+	if got := gitq(t, work, "status", "--porcelain"); got != agentStatus {
 		t.Fatalf("Snapshot changed the agent's status:\n%s\nwas\n%s", got, agentStatus)
 	}
 	if got := read(t, filepath.Join(clone, "worktrees", "dev", "index")); got != agentIndex {
 		t.Fatal("Snapshot wrote the agent's index")
 	}
-	if got := run(t, work, "rev-parse", snap+"^"); got != agentHead {
+	if got := gitq(t, work, "rev-parse", snap+"^"); got != agentHead {
 		t.Fatalf("snapshot's parent = %s; want the worktree's HEAD %s", got, agentHead)
 	}
-	if got := run(t, work, "ls-tree", snap, "link"); !strings.HasPrefix(got, "120000 ") {
+	if got := gitq(t, work, "ls-tree", snap, "link"); !strings.HasPrefix(got, "120000 ") {
 		t.Fatalf("the snapshot holds the link as %q; want mode 120000", got)
 	}
 	sb := bundleTo(t, func(w io.Writer) error { return BundleCommit(ctx, clone, snap, []string{head}, w) })
@@ -307,7 +334,7 @@ func TestRoundTripProjectRunnerDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, dwork, "build/local.bin", "ignored here\n")
-	dHead, dIndex := run(t, dwork, "rev-parse", "HEAD"), read(t, filepath.Join(repo, ".git", "worktrees", "dev", "index"))
+	dHead, dIndex := gitq(t, dwork, "rev-parse", "HEAD"), read(t, filepath.Join(repo, ".git", "worktrees", "dev", "index"))
 	if err := ApplySnapshot(ctx, dwork, sb, snap); err != nil {
 		t.Fatal(err)
 	}
@@ -329,16 +356,16 @@ func TestRoundTripProjectRunnerDaemon(t *testing.T) {
 	if read(t, filepath.Join(dwork, "build", "local.bin")) != "ignored here\n" {
 		t.Error("an ignored file of the daemon's worktree was touched")
 	}
-	if got := run(t, dwork, "rev-parse", "HEAD"); got != dHead {
+	if got := gitq(t, dwork, "rev-parse", "HEAD"); got != dHead {
 		t.Fatalf("ApplySnapshot moved HEAD to %s; was %s", got, dHead)
 	}
-	if got := run(t, dwork, "symbolic-ref", "HEAD"); got != "refs/heads/troupe/dev" {
+	if got := gitq(t, dwork, "symbolic-ref", "HEAD"); got != "refs/heads/troupe/dev" {
 		t.Fatalf("ApplySnapshot moved the worktree to %s", got)
 	}
 	if read(t, filepath.Join(repo, ".git", "worktrees", "dev", "index")) != dIndex {
 		t.Fatal("ApplySnapshot wrote the worktree's own index")
 	}
-	if got := run(t, repo, "rev-parse", SnapshotRefs+"dev"); got != snap {
+	if got := gitq(t, repo, "rev-parse", SnapshotRefs+"dev"); got != snap {
 		t.Fatalf("daemon's %sdev = %s; want %s", SnapshotRefs, got, snap)
 	}
 	cp, err := m.Checkpoint(ctx, k, dwork, "turn", "t1", base, DefaultRetention)
