@@ -107,13 +107,23 @@ func TestRunnerRemoteAgent(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(proj, "made.txt")); err == nil {
 		t.Error("the coder's file landed in the daemon's project folder")
 	}
+	// The turn's files came back: the daemon's diff and checkpoint of
+	// the agent show them, as for a local worktree agent.
+	if out, errOut, code := runCLI(t, state, proj, "diff", "coder"); code != 0 || !strings.Contains(out, "+made on the runner") {
+		t.Errorf("troupe diff coder: %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := runCLI(t, state, proj, "checkpoints", "coder"); code != 0 || !strings.Contains(out, "+1 −0") {
+		t.Errorf("troupe checkpoints coder: %d\n%s%s", code, out, errOut)
+	}
 
-	// A runner killed mid-turn: the turn fails naming it.
+	// A runner killed mid-turn: the agent is unreachable, naming its
+	// runner; the turn's message waits, as does a new ask, answered at
+	// once with the reason; the rest of the team goes on.
 	errc := make(chan error, 1)
 	var got troupe.Request
 	go func() {
 		var err error
-		got, err = cl.Ask(ctx, p.ID, "coder", "!sleep 1m", 0)
+		got, err = cl.Ask(ctx, p.ID, "coder", "!sleep 5s\n!say slept", 0)
 		errc <- err
 	}()
 	waitAgent(t, cl, p.ID, "coder", troupe.StateBusy)
@@ -121,11 +131,34 @@ func TestRunnerRemoteAgent(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	if got.State == troupe.ReqAnswered || !strings.Contains(got.Error, "runner r1 unreachable") {
-		t.Fatalf("ask to a killed runner's agent: %+v", got)
+	if got.State != troupe.ReqPending || !strings.Contains(got.Unreachable, "unreachable (runner r1, since") {
+		t.Fatalf("ask whose runner died mid-turn: %+v", got)
 	}
+	waitAgent(t, cl, p.ID, "coder", troupe.StateUnreachable)
+	later := ask("coder", "later")
+	if later.State != troupe.ReqPending || !strings.Contains(later.Unreachable, "runner r1") {
+		t.Fatalf("ask to an unreachable agent: %+v", later)
+	}
+	if res := ask("lead", "still here"); res.State != troupe.ReqAnswered {
+		t.Fatalf("the local agent while the runner is gone: %+v", res)
+	}
+
+	// Back: both questions run, in order, and are answered.
 	r = startRunner(t, state, "r1", creds)
-	if res := ask("coder", "back"); res.State != troupe.ReqAnswered || !strings.Contains(res.Answer, "echo: back") {
-		t.Fatalf("after the runner came back: %+v", res)
+	for _, q := range []struct {
+		id   troupe.RequestID
+		want string
+	}{{got.ID, "slept"}, {later.ID, "echo: later"}} {
+		var res troupe.Request
+		waitFor(t, ctx, cl, "request "+string(q.id), func() bool {
+			var err error
+			if res, err = cl.Request(ctx, p.ID, q.id, 0); err != nil {
+				t.Fatal(err)
+			}
+			return res.State != troupe.ReqPending
+		})
+		if res.State != troupe.ReqAnswered || !strings.Contains(res.Answer, q.want) {
+			t.Fatalf("request %s after the runner came back: %+v\nrunner:\n%s", q.id, res, r.logs.String())
+		}
 	}
 }

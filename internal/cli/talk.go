@@ -37,6 +37,11 @@ func askCmd(g *globals) *cobra.Command {
 				fmt.Fprintln(g.out, req.Answer)
 				return nil
 			case troupe.ReqPending:
+				if req.Unreachable != "" {
+					fmt.Fprintf(g.out, "%s is %s: your question stays in its inbox and runs when its runner is back; the request is %s: see it with `troupe inbox %s`\n",
+						args[0], req.Unreachable, req.ID, args[0])
+					return nil
+				}
 				if !req.LimitedUntil.IsZero() {
 					fmt.Fprintf(g.out, "%s is limited until %s (its engine's usage limit): your question stays in its inbox and runs then; the request is %s: see it with `troupe inbox %s`\n",
 						args[0], req.LimitedUntil.Local().Format("15:04:05"), req.ID, args[0])

@@ -266,6 +266,10 @@ type Limit struct {
 	// Until is when it resets, as the engine said it (a retry-after, a
 	// reset time); zero when it did not say.
 	Until time.Time
+	// Unreachable, if set, says the turn ended because the agent's
+	// machine cannot be reached: no usage limit, its messages wait for
+	// the machine to come back.
+	Unreachable *Unreachable `json:",omitempty"`
 }
 
 // ToolUse is one tool call of the agent's own (its engine's tools, or

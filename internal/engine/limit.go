@@ -1,6 +1,9 @@
 package engine
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // MaxLimitWait bounds how far ahead a limit's reset time may be: the reset
 // comes from the engine's output (a CLI's line, a provider's header), which
@@ -21,4 +24,20 @@ func LimitUntil(reset, now time.Time) time.Time {
 		return now.Add(MaxLimitWait)
 	}
 	return reset
+}
+
+// Unreachable is why an agent's session cannot start, or stopped: the
+// machine it runs on (a runner) cannot be reached. It is not the agent's
+// failure: its mail waits until the machine is back. A session reports it
+// as its Err, or on the end of the turn in flight (Limit.Unreachable).
+type Unreachable struct {
+	Runner string
+	Since  time.Time // when it was last heard from
+}
+
+func (u *Unreachable) Error() string {
+	if u.Since.IsZero() {
+		return fmt.Sprintf("unreachable (runner %s, not connected since the daemon started)", u.Runner)
+	}
+	return fmt.Sprintf("unreachable (runner %s, since %s)", u.Runner, u.Since.UTC().Format("2006-01-02 15:04:05 UTC"))
 }

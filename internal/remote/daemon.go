@@ -308,8 +308,9 @@ func (d *Daemon) beat(m *nats.Msg) {
 	}
 }
 
-// sweep makes the runners silent for MissedBeats beats unreachable: their
-// sessions end with the reason.
+// sweep makes the runners silent for MissedBeats beats unreachable: a
+// turn in flight on one ends on that (its messages wait), an idle
+// session ends with it.
 func (d *Daemon) sweep(now time.Time) {
 	var lost []*session
 	var names []string
@@ -331,8 +332,19 @@ func (d *Daemon) sweep(now time.Time) {
 		d.log.Warn("runner unreachable", "runner", n)
 	}
 	for _, s := range lost {
-		s.fail(fmt.Errorf("runner %s unreachable (no heartbeat since %s)", s.runner, now.Add(-time.Duration(MissedBeats)*d.o.Beat).Format(time.TimeOnly)))
+		s.unreachable(d.unreachable(s.runner))
 	}
+}
+
+// unreachable is why runner name cannot be reached now.
+func (d *Daemon) unreachable(name string) *engine.Unreachable {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	u := &engine.Unreachable{Runner: name}
+	if r := d.runners[name]; r != nil {
+		u.Since = r.lastSeen
+	}
+	return u
 }
 
 // Runners lists the runners that said hello since this daemon started.
@@ -354,18 +366,17 @@ func (d *Daemon) Runners() []RunnerInfo {
 	return out
 }
 
-// Reachable says whether runner name is connected, and else why not.
+// Reachable says whether runner name is connected: nil, or an
+// *engine.Unreachable.
 func (d *Daemon) Reachable(name string) error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	r := d.runners[name]
-	switch {
-	case r == nil:
-		return fmt.Errorf("runner %s has not connected since the daemon started: start it with troupe runner --name %s", name, name)
-	case r.since.IsZero():
-		return fmt.Errorf("runner %s unreachable (last seen %s)", name, r.lastSeen.Format(time.DateTime))
+	up := r != nil && !r.since.IsZero()
+	d.mu.Unlock()
+	if up {
+		return nil
 	}
-	return nil
+	return d.unreachable(name)
 }
 
 // pick is the runner agent a runs on: its runner, reachable; or, for its
@@ -394,7 +405,7 @@ func (d *Daemon) pick(a troupe.AgentSpec) (string, error) {
 		}
 	}
 	if best == "" {
-		return "", fmt.Errorf("no runner with labels %s is connected: start one with troupe runner --labels %s", strings.Join(a.RunnerLabels, ","), strings.Join(a.RunnerLabels, ","))
+		return "", &engine.Unreachable{Runner: "with labels " + strings.Join(a.RunnerLabels, ",")}
 	}
 	return best, nil
 }

@@ -83,6 +83,9 @@ func (e remoteEngine) Start(ctx context.Context, spec engine.StartSpec) (engine.
 	}
 	if _, err := d.request(ctx, name, opStart, req); err != nil {
 		s.forget()
+		if errors.Is(err, errNotConnected) {
+			return nil, d.unreachable(name)
+		}
 		return nil, fmt.Errorf("start session on runner %s: %w", name, err)
 	}
 	s.Bump()
@@ -98,7 +101,7 @@ func (d *Daemon) request(ctx context.Context, name, op string, v any) (json.RawM
 	}
 	m, err := d.o.Conn.RequestWithContext(ctx, bus.ToRunner(name)+"."+op, b)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, fmt.Errorf("runner %s is not connected", name)
+		return nil, fmt.Errorf("runner %s: %w", name, errNotConnected)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("runner %s: %s: %w", name, op, err)
@@ -112,6 +115,9 @@ func (d *Daemon) request(ctx context.Context, name, op string, v any) (json.RawM
 	}
 	return rep.Data, nil
 }
+
+// errNotConnected: nobody answers on the runner's subjects.
+var errNotConnected = errors.New("not connected")
 
 // session is the daemon's side of one session on a runner: the runtime
 // drives it as any engine's; its events come from the runner's stream.
@@ -228,9 +234,22 @@ func (s *session) pull(commit string) error {
 // runner.
 const MaxSnapshot = 1 << 30
 
-// fail ends the session for a reason of the link (the runner is
-// unreachable, the daemon stops).
-func (s *session) fail(err error) { s.end(err) }
+// unreachable ends the turn in flight on u (the runtime keeps its
+// messages and closes the session), or, with none, the session itself.
+func (s *session) unreachable(u *engine.Unreachable) {
+	s.emu.Lock()
+	turn := s.CurrentTurn()
+	if !s.ended && turn != "" {
+		s.Emit(engine.Event{Kind: engine.EventTurnEnd, Turn: turn, Error: u.Error(), Limit: &engine.Limit{Unreachable: u}})
+		s.Mu.Lock()
+		s.EndTurnLocked()
+		s.Mu.Unlock()
+		s.emu.Unlock()
+		return
+	}
+	s.emu.Unlock()
+	s.end(u)
+}
 
 // end ends the session once: its events close, Err says why (nil: closed).
 func (s *session) end(err error) {

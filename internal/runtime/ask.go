@@ -133,6 +133,9 @@ func (r *Runtime) await(ctx context.Context, req troupe.Request, done <-chan str
 			got, err := r.o.Store.Detach(ctx, req.ID)
 			if err == nil && got.State == troupe.ReqPending {
 				got.LimitedUntil = until
+				if st, why := r.AgentState(to); st == troupe.StateUnreachable {
+					got.Unreachable = why
+				}
 			}
 			return got, err
 		}

@@ -46,7 +46,9 @@ import (
 //	block cleared    idle busy waiting blocked failed           busy in a turn, else idle
 //	session died     idle busy waiting blocked failed           failed
 //	limited          busy waiting blocked idle                  limited, until the reset (its session closed)
-//	limit ended      limited                                    stopped (its mail starts a session)
+//	unreachable      starting, busy waiting blocked idle,       unreachable, its runner's reason (its
+//	                 stopped failed unreachable                 session closed; its mail waits)
+//	limit ended      limited unreachable                        stopped (its mail starts a session)
 //	stop             any                                        stopped
 //
 // A turn ends from idle too when the end of its permission requests was
@@ -87,7 +89,8 @@ const (
 	evBlockCleared                     // the dialog is gone
 	evSessionDied                      // its session ended on its own (reason: how)
 	evLimited                          // its engine ended its turn on a usage limit (reason: until when, the engine's words)
-	evLimitEnded                       // the limit reset: its mail may run again
+	evUnreachable                      // the runner it runs on cannot be reached (reason: which, since when)
+	evLimitEnded                       // the limit reset, or the time to try its runner again came: its mail may run again
 	evStop                             // troupe or the person closed its session, or the actor ended (reason: why)
 	lifeKinds                          // the number of kinds plus one; not an event
 )
@@ -98,7 +101,7 @@ var lifeKindNames = [...]string{
 	evTurnStarted: "turn started", evTurnEnded: "turn ended", evTurnFailed: "turn failed", evTurnCut: "turn cut",
 	evPermWait: "permission wait", evPermDone: "permission done",
 	evBlockSeen: "block seen", evBlockCleared: "block cleared",
-	evSessionDied: "session died", evLimited: "limited", evLimitEnded: "limit ended", evStop: "stop",
+	evSessionDied: "session died", evLimited: "limited", evUnreachable: "unreachable", evLimitEnded: "limit ended", evStop: "stop",
 }
 
 func (k lifeKind) String() string {
@@ -200,8 +203,12 @@ func (l lifecycle) next(e lifeEvent, turn bool) (lifecycle, error) {
 	case evLimited:
 		from = inTurn
 		n.state, n.reason, n.blocked = troupe.StateLimited, e.reason, false
+	case evUnreachable:
+		from = []troupe.AgentState{troupe.StateStarting, troupe.StateBusy, troupe.StateWaiting, troupe.StateBlocked,
+			troupe.StateIdle, troupe.StateStopped, troupe.StateFailed, troupe.StateUnreachable}
+		n.state, n.reason, n.blocked = troupe.StateUnreachable, e.reason, false
 	case evLimitEnded:
-		from = []troupe.AgentState{troupe.StateLimited}
+		from = []troupe.AgentState{troupe.StateLimited, troupe.StateUnreachable}
 		n.state, n.reason = troupe.StateStopped, ""
 	case evStop:
 		// slotWait stays: the actor still leaves the slots' queue
@@ -225,9 +232,11 @@ func (l lifecycle) permWaiting() bool {
 // occupied reports whether the agent is not silent whatever its session
 // writes: its session is starting (a CLI's start takes seconds), it waits
 // on the person's permission decision, its terminal shows a dialog, or
-// it waits for its engine's usage limit to reset (its mail runs then).
+// it waits for its engine's usage limit to reset or for its runner to
+// come back (its mail runs then).
 // The watchdogs count it as activity (actor.activity). A wait for a
 // session slot or a gone folder is no such thing: the agent does nothing.
 func (l lifecycle) occupied() bool {
-	return l.state == troupe.StateStarting || l.waits > 0 || l.blocked || l.state == troupe.StateLimited
+	return l.state == troupe.StateStarting || l.waits > 0 || l.blocked || l.state == troupe.StateLimited ||
+		l.state == troupe.StateUnreachable
 }

@@ -20,7 +20,7 @@ const same troupe.AgentState = "same"
 
 // allStates are the states of troupe.AgentState.
 var allStates = []troupe.AgentState{troupe.StateStopped, troupe.StateStarting, troupe.StateIdle,
-	troupe.StateBusy, troupe.StateBlocked, troupe.StateWaiting, troupe.StateFailed, troupe.StateLimited}
+	troupe.StateBusy, troupe.StateBlocked, troupe.StateWaiting, troupe.StateFailed, troupe.StateLimited, troupe.StateUnreachable}
 
 // lifeTable is the documented machine, written out pair by pair: for each
 // event, the states it is allowed in and the state it leads to. Every
@@ -35,6 +35,7 @@ func lifeTable() map[lifeKind]map[troupe.AgentState]troupe.AgentState {
 		waiting  = troupe.StateWaiting
 		failed   = troupe.StateFailed
 		limited  = troupe.StateLimited
+		unreach  = troupe.StateUnreachable
 	)
 	to := func(s troupe.AgentState, from ...troupe.AgentState) map[troupe.AgentState]troupe.AgentState {
 		m := map[troupe.AgentState]troupe.AgentState{}
@@ -54,13 +55,14 @@ func lifeTable() map[lifeKind]map[troupe.AgentState]troupe.AgentState {
 		evTurnEnded:    to(idle, busy, waiting, blocked, idle),
 		evTurnFailed:   to(failed, busy, waiting, blocked, idle),
 		evTurnCut:      to(failed, busy, waiting, blocked, idle),
-		evPermWait:     {stopped: same, starting: same, idle: same, busy: waiting, blocked: same, waiting: waiting, failed: same, limited: same},
-		evPermDone:     {stopped: same, starting: same, idle: same, busy: same, blocked: same, waiting: busyOrIdle, failed: same, limited: same},
+		evPermWait:     {stopped: same, starting: same, idle: same, busy: waiting, blocked: same, waiting: waiting, failed: same, limited: same, unreach: same},
+		evPermDone:     {stopped: same, starting: same, idle: same, busy: same, blocked: same, waiting: busyOrIdle, failed: same, limited: same, unreach: same},
 		evBlockSeen:    to(blocked, idle, busy, waiting, blocked, failed),
 		evBlockCleared: to(busyOrIdle, idle, busy, waiting, blocked, failed),
 		evSessionDied:  to(failed, idle, busy, waiting, blocked, failed),
 		evLimited:      to(limited, busy, waiting, blocked, idle),
-		evLimitEnded:   to(stopped, limited),
+		evUnreachable:  to(unreach, starting, busy, waiting, blocked, idle, stopped, failed, unreach),
+		evLimitEnded:   to(stopped, limited, unreach),
 		evStop:         to(stopped, allStates...),
 	}
 }

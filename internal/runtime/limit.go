@@ -61,6 +61,12 @@ func limitWait(now, until time.Time, n int) (time.Duration, string) {
 // session closes (the next one resumes the conversation), and the agent
 // is limited until the reset; asks waiting on the turn return at once.
 func (a *actor) limitTurn(ctx context.Context, ev engine.Event) {
+	if u := ev.Limit.Unreachable; u != nil {
+		a.finishTurnQueued(ctx, u.Error())
+		a.closeSession()
+		a.unreachable(u)
+		return
+	}
 	now := time.Now()
 	a.limitN++
 	wait, why := limitWait(now, ev.Limit.Until, a.limitN)
@@ -76,6 +82,24 @@ func (a *actor) limitTurn(ctx context.Context, ev engine.Event) {
 	a.apply(evLimited, reason)
 	a.closeSession()
 	a.limitT.Reset(wait)
+}
+
+// UnreachableRetry is how often troupe tries again to start an agent
+// whose runner could not be reached while its mail waits.
+const UnreachableRetry = 5 * time.Second
+
+// unreachable marks the agent's runner unreachable (u): its mail waits,
+// asks to it return at once, and its next start is tried after
+// UnreachableRetry (the timer of limits).
+func (a *actor) unreachable(u *engine.Unreachable) {
+	a.log.Warn("runner unreachable", "runner", u.Runner, "since", u.Since)
+	a.mu.Lock()
+	a.limitUntil = time.Now().Add(UnreachableRetry)
+	close(a.limitC)
+	a.limitC = make(chan struct{})
+	a.mu.Unlock()
+	a.apply(evUnreachable, u.Error())
+	a.limitT.Reset(UnreachableRetry)
 }
 
 // limitEnded runs when the limit's timer fires: the agent's mail may run

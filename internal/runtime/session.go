@@ -74,6 +74,14 @@ func (a *actor) sessionEnded(ctx context.Context) {
 	}
 	_ = s.Close(ctx)
 	a.giveSlot()
+	if u, ok := errors.AsType[*engine.Unreachable](s.Err()); ok {
+		// Its runner is gone, not the agent: the turn's messages wait.
+		if a.currentTurn() != nil {
+			a.finishTurnQueued(ctx, u.Error())
+		}
+		a.unreachable(u)
+		return
+	}
 	if a.currentTurn() != nil {
 		a.endTurn(ctx, "", reason)
 	}

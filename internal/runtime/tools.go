@@ -169,6 +169,10 @@ func (r *Runtime) askTool(ctx context.Context, c tool.Caller, args json.RawMessa
 	case troupe.ReqAnswered:
 		return req.Answer, nil
 	case troupe.ReqPending:
+		if req.Unreachable != "" {
+			return fmt.Sprintf("%s is %s: your question (request %s) stays in its inbox and runs when its runner is back; the answer will arrive in your inbox as a reply message. Carry on meanwhile, or ask another agent.",
+				in.To, req.Unreachable, req.ID), nil
+		}
 		if !req.LimitedUntil.IsZero() {
 			return fmt.Sprintf("%s is limited until %s (its engine's usage limit): your question (request %s) stays in its inbox and runs then; the answer will arrive in your inbox as a reply message. Carry on meanwhile, or ask another agent.",
 				in.To, req.LimitedUntil.UTC().Format("15:04:05 UTC"), req.ID), nil

@@ -74,6 +74,10 @@ func (a *actor) next(ctx context.Context) {
 		if errors.Is(err, errNoSlot) {
 			return // the mail stays queued; a freed slot pokes the loop
 		}
+		if u, ok := errors.AsType[*engine.Unreachable](err); ok {
+			a.unreachable(u)
+			return // the mail stays queued
+		}
 		if err != nil {
 			reason := err.Error()
 			a.failBatch(ctx, batch, reason)

@@ -101,6 +101,10 @@ type Request struct {
 	// limit) until then: the question stays in its inbox and runs after.
 	// Not stored: it says why this wait ended.
 	LimitedUntil time.Time `json:"limited_until,omitzero"`
+	// Unreachable, with LimitedUntil, says the target's runner cannot be
+	// reached (the agent's state reason): the question waits in its inbox
+	// for the runner to come back. Not stored.
+	Unreachable string `json:"unreachable,omitempty"`
 }
 
 // Outcome is the message that carries a finished request's outcome to an

@@ -46,6 +46,9 @@ const (
 	StateWaiting  AgentState = "waiting" // a permission request waits on the person
 	StateFailed   AgentState = "failed"
 	StateLimited  AgentState = "limited" // its engine hit a usage limit: its mail waits until the reset
+	// StateUnreachable: it runs on a runner that cannot be reached; its
+	// mail waits until the runner is back.
+	StateUnreachable AgentState = "unreachable"
 )
 
 // Engine names an agent engine, as written in team.toml.

@@ -3,7 +3,7 @@
 // here is held to the Go type it reads by internal/api/wire_test.go: a
 // field added, renamed or made optional in Go fails there.
 
-export type AgentState = "stopped" | "starting" | "idle" | "busy" | "waiting" | "blocked" | "failed" | "limited";
+export type AgentState = "stopped" | "starting" | "idle" | "busy" | "waiting" | "blocked" | "failed" | "limited" | "unreachable";
 
 export interface Project { id: string; path: string; name: string; agents: number; team: string; team_error?: string; team_held?: boolean; added_at: string; grants?: AgentGrants[] }
 /** turn_timeout, idle_timeout: Go durations ("10m0s"). sandboxed: false when the team turned its sandbox off.
@@ -17,7 +17,7 @@ export interface Message {
 }
 export interface MessageText { message: Message; offset: number; next?: number }
 export interface MessagePage { messages: Message[]; before?: number; after?: number }
-export interface Request { id: string; project: string; from: string; to?: string; kind: string; question: string; state: string; answer?: string; error?: string; detached?: boolean; created_at: string; done_at?: string; limited_until?: string }
+export interface Request { id: string; project: string; from: string; to?: string; kind: string; question: string; state: string; answer?: string; error?: string; detached?: boolean; created_at: string; done_at?: string; limited_until?: string; unreachable?: string }
 export interface Task {
   id: string; project: string; owner: string; command: string; cwd: string; state: string; exit_code: number;
   signal?: string; reason?: string; started_at: string; ended_at?: string; timeout: string;

@@ -221,7 +221,7 @@ export async function loadNeeds() {
   const troubled: Agent[] = [];
   await Promise.all(app.projects.map(async (p) => {
     const as = await call<Agent[]>("GET", `${projectPath(p.id)}/agents`).catch(() => [] as Agent[]);
-    for (const a of as) if (a.state === "failed" || a.state === "blocked" || a.state === "waiting" || a.state === "limited") troubled.push(a);
+    for (const a of as) if (a.state === "failed" || a.state === "blocked" || a.state === "waiting" || a.state === "limited" || a.state === "unreachable") troubled.push(a);
   }));
   const teams = await call<PendingTeam[]>("GET", "/api/team-changes").catch(() => [] as PendingTeam[]);
   app.permissions = perms;
