@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -160,5 +164,65 @@ func TestRunnerRemoteAgent(t *testing.T) {
 		if res.State != troupe.ReqAnswered || !strings.Contains(res.Answer, q.want) {
 			t.Fatalf("request %s after the runner came back: %+v\nrunner:\n%s", q.id, res, r.logs.String())
 		}
+	}
+}
+
+// freePort is a loopback port nobody listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestRunnerDaemonKilledMidTurn: the daemon is SIGKILLed while its agent
+// on a runner is in a turn. The runner keeps running and reconnects to
+// the daemon started again on the same state; the turn's message, back in
+// the inbox, runs in a new session there and the person's ask is answered.
+func TestRunnerDaemonKilledMidTurn(t *testing.T) {
+	state := t.TempDir()
+	proj := gitProject(t, runnerTeam)
+	env := append(os.Environ(), "HOME="+t.TempDir())
+	args := []string{"--project", proj, "--runners", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--runner-beat", "300ms"}
+	d := startDaemonEnv(t, state, env, args...)
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := startRunner(t, state, "r1", filepath.Join(t.TempDir(), "r1.creds"))
+	req, err := cl.Ask(ctx, p.ID, "coder", "!sleep 2s\n!say slept", 0.001)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAgent(t, cl, p.ID, "coder", troupe.StateBusy)
+	syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+	<-d.done
+
+	d = startDaemonEnv(t, state, env, args...)
+	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
+	if cl, err = client.FromStateDir(state); err != nil {
+		t.Fatal(err)
+	}
+	var res troupe.Request
+	waitFor(t, ctx, cl, "the ask to be answered", func() bool {
+		if res, err = cl.Request(ctx, p.ID, req.ID, 0); err != nil {
+			t.Fatal(err)
+		}
+		return res.State != troupe.ReqPending
+	})
+	if res.State != troupe.ReqAnswered || !strings.Contains(res.Answer, "slept") {
+		t.Fatalf("the ask after the daemon's SIGKILL: %+v\ndaemon:\n%s\nrunner:\n%s", res, d.logs.String(), r.logs.String())
+	}
+	if l := r.logs.String(); !strings.Contains(l, "closing a session the daemon no longer knows") {
+		t.Errorf("the runner kept the killed daemon's session:\n%s", l)
 	}
 }

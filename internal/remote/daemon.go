@@ -293,7 +293,13 @@ func (d *Daemon) beat(m *nats.Msg) {
 	r := d.runners[name]
 	if r == nil || r.since.IsZero() {
 		d.mu.Unlock()
-		return // not said hello yet: its hello comes
+		// A runner alive that this daemon does not count as connected
+		// (it restarted, or the runner's beats stopped a while): it says
+		// hello again.
+		if err := d.o.Conn.Publish(bus.ToRunner(name)+"."+opRehello, nil); err != nil {
+			d.log.Warn("ask a runner to say hello", "runner", name, "err", err)
+		}
+		return
 	}
 	r.lastSeen, r.agents = time.Now(), b.Agents
 	var bump []*session

@@ -135,12 +135,23 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.wg.Wait()
 		return fmt.Errorf("subscribe: %w", err)
 	}
+	// Until a hello is answered (the daemon may be starting, or gone),
+	// each beat tries again: the daemon ignores the beats of a runner
+	// that has not said hello.
 	beat := DefaultBeat
-	if b, err := r.hello(ctx); err != nil {
-		r.log.Warn("hello", "err", err)
-	} else if b > 0 {
-		beat = b
+	greeted := false
+	greet := func() {
+		b, err := r.hello(ctx)
+		if err != nil {
+			r.log.Warn("hello", "err", err)
+			return
+		}
+		greeted = true
+		if b > 0 && b != beat {
+			beat = b
+		}
 	}
+	greet()
 	tick := time.NewTicker(beat)
 	defer tick.Stop()
 	for {
@@ -152,10 +163,13 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.wg.Wait()
 			return nil
 		case <-r.hellos:
-			if _, err := r.hello(ctx); err != nil {
-				r.log.Warn("hello", "err", err)
-			}
+			greeted = false
+			greet()
 		case <-tick.C:
+			if !greeted {
+				greet()
+			}
+			tick.Reset(beat)
 			r.beat()
 		}
 	}
@@ -225,6 +239,10 @@ func (r *Runner) request(ctx context.Context, op string, v any) (json.RawMessage
 // serve answers one request of the daemon, in a goroutine of its own.
 func (r *Runner) serve(ctx context.Context, m *nats.Msg) {
 	op := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	if op == opRehello {
+		r.Reconnected()
+		return
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()

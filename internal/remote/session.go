@@ -89,7 +89,7 @@ func (e remoteEngine) Start(ctx context.Context, spec engine.StartSpec) (engine.
 		return nil, fmt.Errorf("start session on runner %s: %w", name, err)
 	}
 	s.Bump()
-	spec.Logger.Info("session started on runner", "runner", name, "session", s.id)
+	d.log.Info("session started on runner", "project", spec.Key.Project, "agent", spec.Key.Agent, "runner", name, "session", s.id)
 	return s, nil
 }
 

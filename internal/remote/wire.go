@@ -29,6 +29,7 @@ const (
 	opBundle    = "bundle"    // → daemon: a chunk of a project's bundle
 	opDurable   = "durable"   // → daemon's stream: a session's events, in order
 	opSnapshot  = "snapshot"  // → runner: a chunk of the bundle of a turn's files
+	opRehello   = "rehello"   // → runner, published: say hello again (the daemon lost it)
 )
 
 // MaxPayload bounds one message on the link (the bus's); bigger data
