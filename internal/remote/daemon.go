@@ -175,6 +175,7 @@ func runnerOf(subject string) string {
 // last hours), owned by Run.
 func (d *Daemon) serve(ctx context.Context, m *nats.Msg, h func(context.Context, string, *nats.Msg) (any, error)) {
 	name := runnerOf(m.Subject)
+	d.seen(name)
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
@@ -267,8 +268,19 @@ func (d *Daemon) consume(ctx context.Context, name string, stream jetstream.Stre
 	return nil
 }
 
+// seen notes that runner name spoke (a request, an event): it is alive,
+// whatever its beats.
+func (d *Daemon) seen(name string) {
+	d.mu.Lock()
+	if r := d.runners[name]; r != nil && !r.since.IsZero() {
+		r.lastSeen = time.Now()
+	}
+	d.mu.Unlock()
+}
+
 // deliver hands one durable record to its session.
 func (d *Daemon) deliver(name string, data []byte) {
+	d.seen(name)
 	var rec durable
 	if err := json.Unmarshal(data, &rec); err != nil {
 		d.log.Warn("a runner's event does not decode; dropped", "runner", name, "err", err)

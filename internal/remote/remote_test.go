@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,7 +48,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	engines := map[troupe.Engine]engine.Engine{troupe.EngineFake: fake.New(fake.Options{Command: fake.TestCommand()})}
-	d := NewDaemon(DaemonOptions{Conn: srv.Conn(), Engines: engines, Dir: t.TempDir(), Beat: 100 * time.Millisecond})
+	d := NewDaemon(DaemonOptions{Conn: srv.Conn(), Engines: engines, Dir: t.TempDir(), Beat: testBeat})
 	done := make(chan struct{})
 	go func() { d.Run(ctx, nil); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; srv.Close() })
@@ -72,6 +75,11 @@ func newRig(t *testing.T) *rig {
 }
 
 var key = troupe.RuntimeKey{Project: "p1", Agent: "coder"}
+
+// testBeat is the runners' beat in these tests: short enough to see a
+// runner go, long enough that a loaded machine (-race, 2 cores) does not
+// miss three in a row.
+const testBeat = 500 * time.Millisecond
 
 func agentSpec() troupe.AgentSpec {
 	return troupe.AgentSpec{Name: "coder", Engine: troupe.EngineFake, Runner: "r1", Workspace: worktree.Worktree}
@@ -136,6 +144,12 @@ func turn(t *testing.T, s engine.Session, id troupe.TurnID, text string) engine.
 	if err := s.Send(context.Background(), engine.Input{Turn: id, Messages: []troupe.Message{{ID: 1, From: "@person", Kind: troupe.KindMessage, Text: text}}}); err != nil {
 		t.Fatal(err)
 	}
+	return turnEnd(t, s)
+}
+
+// turnEnd waits for the end of the turn in flight.
+func turnEnd(t *testing.T, s engine.Session) engine.Event {
+	t.Helper()
 	timeout := time.After(patience)
 	for {
 		select {
@@ -241,23 +255,8 @@ func TestUnreachableEndsTheTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop()
-	timeout := time.After(patience)
-	for done := false; !done; {
-		select {
-		case ev, ok := <-s.Events():
-			if !ok {
-				t.Fatalf("events closed without a turn end: %v", s.Err())
-			}
-			if ev.Kind != engine.EventTurnEnd {
-				continue
-			}
-			if ev.Limit == nil || ev.Limit.Unreachable == nil || ev.Limit.Unreachable.Runner != "r1" || !strings.Contains(ev.Error, "unreachable (runner r1, since") {
-				t.Fatalf("turn end %+v", ev)
-			}
-			done = true
-		case <-timeout:
-			t.Fatal("no turn end")
-		}
+	if ev := turnEnd(t, s); ev.Limit == nil || ev.Limit.Unreachable == nil || ev.Limit.Unreachable.Runner != "r1" || !strings.Contains(ev.Error, "unreachable (runner r1, since") {
+		t.Fatalf("turn end %+v", ev)
 	}
 	_ = s.Close(context.Background())
 	_, err := rg.d.Engine().Start(rg.ctx, engine.StartSpec{Key: key, Agent: agentSpec(), Dir: rg.work})
@@ -265,4 +264,139 @@ func TestUnreachableEndsTheTurn(t *testing.T) {
 	if !errors.As(err, &u) || u.Runner != "r1" {
 		t.Fatalf("start on a gone runner: %v", err)
 	}
+}
+
+// relay is a TCP relay between a runner and the bus that a test can
+// pause (nothing flows, the connections stay open) and resume.
+type relay struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	paused bool
+	resume chan struct{} // closed on resume
+}
+
+func newRelay(t *testing.T, target string) *relay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{ln: ln, target: target, resume: make(chan struct{})}
+	close(r.resume)
+	var wg sync.WaitGroup
+	var conns []net.Conn
+	var cmu sync.Mutex
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			cmu.Lock()
+			conns = append(conns, c, up)
+			cmu.Unlock()
+			wg.Go(func() { r.pipe(up, c) })
+			wg.Go(func() { r.pipe(c, up) })
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		r.Resume()
+		cmu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		cmu.Unlock()
+		wg.Wait()
+	})
+	return r
+}
+
+func (r *relay) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			r.mu.Lock()
+			wait := r.resume
+			r.mu.Unlock()
+			<-wait
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			dst.Close()
+			return
+		}
+	}
+}
+
+func (r *relay) Pause() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.paused {
+		r.paused, r.resume = true, make(chan struct{})
+	}
+}
+
+func (r *relay) Resume() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.paused {
+		r.paused = false
+		close(r.resume)
+	}
+}
+
+// TestAPausedLinkComesBack: the link between a runner and the daemon is
+// paused (the TCP connection open, nothing flowing): past its beats the
+// runner is unreachable and the turn in flight ends on that; resumed, the
+// runner is connected again without restarting, and a new session runs.
+func TestAPausedLinkComesBack(t *testing.T) {
+	rg := newRig(t)
+	creds, err := rg.srv.AddRunner("r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(creds.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := newRelay(t, u.Host)
+	creds.URL = "nats://" + link.ln.Addr().String()
+	var r *Runner
+	nc, err := bus.Dial(rg.ctx, creds, nil, func() { r.Reconnected() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = NewRunner(RunnerOptions{Conn: nc, Name: "r1", Root: t.TempDir(), Engines: rg.engines})
+	ctx, cancel := context.WithCancel(rg.ctx)
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; nc.Close() })
+	rg.until("runner connected", func() bool { return rg.d.Reachable("r1") == nil })
+
+	s := rg.start()
+	if err := s.Send(context.Background(), engine.Input{Turn: "t1", Messages: []troupe.Message{{ID: 1, From: "@person", Kind: troupe.KindMessage, Text: "!sleep 1m"}}}); err != nil {
+		t.Fatal(err)
+	}
+	link.Pause()
+	if end := turnEnd(t, s); end.Limit == nil || end.Limit.Unreachable == nil {
+		t.Fatalf("turn end while the link is paused: %+v", end)
+	}
+	_ = s.Close(context.Background())
+	link.Resume()
+	rg.until("runner connected again", func() bool { return rg.d.Reachable("r1") == nil })
+	s = rg.start()
+	if end := turn(t, s, "t2", "again"); end.Error != "" || !strings.Contains(end.Text, "echo: again") {
+		t.Fatalf("a turn after the link came back: %+v", end)
+	}
+	_ = s.Close(context.Background())
 }

@@ -116,6 +116,11 @@ func (d *Daemon) request(ctx context.Context, name, op string, v any) (json.RawM
 	return rep.Data, nil
 }
 
+// closeWait bounds the wait for a runner's answer to a session's
+// request (a close waits for its engine's stop by escalation, a few
+// seconds at most).
+const closeWait = 30 * time.Second
+
 // errNotConnected: nobody answers on the runner's subjects.
 var errNotConnected = errors.New("not connected")
 
@@ -145,6 +150,8 @@ func (s *session) Send(ctx context.Context, in engine.Input) error {
 	if _, err := s.BeginTurn(ctx, in, nil); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, closeWait)
+	defer cancel()
 	if _, err := s.d.request(ctx, s.runner, opSend, sessionReq{Session: s.id, Input: &in}); err != nil {
 		s.Mu.Lock()
 		s.EndTurnLocked()
@@ -155,6 +162,8 @@ func (s *session) Send(ctx context.Context, in engine.Input) error {
 }
 
 func (s *session) Interrupt(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, closeWait)
+	defer cancel()
 	_, err := s.d.request(ctx, s.runner, opInterrupt, sessionReq{Session: s.id})
 	return err
 }
@@ -163,8 +172,14 @@ func (s *session) Interrupt(ctx context.Context) error {
 // here.
 func (s *session) Close(ctx context.Context) error {
 	return s.Shutdown(ctx, "close remote session", func(ctx context.Context) {
-		if _, err := s.d.request(ctx, s.runner, opClose, sessionReq{Session: s.id}); err != nil {
-			s.d.log.Warn("close a session on its runner", "runner", s.runner, "session", s.id, "err", err)
+		// A runner known gone is not waited on: it closes the session
+		// itself when it comes back (its hello).
+		if s.d.Reachable(s.runner) == nil {
+			ctx, cancel := context.WithTimeout(ctx, closeWait)
+			defer cancel()
+			if _, err := s.d.request(ctx, s.runner, opClose, sessionReq{Session: s.id}); err != nil {
+				s.d.log.Warn("close a session on its runner", "runner", s.runner, "session", s.id, "err", err)
+			}
 		}
 		s.end(nil)
 	})
