@@ -49,7 +49,9 @@ env = { ENABLE_TOOL_SEARCH = "false" }
 // to the asker. Only the runner reaches the model (the daemon's
 // environment points the CLI at a closed port), the CLI works in the
 // runner's clone, and its MCP call to troupe crosses the link: it asks a
-// local teammate, whose inbox on the daemon holds the question.
+// local teammate, whose inbox on the daemon holds the question. Its
+// permission request waits on the person at the daemon; allowed, its
+// shell runs in the runner's worktree.
 func TestRunnerClaudeAskedByLocalAgent(t *testing.T) {
 	bin := claudetest.Bin(t)
 	model := startModel(t)
@@ -115,6 +117,37 @@ func TestRunnerClaudeAskedByLocalAgent(t *testing.T) {
 	if got != "lead got: TOOL_RESULT_SEEN: helper knows: is the build green?" {
 		t.Fatalf("lead's answer = %q, want helper's answer through claude-coder's MCP call", got)
 	}
+	// A tool it may not use waits on the person, on the daemon; allowed
+	// there, it runs on the runner, in the runner's worktree, and the file
+	// it makes comes back to the daemon's worktree of the agent. (A
+	// command that writes: Claude Code runs some read-only ones, like a
+	// bare pwd, without asking.)
+	answer := make(chan string, 1)
+	go func() {
+		res, err := cl.Ask(ctx, p.ID, "lead", `[[tool:Bash {"command":"touch made-on-runner.txt && pwd"}]]`, 0)
+		if err != nil {
+			res.Error = err.Error()
+		}
+		answer <- res.Answer + res.Error
+	}()
+	waitAgent(t, cl, p.ID, "claude-coder", troupe.StateWaiting)
+	ps, err := cl.Permissions(ctx, p.ID)
+	if err != nil || len(ps) != 1 || ps[0].Tool != "Bash" || ps[0].Agent != "claude-coder" {
+		t.Fatalf("permissions = %+v, %v; want claude-coder's one Bash request", ps, err)
+	}
+	if _, err := cl.Allow(ctx, ps[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-answer; got != "lead got: TOOL_RESULT_SEEN: "+work {
+		t.Errorf("lead's answer = %q, want the shell's pwd on the runner, %s", got, work)
+	}
+	if !fileExists(filepath.Join(work, "made-on-runner.txt")) {
+		t.Error("the allowed command's file is not in the runner's worktree")
+	}
+	if diff, err := cl.Diff(ctx, p.ID, "claude-coder", true); err != nil || !strings.Contains(diff.Diff, "made-on-runner.txt") {
+		t.Errorf("claude-coder's diff on the daemon = %q, %v; want the file made on the runner", diff.Diff, err)
+	}
+
 	msgs, err := cl.Messages(ctx, p.ID, "helper", 0, 100)
 	if err != nil {
 		t.Fatal(err)
