@@ -110,7 +110,7 @@ func Handler(o Options) http.Handler {
 	// answered at once instead of held open for the session (a held
 	// answer could not cross a runner's request-reply link).
 	srv := sdk.NewServer(&sdk.Implementation{Name: "troupe", Version: o.Version}, &sdk.ServerOptions{Logger: sdkLog,
-		Capabilities: &sdk.ServerCapabilities{Logging: &sdk.LoggingCapabilities{}, Tools: &sdk.ToolCapabilities{}}})
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}}})
 	for _, spec := range o.Tools.Specs() {
 		srv.AddTool(&sdk.Tool{Name: spec.Name, Description: spec.Description, InputSchema: spec.Schema},
 			func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
