@@ -26,20 +26,29 @@ type runnerProc struct {
 }
 
 // startRunner mints runner name's credentials on the daemon of state (the
-// first time) and starts it; it returns once the runner said hello.
+// first time) and starts it with a HOME of its own; it returns once the
+// runner said hello.
 func startRunner(t *testing.T, state, name, creds string, extra ...string) *runnerProc {
+	t.Helper()
+	home := t.TempDir()
+	return startRunnerEnv(t, state, name, creds, append(os.Environ(), "HOME="+home), extra...)
+}
+
+// startRunnerEnv is startRunner with the runner's whole environment
+// (its HOME among it); its state and root are folders of its own.
+func startRunnerEnv(t *testing.T, state, name, creds string, env []string, extra ...string) *runnerProc {
 	t.Helper()
 	if _, err := os.Stat(creds); err != nil {
 		if out, errOut, code := runCLI(t, state, "", "runner", "add", name, "-o", creds); code != 0 {
 			t.Fatalf("runner add: %d\n%s%s", code, out, errOut)
 		}
 	}
-	home := t.TempDir()
-	r := &runnerProc{root: filepath.Join(home, "root"), logs: &syncBuffer{}, done: make(chan struct{})}
+	own := t.TempDir()
+	r := &runnerProc{root: filepath.Join(own, "root"), logs: &syncBuffer{}, done: make(chan struct{})}
 	args := append([]string{"runner", "--creds", creds, "--root", r.root, "--log-level", "debug"}, extra...)
 	r.cmd = exec.Command(binary, args...)
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	r.cmd.Env = append(os.Environ(), "HOME="+home, "XDG_STATE_HOME="+filepath.Join(home, "state"))
+	r.cmd.Env = append(env[:len(env):len(env)], "XDG_STATE_HOME="+filepath.Join(own, "state"))
 	r.cmd.Stderr, r.cmd.Stdout = r.logs, r.logs
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -105,7 +105,12 @@ func Handler(o Options) http.Handler {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	sdkLog := slog.New(atLeast{o.Logger.Handler(), slog.LevelWarn}) // the SDK logs every stateless request at info
-	srv := sdk.NewServer(&sdk.Implementation{Name: "troupe", Version: o.Version}, &sdk.ServerOptions{Logger: sdkLog})
+	// The tools are fixed for the handler's life: no list-changed
+	// notifications, so a client's subscriptions/listen (SEP-2575) is
+	// answered at once instead of held open for the session (a held
+	// answer could not cross a runner's request-reply link).
+	srv := sdk.NewServer(&sdk.Implementation{Name: "troupe", Version: o.Version}, &sdk.ServerOptions{Logger: sdkLog,
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}}})
 	for _, spec := range o.Tools.Specs() {
 		srv.AddTool(&sdk.Tool{Name: spec.Name, Description: spec.Description, InputSchema: spec.Schema},
 			func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {

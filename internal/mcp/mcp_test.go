@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -393,4 +394,58 @@ func TestMCPBodyIsBounded(t *testing.T) {
 	if ms, _ := e.store.Conversation(t.Context(), "pa", inbox.Page{}); len(ms) != 0 {
 		t.Errorf("the conversation holds %d messages, want none", len(ms))
 	}
+}
+
+// fixedTools is a catalogue of one tool that is never called.
+type fixedTools struct{}
+
+func (fixedTools) Specs() []tool.Spec {
+	return []tool.Spec{{Name: "whoami", Description: "say who calls", Schema: json.RawMessage(`{"type":"object","additionalProperties":false}`)}}
+}
+func (fixedTools) ToolsWithLimit(troupe.RuntimeKey, time.Duration) engine.Tools { return nil }
+
+// A client's subscriptions/listen (SEP-2575; Claude Code 2.1.328 opens one
+// when the server offers tool-list notifications) is answered at once:
+// troupe's tools never change, and an answer held open for the session
+// cannot cross a runner's request-reply link (internal/remote), where it
+// held every Claude agent's first turn for 25 s. The request's context is
+// never cancelled: the handler must return by itself.
+func TestMCPListenIsAnsweredAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tokens := NewTokens()
+		tok := tokens.Mint(troupe.RuntimeKey{Project: "pa", Agent: "lead"}, 0)
+		h := Handler(Options{Tokens: tokens, Tools: fixedTools{}, Version: "test"})
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		const meta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"claude-code","version":"2.1.328"},"io.modelcontextprotocol/clientCapabilities":{}}`
+		post := func(method, body string) (*httptest.ResponseRecorder, chan struct{}) {
+			req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/mcp", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+			req.Header.Set("Mcp-Method", method)
+			w, done := httptest.NewRecorder(), make(chan struct{})
+			go func() { h.ServeHTTP(w, req); close(done) }()
+			return w, done
+		}
+		w, done := post("server/discover", `{"jsonrpc":"2.0","id":"probe","method":"server/discover","params":{`+meta+`}}`)
+		synctest.Wait()
+		<-done
+		if strings.Contains(w.Body.String(), "listChanged") {
+			t.Errorf("server/discover offers list-changed notifications: %s", w.Body.String())
+		}
+		w, done = post("subscriptions/listen", `{"jsonrpc":"2.0","id":"listen:0","method":"subscriptions/listen","params":{`+meta+`,"notifications":{"toolsListChanged":true}}}`)
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			cancel()
+			<-done
+			t.Fatalf("subscriptions/listen is held open (answer so far: %q)", w.Body.String())
+		}
+		if b := w.Body.String(); !strings.Contains(b, `"result"`) || !strings.Contains(b, `listen:0`) {
+			t.Errorf("subscriptions/listen answered %d %q, want its result", w.Code, b)
+		}
+	})
 }
