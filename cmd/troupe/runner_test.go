@@ -93,7 +93,7 @@ func TestRunnerRemoteAgent(t *testing.T) {
 	state := t.TempDir()
 	proj := gitProject(t, runnerTeam)
 	ctx, d, cl, p := serveProject(t, state, proj, append(os.Environ(), "HOME="+t.TempDir()), 3*time.Minute,
-		"--runners", "127.0.0.1:0", "--runner-beat", "300ms")
+		"--runners", "127.0.0.1:0", "--runner-beat", "1s")
 	creds := filepath.Join(t.TempDir(), "r1.creds")
 	r := startRunner(t, state, "r1", creds)
 
@@ -195,7 +195,7 @@ func TestRunnerDaemonKilledMidTurn(t *testing.T) {
 	state := t.TempDir()
 	proj := gitProject(t, runnerTeam)
 	env := append(os.Environ(), "HOME="+t.TempDir())
-	args := []string{"--project", proj, "--runners", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--runner-beat", "300ms"}
+	args := []string{"--project", proj, "--runners", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--runner-beat", "1s"}
 	d := startDaemonEnv(t, state, env, args...)
 	cl, err := client.FromStateDir(state)
 	if err != nil {
@@ -233,5 +233,50 @@ func TestRunnerDaemonKilledMidTurn(t *testing.T) {
 	}
 	if l := r.logs.String(); !strings.Contains(l, "closing a session the daemon no longer knows") {
 		t.Errorf("the runner kept the killed daemon's session:\n%s", l)
+	}
+}
+
+// TestC1_CopiedProjectsOnTwoRunners: a project and its copy (cp -r), the
+// copy's coder moved to another runner: each lead's ask reaches its own
+// project's coder, on its own runner, in its own clone; neither runner
+// holds the other project.
+func TestC1_CopiedProjectsOnTwoRunners(t *testing.T) {
+	state := t.TempDir()
+	a := gitProject(t, runnerTeam)
+	b := filepath.Join(t.TempDir(), "copy")
+	if out, err := exec.Command("cp", "-r", a, b).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	writeTeam(t, b, strings.Replace(runnerTeam, `runner = "r1"`, `runner = "r2"`, 1))
+	d := startDaemonEnv(t, state, append(os.Environ(), "HOME="+t.TempDir()),
+		"--project", a, "--project", b, "--runners", "127.0.0.1:0", "--runner-beat", "1s")
+	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	roots := map[string]string{}
+	for _, name := range []string{"r1", "r2"} {
+		roots[name] = startRunner(t, state, name, filepath.Join(t.TempDir(), name+".creds")).root
+	}
+	for dir, runner := range map[string]string{a: "r1", b: "r2"} {
+		p, err := cl.ResolveProject(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := cl.Ask(ctx, p.ID, "lead", "!ask coder !cwd\n!say lead got: {result}", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := filepath.Join(roots[runner], string(p.ID), "repo", "troupe", "worktrees", "coder")
+		if res.State != troupe.ReqAnswered || !strings.Contains(res.Answer, "lead got: "+want) {
+			t.Fatalf("project %s's lead: %+v, want its coder on %s at %s", dir, res, runner, want)
+		}
+		other := map[string]string{"r1": "r2", "r2": "r1"}[runner]
+		if _, err := os.Stat(filepath.Join(roots[other], string(p.ID))); err == nil {
+			t.Errorf("runner %s holds project %s, which runs on %s", other, p.ID, runner)
+		}
 	}
 }
