@@ -158,6 +158,15 @@ func abs(p string) string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
+// logger is the text logger to stderr at --log-level level.
+func (g *globals) logger(level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not a level: use debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(g.errw, &slog.HandlerOptions{Level: lv})), nil
+}
+
 func (g *globals) printJSON(v any) error {
 	enc := json.NewEncoder(g.stdout)
 	enc.SetIndent("", "  ")
@@ -234,11 +243,10 @@ func serveCmd(g *globals) *cobra.Command {
 			if sessionIdle <= 0 {
 				return fmt.Errorf("--session-idle: %v is not a limit: give a positive duration like 12h", sessionIdle)
 			}
-			var lv slog.Level
-			if err := lv.UnmarshalText([]byte(level)); err != nil {
-				return fmt.Errorf("--log-level: %q is not a level: use debug, info, warn or error", level)
+			log, err := g.logger(level)
+			if err != nil {
+				return err
 			}
-			log := slog.New(slog.NewTextHandler(g.errw, &slog.HandlerOptions{Level: lv}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			return daemon.Run(ctx, daemon.Config{Addr: addr, StateDir: dir, Version: version(),

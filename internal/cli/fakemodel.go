@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os/signal"
 	"syscall"
 
@@ -50,11 +49,10 @@ what clients send it (prompts, keys) is in its memory. Another address
 requests it was sent (one log line each at --log-level debug), dropping the oldest.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var lv slog.Level
-			if err := lv.UnmarshalText([]byte(level)); err != nil {
-				return fmt.Errorf("--log-level: %q is not a level: use debug, info, warn or error", level)
+			log, err := g.logger(level)
+			if err != nil {
+				return err
 			}
-			log := slog.New(slog.NewTextHandler(g.errw, &slog.HandlerOptions{Level: lv}))
 			srv := fakemodel.New(fakemodel.Options{Logger: log, KeepRequests: cliKeepRequests, KeepBytes: cliKeepBytes, AllowRemote: allowRemote})
 			if err := srv.Start(addr); err != nil {
 				if errors.Is(err, fakemodel.ErrNotLoopback) {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"log/slog"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -56,11 +55,10 @@ func runnerCmd(g *globals) *cobra.Command {
 			if root, err = filepath.Abs(root); err != nil {
 				return fmt.Errorf("--root: %w", err)
 			}
-			var lv slog.Level
-			if err := lv.UnmarshalText([]byte(level)); err != nil {
-				return fmt.Errorf("--log-level: %q is not a level: use debug, info, warn or error", level)
+			log, err := g.logger(level)
+			if err != nil {
+				return err
 			}
-			log := slog.New(slog.NewTextHandler(g.errw, &slog.HandlerOptions{Level: lv}))
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			fmt.Fprintf(g.out, "runner %s connecting to %s (root %s)\n", creds.Name, creds.URL, root)

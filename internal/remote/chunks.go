@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,18 @@ func readChunk(path, head string, off int64) (bundleChunk, error) {
 		return bundleChunk{}, fmt.Errorf("read bundle: %w", err)
 	}
 	return bundleChunk{Head: head, Size: st.Size(), Bytes: buf}, nil
+}
+
+// chunk decodes a request's answer that is a bundle's chunk.
+func chunk(data json.RawMessage, err error) (bundleChunk, error) {
+	var c bundleChunk
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(data, &c); err != nil {
+		return c, fmt.Errorf("decode bundle chunk: %w", err)
+	}
+	return c, nil
 }
 
 // fetchChunks writes a bundle fetched chunk by chunk with get into a

@@ -432,18 +432,10 @@ func (r *Runner) sync(ctx context.Context, req startReq, clone string) error {
 	}
 	haves, _ := worktree.Haves(ctx, clone)
 	path, err := fetchChunks(filepath.Dir(clone), r.o.MaxBundle, func(off int64) (bundleChunk, error) {
-		var c bundleChunk
-		data, err := r.request(ctx, opBundle, bundleReq{Session: req.Session, Have: haves, Offset: off})
-		if err != nil {
-			return c, fmt.Errorf("fetch the project's commits: %w", err)
-		}
-		if err := json.Unmarshal(data, &c); err != nil {
-			return c, fmt.Errorf("decode bundle chunk: %w", err)
-		}
-		return c, nil
+		return chunk(r.request(ctx, opBundle, bundleReq{Session: req.Session, Have: haves, Offset: off}))
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("fetch the project's commits: %w", err)
 	}
 	defer os.Remove(path)
 	head, err := worktree.ApplyBundle(ctx, clone, path)

@@ -228,18 +228,10 @@ func (s *session) pull(commit string) error {
 	defer cancel()
 	have, _ := worktree.Tips(ctx, s.spec.Dir)
 	path, err := fetchChunks(filepath.Join(s.d.o.Dir, "bundles"), MaxSnapshot, func(off int64) (bundleChunk, error) {
-		var c bundleChunk
-		data, err := s.d.request(ctx, s.runner, opSnapshot, snapshotReq{Session: s.id, Commit: commit, Have: have, Offset: off})
-		if err != nil {
-			return c, err
-		}
-		if err := json.Unmarshal(data, &c); err != nil {
-			return c, fmt.Errorf("decode snapshot chunk: %w", err)
-		}
-		return c, nil
+		return chunk(s.d.request(ctx, s.runner, opSnapshot, snapshotReq{Session: s.id, Commit: commit, Have: have, Offset: off}))
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("fetch the turn's files: %w", err)
 	}
 	defer os.Remove(path)
 	return worktree.ApplySnapshot(ctx, s.spec.Dir, path, commit)
