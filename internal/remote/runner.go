@@ -82,6 +82,9 @@ type hosted struct {
 	// work is the agent's worktree in clone, its branch made at base:
 	// each turn's files go back to the daemon as a snapshot on base.
 	work, clone, base string
+	// sent is the tree of the last snapshot sent: a turn that leaves the
+	// files as they were sends none. Only the pump uses it.
+	sent string
 }
 
 // NewRunner returns a runner; Run serves it.
@@ -297,6 +300,15 @@ func (r *Runner) snapshot(h *hosted) string {
 		r.log.Warn("snapshot the agent's files", "project", h.key.Project, "agent", h.key.Agent, "err", err)
 		return ""
 	}
+	tree, err := worktree.Tree(ctx, h.clone, c)
+	if err != nil {
+		r.log.Warn("snapshot the agent's files", "project", h.key.Project, "agent", h.key.Agent, "err", err)
+		return c
+	}
+	if tree == h.sent {
+		return "" // the files are as the daemon has them
+	}
+	h.sent = tree
 	return c
 }
 

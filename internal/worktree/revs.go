@@ -40,3 +40,12 @@ func Tips(ctx context.Context, dir string) ([]string, error) {
 	}
 	return strings.Fields(out), nil
 }
+
+// Tree is the tree of commit in the repository of dir.
+func Tree(ctx context.Context, dir, commit string) (string, error) {
+	out, err := git(ctx, dir, nil, "rev-parse", "--verify", commit+"^{tree}")
+	if err != nil {
+		return "", fmt.Errorf("read tree of %s: %w", commit, err)
+	}
+	return strings.TrimSpace(out), nil
+}
