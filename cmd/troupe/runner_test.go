@@ -23,7 +23,7 @@ type runnerProc struct {
 
 // startRunner mints runner name's credentials on the daemon of state (the
 // first time) and starts it; it returns once the runner said hello.
-func startRunner(t *testing.T, state, name, creds string, extra ...string) *runnerProc {
+func startRunner(t testing.TB, state, name, creds string, extra ...string) *runnerProc {
 	t.Helper()
 	if _, err := os.Stat(creds); err != nil {
 		if out, errOut, code := runCLI(t, state, "", "runner", "add", name, "-o", creds); code != 0 {
@@ -51,7 +51,7 @@ func startRunner(t *testing.T, state, name, creds string, extra ...string) *runn
 	return r
 }
 
-func (r *runnerProc) kill(t *testing.T) {
+func (r *runnerProc) kill(t testing.TB) {
 	t.Helper()
 	syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
 	<-r.done
