@@ -209,7 +209,8 @@ func BenchmarkRunnerAsk(b *testing.B) {
 // through the runner's stream (see BenchmarkRunnerAsk). Reported as in
 // BenchmarkQueueDrain: drain-s, msg/s, fill-s, the daemon's peak RSS
 // while draining and its RSS once queued; for the remote dev also the
-// runner's RSS at the end (runner-rss-MB) and its peak (runner-peak-rss-MB).
+// runner's RSS at the end (runner-rss-MB) and its peak (runner-peak-rss-MB);
+// turns is how many turns delivered the n (every one must end delivered).
 func BenchmarkRunnerQueueDrain(b *testing.B) {
 	const n = 10000
 	for _, where := range []string{"local", "runner"} {
@@ -219,7 +220,7 @@ func BenchmarkRunnerQueueDrain(b *testing.B) {
 				team = floodTeam + "runner = \"r1\"\n"
 			}
 			var drain, fill time.Duration
-			var peak, before, runnerRSS, runnerPeak int64
+			var peak, before, runnerRSS, runnerPeak, turns int64
 			runs := 0
 			for b.Loop() {
 				b.StopTimer()
@@ -239,6 +240,7 @@ func BenchmarkRunnerQueueDrain(b *testing.B) {
 				b.StartTimer()
 				took, kb := f.drain(b, 30*time.Minute)
 				b.StopTimer()
+				turns += countTurns(b, f)
 				if where == "runner" {
 					runnerRSS = max(runnerRSS, rssKB(b, r.cmd.Process.Pid))
 					runnerPeak = max(runnerPeak, statusField(b, r.cmd.Process.Pid, "VmHWM:"))
@@ -253,6 +255,7 @@ func BenchmarkRunnerQueueDrain(b *testing.B) {
 			b.ReportMetric(fill.Seconds()/float64(runs), "fill-s")
 			b.ReportMetric(float64(peak)/1024, "peak-rss-MB")
 			b.ReportMetric(float64(before)/1024, "queued-rss-MB")
+			b.ReportMetric(float64(turns)/float64(runs), "turns")
 			if where == "runner" {
 				b.ReportMetric(float64(runnerRSS)/1024, "runner-rss-MB")
 				b.ReportMetric(float64(runnerPeak)/1024, "runner-peak-rss-MB")
@@ -344,4 +347,32 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// countTurns is how many turns delivered f's messages to dev; it fails
+// the benchmark when one of them did not end delivered.
+func countTurns(b *testing.B, f *flood) int64 {
+	b.Helper()
+	ctx := context.Background()
+	turns := map[troupe.TurnID]bool{}
+	after := f.first.ID
+	for {
+		ms, err := f.cl.Messages(ctx, f.p, "dev", after, api.MaxMessages)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(ms) == 0 {
+			return int64(len(turns))
+		}
+		for _, m := range ms {
+			after = m.ID
+			if m.From == "dev" || m.ID == f.first.ID {
+				continue
+			}
+			if m.State != troupe.MsgDelivered {
+				b.Fatalf("message %d ended %s (%s), want delivered", m.ID, m.State, m.Reason)
+			}
+			turns[m.Turn] = true
+		}
+	}
 }
