@@ -129,7 +129,7 @@ var ratios = []ratio{
 	{big: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100", small: "cmd/troupe BenchmarkRunnerIdleAgents/agents=20",
 		metric: "daemon-threads", value: 1.5, note: "no daemon thread per remote agent"},
 	{big: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100", small: "cmd/troupe BenchmarkRunnerIdleAgents/agents=20",
-		metric: "runner-threads", value: 1.5, note: "no runner thread per agent"},
+		metric: "runner-threads", value: 2, note: "no runner thread per agent (one each would be 5×)"},
 	{big: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100", small: "cmd/troupe BenchmarkRunnerIdleAgents/agents=20",
 		metric: "daemon-rss-MB", note: "daemon RSS, 5× the remote agents"},
 	{big: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100", small: "cmd/troupe BenchmarkRunnerIdleAgents/agents=20",
