@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -109,7 +110,10 @@ runner = "r1"
 // (after the ask's commits and the start's checkpoint) → turn.ended
 // (after the turn's end was committed and its checkpoint made), stamped
 // by the daemon's clock: turn-p50-local-ms, turn-p50-remote-ms and their
-// difference turn-remote-local-ms.
+// difference turn-remote-local-ms. A remote turn runs ~22 git processes
+// more than a local one (BENCHMARKS.md, "Issue 24"): git-p50-ms is the p50
+// of one git process started from the benchmark once an iteration, and
+// extra/git is remote-local-ms in those units.
 func BenchmarkRunnerAsk(b *testing.B) {
 	proj := gitProject(b, runnerAskTeam)
 	d, r, cl, ps := runnerDaemon(b, nil, nil, proj)
@@ -160,6 +164,19 @@ func BenchmarkRunnerAsk(b *testing.B) {
 			}
 		}
 	}
+	// A yardstick at the same moments: one git process started from here
+	// in the project (`git rev-parse HEAD`), as the turns' checkpoints and
+	// the snapshot's transfer start theirs.
+	var gits []time.Duration
+	gitOnce := func() {
+		start := time.Now()
+		cmd := exec.Command("git", "rev-parse", "HEAD")
+		cmd.Dir = proj
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("git rev-parse: %v\n%s", err, out)
+		}
+		gits = append(gits, time.Since(start))
+	}
 	var local, remote, localTurn, remoteTurn []time.Duration
 	measure := func(agent troupe.AgentID) {
 		took := ask(agent)
@@ -179,9 +196,10 @@ func BenchmarkRunnerAsk(b *testing.B) {
 			measure("remote")
 			measure("local")
 		}
+		gitOnce()
 		i++
 	}
-	for _, ds := range [][]time.Duration{local, remote, localTurn, remoteTurn} {
+	for _, ds := range [][]time.Duration{local, remote, localTurn, remoteTurn, gits} {
 		slices.Sort(ds)
 	}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -197,6 +215,8 @@ func BenchmarkRunnerAsk(b *testing.B) {
 	b.ReportMetric(ms(p50(localTurn)), "turn-p50-local-ms")
 	b.ReportMetric(ms(p50(remoteTurn)), "turn-p50-remote-ms")
 	b.ReportMetric(ms(p50(remoteTurn)-p50(localTurn)), "turn-remote-local-ms")
+	b.ReportMetric(ms(p50(gits)), "git-p50-ms")
+	b.ReportMetric(float64(p50(remote)-p50(local))/float64(p50(gits)), "extra/git")
 }
 
 // BenchmarkRunnerQueueDrain: BenchmarkQueueDrain's 10,000 messages (~1 KB
