@@ -122,6 +122,9 @@ bench: build tools
 	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkIdleAgentsThreadsAndMemory$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkQueueDrain$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 30x -bench '^BenchmarkSandboxWarmTurn$$' ./cmd/troupe | tee -a bench.out
+	@# Agents on a runner (issue 24): a daemon and a runner process on loopback; ~7 min on shared cores.
+	$(BENCH) -benchtime 50x -bench '^BenchmarkRunnerAsk$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -count 1 -benchtime 1x -bench '^Benchmark(RunnerQueueDrain|RunnerIdleAgents)$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -count 1 -benchtime 1x -bench '^BenchmarkSandboxIdleMemory$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 500x -bench '^Benchmark(AskRoundTrip|WakeLatency)$$' ./internal/runtime | tee -a bench.out
 	$(BENCH) -benchtime 2x -bench '^BenchmarkSessionStart$$' ./internal/runtime | tee -a bench.out

@@ -50,7 +50,14 @@ func queueFlood(tb testing.TB, n int) *flood {
 	tb.Helper()
 	state, proj := tb.TempDir(), tb.TempDir()
 	writeTeam(tb, proj, floodTeam)
-	f := &flood{d: startDaemon(tb, state, "--project", proj)}
+	return fillFlood(tb, startDaemon(tb, state, "--project", proj), state, proj, n)
+}
+
+// fillFlood is queueFlood on a daemon d already serving proj, whose team
+// has an agent dev with a long turn_timeout.
+func fillFlood(tb testing.TB, d *daemon, state, proj string, n int) *flood {
+	tb.Helper()
+	f := &flood{d: d}
 	var err error
 	if f.cl, err = client.FromStateDir(state); err != nil {
 		tb.Fatal(err)

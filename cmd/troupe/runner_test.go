@@ -28,7 +28,7 @@ type runnerProc struct {
 // startRunner mints runner name's credentials on the daemon of state (the
 // first time) and starts it with a HOME of its own; it returns once the
 // runner said hello.
-func startRunner(t *testing.T, state, name, creds string, extra ...string) *runnerProc {
+func startRunner(t testing.TB, state, name, creds string, extra ...string) *runnerProc {
 	t.Helper()
 	home := t.TempDir()
 	return startRunnerEnv(t, state, name, creds, append(os.Environ(), "HOME="+home), extra...)
@@ -36,7 +36,7 @@ func startRunner(t *testing.T, state, name, creds string, extra ...string) *runn
 
 // startRunnerEnv is startRunner with the runner's whole environment
 // (its HOME among it); its state and root are folders of its own.
-func startRunnerEnv(t *testing.T, state, name, creds string, env []string, extra ...string) *runnerProc {
+func startRunnerEnv(t testing.TB, state, name, creds string, env []string, extra ...string) *runnerProc {
 	t.Helper()
 	if _, err := os.Stat(creds); err != nil {
 		if out, errOut, code := runCLI(t, state, "", "runner", "add", name, "-o", creds); code != 0 {
@@ -64,7 +64,7 @@ func startRunnerEnv(t *testing.T, state, name, creds string, env []string, extra
 	return r
 }
 
-func (r *runnerProc) kill(t *testing.T) {
+func (r *runnerProc) kill(t testing.TB) {
 	t.Helper()
 	syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
 	<-r.done

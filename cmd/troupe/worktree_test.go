@@ -34,7 +34,7 @@ allowed_tools = ["run_in_background"]
 
 // gitIn runs git in dir (a test identity, no user config) and returns its
 // trimmed output.
-func gitIn(t *testing.T, dir string, args ...string) string {
+func gitIn(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -49,7 +49,7 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 }
 
 // gitProject makes a git repository with one commit holding the team.
-func gitProject(t *testing.T, team string) string {
+func gitProject(t testing.TB, team string) string {
 	t.Helper()
 	proj := t.TempDir()
 	writeTeam(t, proj, team)

@@ -50,6 +50,7 @@ var targets = []target{
 	{bench: "internal/engine/fake BenchmarkEchoTurnSandbox", metric: "on/off", value: 1.2, note: "a fake agent's turn no slower in the sandbox"},
 	{bench: "cmd/troupe BenchmarkSandboxWarmTurn/engine=openai", metric: "on-off-ms", value: 20, note: "one sandboxed run_command: its start cost"},
 	{bench: "internal/store/sqlite BenchmarkInboxAppend", metric: "msgs/s", value: 2000, min: true},
+	{bench: "cmd/troupe BenchmarkRunnerAsk", metric: "remote-local-ms", value: 2, note: "what an ask to an agent on a runner adds, loopback"},
 	{bench: "cmd/troupe BenchmarkWebFirstLoad", metric: "p50-ms", value: 300},
 	{bench: "internal/worktree BenchmarkCheckpoint/files=10000/changed=1", metric: "end-p50-ms", value: 50, note: "a turn's checkpoint, 10,000 files, one changed"},
 	{bench: "cmd/troupe BenchmarkWebEventBurst", metric: "p99-ms", value: 100},
@@ -123,6 +124,18 @@ var ratios = []ratio{
 		metric: "children-pss-MB", value: 10, note: "unsandboxed: linear at most, 10× the agents"},
 	{big: "cmd/troupe BenchmarkSandboxIdleMemory/agents=100/sandbox=true", small: "cmd/troupe BenchmarkSandboxIdleMemory/agents=100/sandbox=false",
 		metric: "start-all-s", note: "100 sessions started, sandboxed ÷ not"},
+	{big: "cmd/troupe BenchmarkRunnerQueueDrain/10000/where=runner", small: "cmd/troupe BenchmarkRunnerQueueDrain/10000/where=local",
+		metric: "drain-s", note: "10,000 queued, drained on a runner ÷ locally"},
+	{big: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100", small: "cmd/troupe BenchmarkRunnerIdleAgents/agents=20",
+		metric: "daemon-threads", value: 1.5, note: "no daemon thread per remote agent"},
+	{big: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100", small: "cmd/troupe BenchmarkRunnerIdleAgents/agents=20",
+		metric: "runner-threads", value: 2, note: "no runner thread per agent (one each would be 5×)"},
+	{big: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100", small: "cmd/troupe BenchmarkRunnerIdleAgents/agents=20",
+		metric: "daemon-rss-MB", note: "daemon RSS, 5× the remote agents"},
+	{big: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100", small: "cmd/troupe BenchmarkRunnerIdleAgents/agents=20",
+		metric: "runner-rss-MB", note: "runner RSS, 5× the agents"},
+	{big: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100", small: "cmd/troupe BenchmarkRunnerIdleAgents/agents=20",
+		metric: "runner-children-pss-MB", value: 5, note: "the agents' processes: linear at most, 5× the agents"},
 }
 
 func main() {
