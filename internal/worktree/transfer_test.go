@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -569,5 +570,25 @@ func TestRunnerWorktreeChecks(t *testing.T) {
 	}
 	if _, err := Snapshot(ctx, repo, ""); !errors.Is(err, troupe.ErrInvalid) {
 		t.Fatalf("Snapshot of a folder that is no runner worktree = %v; want refused", err)
+	}
+}
+
+// TestWorktreesMadeAtOnce: 30 agents' worktrees of one clone made at
+// the same time all succeed (a prune racing another's add broke it).
+func TestWorktreesMadeAtOnce(t *testing.T) {
+	repo := projectRepo(t)
+	clone, _ := applied(t, repo)
+	ctx := context.Background()
+	errs := make(chan error, 30)
+	for i := range 30 {
+		go func() {
+			_, err := RunnerWorktree(ctx, clone, troupe.AgentID(fmt.Sprintf("a%02d", i)), "")
+			errs <- err
+		}()
+	}
+	for range 30 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

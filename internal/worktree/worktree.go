@@ -281,10 +281,18 @@ func (m *Manager) ensure(ctx context.Context, k troupe.RuntimeKey, spec troupe.A
 	return path, nil
 }
 
+// addMu serialises addWorktree.
+var addMu sync.Mutex
+
 // addWorktree makes the worktree path of the repository that git finds
 // in dir (with env) on agent's branch: the branch as it is when it
 // exists, else made at the commit base names.
 func addWorktree(ctx context.Context, dir string, env []string, path string, agent troupe.AgentID, base func() (string, error)) error {
+	// One at a time: a prune of the repository while git adds another
+	// worktree to it breaks that add (".git/worktrees/x/commondir" read
+	// half made). Made rarely, so one lock for every repository.
+	addMu.Lock()
+	defer addMu.Unlock()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("create worktree folder: %w", err)
 	}
