@@ -466,10 +466,19 @@ func (r *Runner) sync(ctx context.Context, req startReq, clone string) error {
 func (r *Runner) pump(h *hosted) {
 	defer r.wg.Done()
 	defer close(h.done)
+	acted := false // the turn in flight called a tool or asked a permission
 	for ev := range h.sess.Events() {
 		rec := durable{Event: &ev}
-		if ev.Kind == engine.EventTurnEnd {
-			rec.Snapshot = r.snapshot(h)
+		switch ev.Kind {
+		case engine.EventToolCall, engine.EventPermission:
+			acted = true
+		case engine.EventTurnEnd:
+			// A turn that only talked changed no file: no snapshot, no
+			// git (the session's first turn sends one all the same).
+			if acted || h.sent == "" {
+				rec.Snapshot = r.snapshot(h)
+			}
+			acted = false
 		}
 		r.publish(h, rec)
 	}
