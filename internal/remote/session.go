@@ -212,10 +212,14 @@ func (s *session) receive(rec durable) {
 					Text: fmt.Sprintf("the files of this turn stay on runner %s: %v", s.runner, err)})
 			}
 		}
-		s.Emit(ev)
+		// Idle before the end is handed on: its reader may send the next
+		// turn at once.
 		s.Mu.Lock()
-		s.EndTurnLocked()
+		if cur, _ := s.TurnLocked(); cur == ev.Turn {
+			s.EndTurnLocked()
+		}
 		s.Mu.Unlock()
+		s.Emit(ev)
 		return
 	}
 	s.Emit(ev)
@@ -247,10 +251,10 @@ func (s *session) unreachable(u *engine.Unreachable) {
 	s.emu.Lock()
 	turn := s.CurrentTurn()
 	if !s.ended && turn != "" {
-		s.Emit(engine.Event{Kind: engine.EventTurnEnd, Turn: turn, Error: u.Error(), Limit: &engine.Limit{Unreachable: u}})
 		s.Mu.Lock()
 		s.EndTurnLocked()
 		s.Mu.Unlock()
+		s.Emit(engine.Event{Kind: engine.EventTurnEnd, Turn: turn, Error: u.Error(), Limit: &engine.Limit{Unreachable: u}})
 		s.emu.Unlock()
 		return
 	}
