@@ -105,19 +105,17 @@ func (rg *rig) runner(name string) (root string, stop func()) {
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; nc.Close() })
-	rg.until("runner "+name+" connected", func() bool { return rg.d.Reachable(name) == nil })
+	greeted(t, r)
 	return root, nc.Close
 }
 
-// until waits for cond, checking it every 10 ms.
-func (rg *rig) until(what string, cond func() bool) {
-	rg.t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			rg.t.Fatalf("waited %v for %s", patience, what)
-		}
-		time.Sleep(10 * time.Millisecond)
+// greeted waits for runner r's next answered hello.
+func greeted(t *testing.T, r *Runner) {
+	t.Helper()
+	select {
+	case <-r.Greeted():
+	case <-time.After(patience):
+		t.Fatalf("runner not greeted within %v", patience)
 	}
 }
 
@@ -193,14 +191,11 @@ func TestSessionRunsOnTheRunner(t *testing.T) {
 	if s.Err() != nil {
 		t.Errorf("Err after Close: %v", s.Err())
 	}
-	rg.until("the runner's session gone", func() bool {
-		for _, r := range rg.d.Runners() {
-			if len(r.Agents) > 0 {
-				return false
-			}
+	for _, r := range rg.d.Runners() {
+		if len(r.Agents) > 0 {
+			t.Errorf("runner %s still runs %v after Close", r.Name, r.Agents)
 		}
-		return true
-	})
+	}
 }
 
 // TestARunnerCannotActForAnotherRunnersSession: runner r2, holding r1's
@@ -381,7 +376,7 @@ func TestAPausedLinkComesBack(t *testing.T) {
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; nc.Close() })
-	rg.until("runner connected", func() bool { return rg.d.Reachable("r1") == nil })
+	greeted(t, r)
 
 	s := rg.start()
 	if err := s.Send(context.Background(), engine.Input{Turn: "t1", Messages: []troupe.Message{{ID: 1, From: "@person", Kind: troupe.KindMessage, Text: "!sleep 1m"}}}); err != nil {
@@ -392,8 +387,12 @@ func TestAPausedLinkComesBack(t *testing.T) {
 		t.Fatalf("turn end while the link is paused: %+v", end)
 	}
 	_ = s.Close(context.Background())
+	select { // a token of a hello during the pause, if any
+	case <-r.Greeted():
+	default:
+	}
 	link.Resume()
-	rg.until("runner connected again", func() bool { return rg.d.Reachable("r1") == nil })
+	greeted(t, r)
 	s = rg.start()
 	if end := turn(t, s, "t2", "again"); end.Error != "" || !strings.Contains(end.Text, "echo: again") {
 		t.Fatalf("a turn after the link came back: %+v", end)

@@ -69,6 +69,7 @@ type Runner struct {
 	wg       sync.WaitGroup
 	ctx      context.Context
 	hellos   chan struct{} // a reconnection: say hello again
+	greeted  chan struct{} // a token after each hello the daemon answered
 }
 
 // hosted is one session this runner runs.
@@ -99,8 +100,13 @@ func NewRunner(o RunnerOptions) *Runner {
 		o.MaxBundle = 1 << 30
 	}
 	return &Runner{o: o, log: o.Logger.With("runner", o.Name), sessions: map[string]*hosted{},
-		tokens: map[string]string{}, hellos: make(chan struct{}, 1)}
+		tokens: map[string]string{}, hellos: make(chan struct{}, 1), greeted: make(chan struct{}, 1)}
 }
+
+// Greeted receives a token after each hello the daemon answered: the
+// daemon counts the runner connected from then (one token kept when
+// nobody reads).
+func (r *Runner) Greeted() <-chan struct{} { return r.greeted }
 
 // Reconnected tells the runner its connection came back: it says hello
 // again (bus.Dial's reconnect handler calls it).
@@ -203,6 +209,10 @@ func (r *Runner) hello(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	r.log.Info("connected to the daemon", "sessions", len(rep.Sessions))
+	select {
+	case r.greeted <- struct{}{}:
+	default:
+	}
 	return rep.Beat, nil
 }
 
