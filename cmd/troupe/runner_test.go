@@ -120,6 +120,11 @@ func TestRunnerRemoteAgent(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(proj, "made.txt")); err == nil {
 		t.Error("the coder's file landed in the daemon's project folder")
 	}
+	// The runner's credentials are hidden from its agents: one that read
+	// them could speak for the runner, and so for its other agents.
+	if res := ask("coder", "!sh cat "+creds+"; echo read-done"); !strings.Contains(res.Answer, "read-done") || strings.Contains(res.Answer, "secret:") {
+		t.Errorf("the coder reading the runner's credentials: %q", res.Answer)
+	}
 	// The turn's files came back: the daemon's diff and checkpoint of
 	// the agent show them, as for a local worktree agent.
 	if out, errOut, code := runCLI(t, state, proj, "diff", "coder"); code != 0 || !strings.Contains(out, "+made on the runner") {

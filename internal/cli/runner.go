@@ -28,6 +28,13 @@ func runnerCmd(g *globals) *cobra.Command {
 			if credsFile == "" {
 				return fmt.Errorf("--creds: missing: give the file `troupe runner add NAME` wrote on the daemon's machine")
 			}
+			credsFile, err := filepath.Abs(credsFile)
+			if err != nil {
+				return fmt.Errorf("--creds: %w", err)
+			}
+			if real, err := filepath.EvalSymlinks(credsFile); err == nil {
+				credsFile = real // hidden from the agents where it really is
+			}
 			creds, err := bus.ReadCreds(credsFile)
 			if err != nil {
 				return err
@@ -62,7 +69,7 @@ func runnerCmd(g *globals) *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			fmt.Fprintf(g.out, "runner %s connecting to %s (root %s)\n", creds.Name, creds.URL, root)
-			return daemon.RunRunner(ctx, daemon.RunnerConfig{Creds: creds, Labels: ls, Root: root, MaxAgents: maxAgents, Logger: log})
+			return daemon.RunRunner(ctx, daemon.RunnerConfig{Creds: creds, CredsFile: credsFile, Labels: ls, Root: root, MaxAgents: maxAgents, Logger: log})
 		},
 	}
 	c.AddCommand(runnerAdminCmds(g)...)

@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/remote"
 	"github.com/troupe-dev/troupe/internal/runtime"
+	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -43,7 +44,11 @@ func startRunners(cfg Config, engines map[troupe.Engine]engine.Engine, log *slog
 
 // RunnerConfig configures `troupe runner`.
 type RunnerConfig struct {
-	Creds     bus.Creds
+	Creds bus.Creds
+	// CredsFile is where Creds were read: hidden from the agents (one
+	// that read it could speak for the runner, and so for every agent on
+	// it).
+	CredsFile string
 	Labels    []string
 	Root      string // clones, worktrees and the agents' private folders
 	MaxAgents int
@@ -85,7 +90,7 @@ func RunRunner(ctx context.Context, cfg RunnerConfig) error {
 	defer nc.Close()
 	r = remote.NewRunner(remote.RunnerOptions{Conn: nc, Name: cfg.Creds.Name, Labels: cfg.Labels, Root: cfg.Root,
 		MaxAgents: cfg.MaxAgents, Engines: engines, Logger: log,
-		Sandbox: policies(cfg.Root, func(string) []string { return nil }, cgroups, log)})
+		Sandbox: hideCreds(policies(cfg.Root, func(string) []string { return nil }, cgroups, log), cfg.CredsFile)})
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
@@ -96,6 +101,18 @@ func RunRunner(ctx context.Context, cfg RunnerConfig) error {
 		log.Warn("cgroups' owner stopped", "err", cerr)
 	}
 	return err
+}
+
+// hideCreds adds the runner's credentials file to every agent's hidden
+// paths.
+func hideCreds(pol func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (sandbox.Policy, error), file string) func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (sandbox.Policy, error) {
+	return func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir, work string) (sandbox.Policy, error) {
+		p, err := pol(ctx, k, spec, dir, work)
+		if err == nil && p.On && file != "" {
+			p.Hidden = append(p.Hidden, file)
+		}
+		return p, err
+	}
 }
 
 // ParseLabels splits --labels: names like a runner's, comma separated.
