@@ -56,6 +56,12 @@ func runnerDaemon(b *testing.B, daemonArgs, runnerArgs []string, projs ...string
 // stopRunnerDaemon stops the runner, then the daemon (the benchmark's
 // cleanup would SIGKILL them; a loop of several runs stops each set).
 func stopRunnerDaemon(d *daemon, r *runnerProc) {
+	stopRunner(r)
+	d.stop(syscall.SIGTERM)
+}
+
+// stopRunner stops r: SIGTERM, then SIGKILL to its group after 10 s.
+func stopRunner(r *runnerProc) {
 	syscall.Kill(r.cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-r.done:
@@ -63,7 +69,6 @@ func stopRunnerDaemon(d *daemon, r *runnerProc) {
 		syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
 		<-r.done
 	}
-	d.stop(syscall.SIGTERM)
 }
 
 // runnerAskTeam: local and remote are the same fake agent, one in the
@@ -290,25 +295,35 @@ func writeClearRefs(pid int) error {
 	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 }
 
-// BenchmarkRunnerIdleAgents: N fake agents on runner r1 (in projects of
-// 20, git repositories; --max-sessions and --max-agents N so all are
-// live), each woken by one ask so its session is up on the runner, then
-// left idle for 10 s. Reported, at two sizes so the growth shows: the
-// daemon's and the runner's RSS and OS threads (their children
-// excluded), their CPU during the 10 s idle (percent of one core: the
-// heartbeats), the runner's children (the fake agents and the sandbox's
-// processes around them) and their summed PSS, the daemon's children
-// (none expected: the agents run on the runner), and how long the N first
-// asks took (start-all-s: the runner's clone of each project, a worktree
-// and a session per agent, each one's first turn; one project's agents
-// one after another, the projects at once).
+// BenchmarkRunnerIdleAgents: N fake agents on R runners (r1…rR, each a
+// process with its own HOME and root; in projects of 20 agents, git
+// repositories, agent i of a project on runner i mod R; --max-sessions
+// and --max-agents N so all are live), each woken by one ask so its
+// session is up on its runner, then left idle for 10 s. Sizes: 20 and 100
+// agents on one runner (agents=N), and on 4 runners (agents=N,runners=4),
+// so the growth shows either way. Reported: the daemon's RSS and OS
+// threads (its children excluded), its CPU during the 10 s idle (percent
+// of one core: the heartbeats) and its children (none expected: the agents
+// run on the runners); each runner's RSS and threads (their children
+// excluded) and idle CPU, as the largest of the runners (runner-rss-MB,
+// runner-threads, runner-cpu-%) and summed over them (runners-rss-MB);
+// the runners' children (the fake agents and the sandbox's processes
+// around them) and their summed PSS; how long the N first asks took
+// (start-all-s: each runner's clone of each project, a worktree and a
+// session per agent, each one's first turn; one project's agents one
+// after another, the projects at once).
 func BenchmarkRunnerIdleAgents(b *testing.B) {
 	const perProject = 20
-	for _, n := range []int{20, 100} {
-		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
+	for _, c := range []struct{ n, runners int }{{20, 1}, {100, 1}, {20, 4}, {100, 4}} {
+		n := c.n
+		name := fmt.Sprintf("agents=%d", n)
+		if c.runners > 1 {
+			name += fmt.Sprintf(",runners=%d", c.runners)
+		}
+		b.Run(name, func(b *testing.B) {
 			var team strings.Builder
 			for i := range perProject {
-				fmt.Fprintf(&team, "[[agent]]\nname = \"a%02d\"\nengine = \"fake\"\nrunner = \"r1\"\n\n", i)
+				fmt.Fprintf(&team, "[[agent]]\nname = \"a%02d\"\nengine = \"fake\"\nrunner = \"r%d\"\n\n", i, i%c.runners+1)
 			}
 			for b.Loop() {
 				projs := make([]string, n/perProject)
@@ -316,7 +331,12 @@ func BenchmarkRunnerIdleAgents(b *testing.B) {
 					projs[i] = gitProject(b, team.String())
 				}
 				d, r, cl, ps := runnerDaemon(b, []string{"--max-sessions", fmt.Sprint(n)}, []string{"--max-agents", fmt.Sprint(n)}, projs...)
-				dpid, rpid := d.cmd.Process.Pid, r.cmd.Process.Pid
+				rs := []*runnerProc{r}
+				for i := 2; i <= c.runners; i++ {
+					name := fmt.Sprintf("r%d", i)
+					rs = append(rs, startRunner(b, d.state, name, filepath.Join(b.TempDir(), name+".creds"), "--max-agents", fmt.Sprint(n)))
+				}
+				dpid := d.cmd.Process.Pid
 				ctx := context.Background()
 				start := time.Now()
 				var wg sync.WaitGroup
@@ -336,25 +356,50 @@ func BenchmarkRunnerIdleAgents(b *testing.B) {
 				wg.Wait()
 				woken := time.Since(start)
 				if b.Failed() {
-					b.Fatalf("runner:\n%s", tail(r.logs.String(), 4000))
+					for _, r := range rs {
+						b.Logf("runner:\n%s", tail(r.logs.String(), 4000))
+					}
+					b.FailNow()
 				}
-				if got := len(fakeAgentProcs(b, rpid)); got != n {
-					b.Fatalf("%d fake agent processes up on the runner, want %d", got, n)
+				agents := 0
+				for _, r := range rs {
+					agents += len(fakeAgentProcs(b, r.cmd.Process.Pid))
 				}
-				dcpu0, rcpu0 := cpuTicks(b, dpid), cpuTicks(b, rpid)
+				if agents != n {
+					b.Fatalf("%d fake agent processes up on the runners, want %d", agents, n)
+				}
+				rcpu0 := make([]int64, len(rs))
+				for i, r := range rs {
+					rcpu0[i] = cpuTicks(b, r.cmd.Process.Pid)
+				}
+				dcpu0 := cpuTicks(b, dpid)
 				<-time.After(10 * time.Second)
-				dcpu1, rcpu1 := cpuTicks(b, dpid), cpuTicks(b, rpid)
-				rm, dm := descendantsMemory(b, rpid), descendantsMemory(b, dpid)
+				dcpu1 := cpuTicks(b, dpid)
+				var rssMax, rssSum, threadsMax, cpuMax, pssSum, kids int64
+				for i, r := range rs {
+					rpid := r.cmd.Process.Pid
+					cpu := cpuTicks(b, rpid) - rcpu0[i]
+					rss := int64(rssKB(b, rpid))
+					rm := descendantsMemory(b, rpid)
+					rssMax, rssSum = max(rssMax, rss), rssSum+rss
+					threadsMax, cpuMax = max(threadsMax, int64(statusField(b, rpid, "Threads:"))), max(cpuMax, cpu)
+					pssSum, kids = pssSum+int64(rm.pssKB), kids+int64(rm.procs)
+				}
+				dm := descendantsMemory(b, dpid)
 				b.ReportMetric(float64(rssKB(b, dpid))/1024, "daemon-rss-MB")
 				b.ReportMetric(float64(statusField(b, dpid, "Threads:")), "daemon-threads")
 				b.ReportMetric(float64(dcpu1-dcpu0)/10, "daemon-cpu-%")
 				b.ReportMetric(float64(dm.procs), "daemon-children")
-				b.ReportMetric(float64(rssKB(b, rpid))/1024, "runner-rss-MB")
-				b.ReportMetric(float64(statusField(b, rpid, "Threads:")), "runner-threads")
-				b.ReportMetric(float64(rcpu1-rcpu0)/10, "runner-cpu-%")
-				b.ReportMetric(float64(rm.procs), "runner-children")
-				b.ReportMetric(float64(rm.pssKB)/1024, "runner-children-pss-MB")
+				b.ReportMetric(float64(rssMax)/1024, "runner-rss-MB")
+				b.ReportMetric(float64(rssSum)/1024, "runners-rss-MB")
+				b.ReportMetric(float64(threadsMax), "runner-threads")
+				b.ReportMetric(float64(cpuMax)/10, "runner-cpu-%")
+				b.ReportMetric(float64(kids), "runner-children")
+				b.ReportMetric(float64(pssSum)/1024, "runner-children-pss-MB")
 				b.ReportMetric(woken.Seconds(), "start-all-s")
+				for _, r := range rs[1:] {
+					stopRunner(r)
+				}
 				stopRunnerDaemon(d, r)
 			}
 		})

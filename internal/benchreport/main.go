@@ -136,6 +136,12 @@ var ratios = []ratio{
 		metric: "runner-rss-MB", note: "runner RSS, 5× the agents"},
 	{big: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100", small: "cmd/troupe BenchmarkRunnerIdleAgents/agents=20",
 		metric: "runner-children-pss-MB", value: 5, note: "the agents' processes: linear at most, 5× the agents"},
+	{big: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100,runners=4", small: "cmd/troupe BenchmarkRunnerIdleAgents/agents=20,runners=4",
+		metric: "daemon-threads", value: 1.5, note: "4 runners: no daemon thread per remote agent"},
+	{big: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100,runners=4", small: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100",
+		metric: "daemon-rss-MB", note: "100 agents, daemon RSS: 4 runners ÷ 1"},
+	{big: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100,runners=4", small: "cmd/troupe BenchmarkRunnerIdleAgents/agents=100",
+		metric: "runner-rss-MB", note: "100 agents, the largest runner's RSS: 4 runners ÷ 1"},
 }
 
 func main() {
