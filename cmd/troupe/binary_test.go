@@ -309,6 +309,11 @@ func TestBinarySecondDaemonOnSameStateDirRefused(t *testing.T) {
 	if msg := string(out); !strings.Contains(msg, "another troupe daemon") || !strings.Contains(msg, fmt.Sprint(d.cmd.Process.Pid)) {
 		t.Fatalf("second daemon said %q; want it to name the running daemon's pid", msg)
 	}
+	// And the processes that hold the lock, found in /proc (the pid in the
+	// file is only the last daemon that took it).
+	if msg := string(out); !strings.Contains(msg, fmt.Sprintf("the lock file is open in pid %d (", d.cmd.Process.Pid)) || !strings.Contains(msg, " serve ") {
+		t.Fatalf("second daemon said %q; want it to name the process that has the lock file open", msg)
+	}
 	// The first one is unharmed.
 	mustTroupe(t, state, t.TempDir(), "status")
 	d.stop(syscall.SIGTERM)

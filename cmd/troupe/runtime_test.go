@@ -145,12 +145,27 @@ engine = "fake"
 	if ps[0].ID == ps[1].ID || ps[0].ID == ps[2].ID || ps[1].ID == ps[2].ID {
 		t.Fatal("copied projects share an id")
 	}
-	stop := time.After(4 * time.Second) // the length of the load, not a wait for a result
-	done := make(chan struct{})
-	go func() { <-stop; close(done) }()
+	// The load lasts 4 s and until it means something (10 asks to A and
+	// to B, 10 sends to C), a minute at most: a slow machine loads longer.
 	var mu sync.Mutex
 	sent := map[troupe.ProjectID]int{}
 	asked := map[troupe.ProjectID]int{}
+	enough := make(chan struct{})
+	var enoughOnce sync.Once
+	counted := func() { // mu held
+		if asked[ps[0].ID] >= 10 && asked[ps[1].ID] >= 10 && sent[ps[2].ID] >= 10 {
+			enoughOnce.Do(func() { close(enough) })
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		<-time.After(4 * time.Second) // the length of the load, not a wait for a result
+		select {
+		case <-enough:
+		case <-time.After(time.Minute): // the check below says it was too light
+		}
+		close(done)
+	}()
 	var wg sync.WaitGroup
 	for pi, p := range ps {
 		for w := range 2 {
@@ -170,6 +185,7 @@ engine = "fake"
 						}
 						mu.Lock()
 						asked[p.ID]++
+						counted()
 						mu.Unlock()
 					}
 				})
@@ -187,6 +203,7 @@ engine = "fake"
 					}
 					mu.Lock()
 					sent[p.ID]++
+					counted()
 					mu.Unlock()
 				}
 			})

@@ -31,6 +31,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/claudefmt"
 	"github.com/troupe-dev/troupe/internal/claudesessions"
+	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/openai"
 	"github.com/troupe-dev/troupe/internal/events"
@@ -487,7 +488,14 @@ func lock(dir statedir.Dir) (unlock func(), err error) {
 		f.Close()
 		pid := strings.TrimSpace(string(b))
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another troupe daemon (pid %s) is running on state dir %s: stop it first, or pass another --state-dir", pid, string(dir))
+			// The pid in the file is the last daemon that took the lock;
+			// the lock is held by whoever has the file open now (a
+			// process that inherited it, say): name them when /proc can.
+			held := ""
+			if hs := lockHolders(dir.LockFile()); len(hs) > 0 {
+				held = "; the lock file is open in " + strings.Join(hs, ", ")
+			}
+			return nil, fmt.Errorf("another troupe daemon (pid %s) is running on state dir %s%s: stop it first, or pass another --state-dir", pid, string(dir), held)
 		}
 		return nil, fmt.Errorf("lock state dir %s: %w", string(dir), err)
 	}
@@ -498,6 +506,33 @@ func lock(dir statedir.Dir) (unlock func(), err error) {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
 	}, nil
+}
+
+// lockHolders names the processes that have file open, from /proc (only
+// those whose fds this process may read), at most 4: "pid 123 (troupe
+// serve)".
+func lockHolders(file string) []string {
+	procs, _ := os.ReadDir("/proc")
+	var out []string
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		fds, _ := os.ReadDir(filepath.Join("/proc", p.Name(), "fd"))
+		for _, fd := range fds {
+			if l, err := os.Readlink(filepath.Join("/proc", p.Name(), "fd", fd.Name())); err == nil && l == file {
+				cmd, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+				words, _ := clip.Ellipsis(strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")), 80)
+				out = append(out, fmt.Sprintf("pid %d (%s)", pid, words))
+				break
+			}
+		}
+		if len(out) == 4 {
+			break
+		}
+	}
+	return out
 }
 
 // retain applies inbox.DefaultRetention to the conversations at start,
