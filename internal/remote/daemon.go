@@ -22,6 +22,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/bus"
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/task"
 	"github.com/troupe-dev/troupe/internal/troupe"
 	"github.com/troupe-dev/troupe/internal/worktree"
 )
@@ -67,9 +68,10 @@ type Daemon struct {
 	mu       sync.Mutex
 	runners  map[string]*runnerState
 	sessions map[string]*session
-	ctx      context.Context // Run's; nil before
-	mcpH     http.Handler    // Run's
-	wg       sync.WaitGroup  // request handlers and consumers
+	ctx      context.Context                                 // Run's; nil before
+	mcpH     http.Handler                                    // Run's
+	taskEnd  func(context.Context, string, task.Ended) error // OnTaskEnd
+	wg       sync.WaitGroup                                  // request handlers and consumers
 }
 
 // runnerState is what the daemon knows of one runner.
@@ -248,7 +250,11 @@ func (d *Daemon) consume(ctx context.Context, name string, stream jetstream.Stre
 		return fmt.Errorf("open runner %s's stream: %w", name, err)
 	}
 	cc, err := c.Consume(func(m jetstream.Msg) {
-		d.deliver(name, m.Data())
+		if err := d.deliver(name, m.Data()); err != nil {
+			d.log.Warn("a runner's record not handled; given again", "runner", name, "err", err, "in", taskRetry)
+			_ = m.NakWithDelay(taskRetry)
+			return
+		}
 		if err := m.Ack(); err != nil {
 			d.log.Warn("acknowledge a runner's event", "runner", name, "err", err)
 		}
@@ -278,21 +284,26 @@ func (d *Daemon) seen(name string) {
 	d.mu.Unlock()
 }
 
-// deliver hands one durable record to its session.
-func (d *Daemon) deliver(name string, data []byte) {
+// deliver hands one durable record to its session, or a task's end to
+// the task manager (an error: the stream gives it again).
+func (d *Daemon) deliver(name string, data []byte) error {
 	d.seen(name)
 	var rec durable
 	if err := json.Unmarshal(data, &rec); err != nil {
 		d.log.Warn("a runner's event does not decode; dropped", "runner", name, "err", err)
-		return
+		return nil
+	}
+	if rec.TaskEnd != nil {
+		return d.taskEnded(name, rec.TaskEnd)
 	}
 	d.mu.Lock()
 	s := d.sessions[rec.Session]
 	d.mu.Unlock()
 	if s == nil || s.runner != name {
-		return // a session of a daemon before this one, or closed
+		return nil // a session of a daemon before this one, or closed
 	}
 	s.receive(rec)
+	return nil
 }
 
 func (d *Daemon) beat(m *nats.Msg) {

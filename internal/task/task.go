@@ -41,21 +41,21 @@ const MaxTimeout = 24 * time.Hour
 
 // Task is a background shell job and, once it ended, how.
 type Task struct {
-	ID       ID               `json:"id"`
-	Project  troupe.ProjectID `json:"project"`
-	Owner    troupe.AgentID   `json:"owner"` // an agent of Project, or troupe.Person
-	Command  string           `json:"command"`
-	Cwd      string           `json:"cwd"`     // resolved real path, inside the project folder
-	Timeout  time.Duration    `json:"timeout"` // 0: none
+	ID      ID               `json:"id"`
+	Project troupe.ProjectID `json:"project"`
+	Owner   troupe.AgentID   `json:"owner"` // an agent of Project, or troupe.Person
+	Command string           `json:"command"`
+	Cwd     string           `json:"cwd"`     // resolved real path, inside the project folder
+	Timeout time.Duration    `json:"timeout"` // 0: none
 	// Runner is the runner the task runs on (its owner's, internal/remote):
 	// its supervisor, folder and output are there, its end comes from
 	// there (Options.Remote); "" on this machine. Cwd is then relative to
 	// the owner's worktree on the runner.
-	Runner   string           `json:"runner,omitempty"`
-	State    State            `json:"state"`
-	ExitCode int              `json:"exit_code"`        // -1 when the job did not exit by itself
-	Signal   string           `json:"signal,omitempty"` // e.g. "SIGTERM", when a signal ended the job
-	Reason   string           `json:"reason,omitempty"` // why it failed, was killed or was lost
+	Runner   string `json:"runner,omitempty"`
+	State    State  `json:"state"`
+	ExitCode int    `json:"exit_code"`        // -1 when the job did not exit by itself
+	Signal   string `json:"signal,omitempty"` // e.g. "SIGTERM", when a signal ended the job
+	Reason   string `json:"reason,omitempty"` // why it failed, was killed or was lost
 	// StartedAt is when the Manager started the supervisor; EndedAt when
 	// the job ended (zero while running).
 	StartedAt time.Time `json:"started_at"`
