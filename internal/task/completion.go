@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -234,7 +235,20 @@ func (m *Manager) CompleteRemote(ctx context.Context, runner string, e Ended) er
 	if e.Result.EndedAt.IsZero() || e.Result.EndedAt.Before(t.StartedAt) {
 		e.Result.EndedAt = time.Now().UTC() // another machine's clock
 	}
+	// What another machine says is bounded as a local supervisor's is.
 	e.Tail = clip.Tail(e.Tail, 4*messageBytes)
+	e.Result.Reason, _ = clip.Ellipsis(e.Result.Reason, 2*messageBytes)
+	e.Result.Signal, _ = clip.Ellipsis(e.Result.Signal, 16)
+	if s := e.Stopped; s != nil {
+		stopped := *s
+		stopped.Procs = slices.Clone(s.Procs[:min(len(s.Procs), maxStoppedListed)])
+		for i := range stopped.Procs {
+			stopped.Procs[i].Command, _ = clip.Ellipsis(stopped.Procs[i].Command, maxStoppedCommand)
+			stopped.Procs[i].Escaped, _ = clip.Ellipsis(stopped.Procs[i].Escaped, 16)
+		}
+		stopped.Signal, _ = clip.Ellipsis(stopped.Signal, 16)
+		e.Stopped = &stopped
+	}
 	e.Task = t
 	log := m.log.With("task", t.ID, "project", t.Project, "agent", t.Owner, "runner", runner)
 	return m.conclude(ctx, log, t, e)

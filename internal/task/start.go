@@ -310,7 +310,11 @@ func (m *Manager) startRemote(ctx context.Context, owner troupe.RuntimeKey, j Jo
 		return Task{}, fmt.Errorf("start task: %w", err)
 	}
 	j.ID = t.ID
+	j.MaxOutput = cmp.Or(j.MaxOutput, m.maxOutput) // this daemon's default cap, there too
 	if err := m.remote.Start(ctx, t, j); err != nil {
+		// An answer lost on the way may hide a task that runs: it is
+		// stopped (a runner that does not know it refuses the kill).
+		_ = m.remote.Kill(context.WithoutCancel(ctx), t)
 		err = fmt.Errorf("start task %s on runner %s: %w", t.ID, runner, err)
 		res := Result{State: Failed, ExitCode: -1, Reason: err.Error(), EndedAt: time.Now().UTC()}
 		m.conclude(ctx, m.log.With("task", t.ID, "project", t.Project, "agent", t.Owner), t, Ended{Task: t, Result: res})
