@@ -288,7 +288,7 @@ func Run(ctx context.Context, cfg Config) error {
 	tasks := task.New(task.Options{Store: db.Tasks(), Inbox: db.Inbox(), Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
 		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject, MaxOutput: cfg.TaskMaxOutput, Remote: remoteTasks})
 	if links != nil {
-		links.rd.OnTaskEnd(tasks.CompleteRemote) // a runner's task's end, recorded and posted here
+		links.rd.SetTasks(tasks) // a runner's task's end, recorded and posted here
 	}
 	trees := worktree.New(filepath.Join(cfg.StateDir, "worktrees"))
 	claudeDir := cfg.ClaudeDir

@@ -22,7 +22,6 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/bus"
 	"github.com/troupe-dev/troupe/internal/engine"
-	"github.com/troupe-dev/troupe/internal/task"
 	"github.com/troupe-dev/troupe/internal/troupe"
 	"github.com/troupe-dev/troupe/internal/worktree"
 )
@@ -68,10 +67,10 @@ type Daemon struct {
 	mu       sync.Mutex
 	runners  map[string]*runnerState
 	sessions map[string]*session
-	ctx      context.Context                                 // Run's; nil before
-	mcpH     http.Handler                                    // Run's
-	taskEnd  func(context.Context, string, task.Ended) error // OnTaskEnd
-	wg       sync.WaitGroup                                  // request handlers and consumers
+	ctx      context.Context // Run's; nil before
+	mcpH     http.Handler    // Run's
+	taskRows TaskRows        // SetTasks
+	wg       sync.WaitGroup  // request handlers and consumers
 }
 
 // runnerState is what the daemon knows of one runner.
@@ -236,7 +235,7 @@ func (d *Daemon) hello(ctx context.Context, name string, m *nats.Msg) (any, erro
 		}
 	}
 	d.log.Info("runner connected", "runner", name, "labels", h.Labels, "sessions", len(h.Sessions), "kept", len(known))
-	return helloReply{Sessions: known, Beat: d.o.Beat}, nil
+	return helloReply{Sessions: known, Beat: d.o.Beat, Tasks: d.runningOn(ctx, name)}, nil
 }
 
 // consume reads runner name's stream: every session's events, in order.

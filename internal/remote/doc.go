@@ -35,7 +35,9 @@
 //     the stream with the task's completion key as its id until
 //     acknowledged; the daemon records it with task.Manager.CompleteRemote
 //     (the same key: a redelivery is no second message) before it
-//     acknowledges it.
+//     acknowledges it. The answer to each hello lists the tasks the
+//     daemon records as running on the runner; the runner reports those
+//     it has no record of as lost, the same way.
 //   - runner → daemon, published: a heartbeat with each session's
 //     activity count (stderr output is activity too, C3). A runner
 //     silent for MissedBeats beats is unreachable: its sessions end with

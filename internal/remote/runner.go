@@ -219,6 +219,9 @@ func (r *Runner) hello(ctx context.Context) (time.Duration, error) {
 	if err := json.Unmarshal(data, &rep); err != nil {
 		return 0, fmt.Errorf("decode hello's answer: %w", err)
 	}
+	if len(rep.Tasks) > 0 {
+		r.wg.Go(func() { r.checkTasks(rep.Tasks) })
+	}
 	for _, id := range ids {
 		if !slices.Contains(rep.Sessions, id) {
 			r.log.Info("closing a session the daemon no longer knows", "session", id)

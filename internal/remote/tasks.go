@@ -69,33 +69,63 @@ type taskOutput struct {
 // Tasks is the daemon's task.Remote: the tasks of its runners' agents.
 func (d *Daemon) Tasks() task.Remote { return remoteTasks{d} }
 
-// OnTaskEnd sets the function that records a task's end a runner
-// reported (task.Manager.CompleteRemote); an error other than
-// troupe.ErrNotFound leaves the end in the stream, given again. Call it
-// before Run.
-func (d *Daemon) OnTaskEnd(fn func(ctx context.Context, runner string, e task.Ended) error) {
+// TaskRows is what the daemon's side needs of the daemon's task manager
+// (task.Manager).
+type TaskRows interface {
+	// CompleteRemote records the end of a task a runner reported; an
+	// error other than troupe.ErrNotFound leaves the end in the stream,
+	// given again.
+	CompleteRemote(ctx context.Context, runner string, e task.Ended) error
+	// RunningOn lists the tasks recorded as running on runner.
+	RunningOn(ctx context.Context, runner string) ([]task.Task, error)
+}
+
+// SetTasks gives the daemon's side its task manager. Call it before Run.
+func (d *Daemon) SetTasks(m TaskRows) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.taskEnd = fn
+	d.taskRows = m
 }
 
 // taskEnded records a task's end from runner name's stream.
 func (d *Daemon) taskEnded(name string, e *task.Ended) error {
 	d.mu.Lock()
-	fn, ctx := d.taskEnd, d.ctx
+	rows, ctx := d.taskRows, d.ctx
 	d.mu.Unlock()
-	if fn == nil || ctx == nil {
+	if rows == nil || ctx == nil {
 		return errors.New("record a task's end: no task manager yet")
 	}
 	ctx, cancel := context.WithTimeout(ctx, closeWait)
 	defer cancel()
-	err := fn(ctx, name, *e)
+	err := rows.CompleteRemote(ctx, name, *e)
 	if errors.Is(err, troupe.ErrNotFound) {
 		// Not a task of this runner's: dropped, said.
 		d.log.Warn("a runner reported the end of a task it does not run; dropped", "runner", name, "task", e.Task.ID, "err", err)
 		return nil
 	}
 	return err
+}
+
+// runningOn is what hello answers a runner of its tasks: those recorded
+// here as running on it, their ids and owners only. The runner reports
+// the ones it has no record of as lost.
+func (d *Daemon) runningOn(ctx context.Context, name string) []task.Task {
+	d.mu.Lock()
+	rows := d.taskRows
+	d.mu.Unlock()
+	if rows == nil {
+		return nil
+	}
+	ts, err := rows.RunningOn(ctx, name)
+	if err != nil {
+		d.log.Warn("list a runner's tasks", "runner", name, "err", err)
+		return nil
+	}
+	out := make([]task.Task, len(ts))
+	for i, t := range ts {
+		out[i] = task.Task{ID: t.ID, Project: t.Project, Owner: t.Owner, Runner: t.Runner, State: t.State, StartedAt: t.StartedAt}
+	}
+	return out
 }
 
 type remoteTasks struct{ d *Daemon }
@@ -237,6 +267,31 @@ func (r *Runner) startTasks(ctx context.Context) error {
 	})
 	r.wg.Go(func() { r.publishTasks(ctx) })
 	return nil
+}
+
+// checkTasks reports as lost the tasks the daemon records as running here
+// that this runner has no record of (its records were lost, or the start
+// never reached it); the daemon lists them again at the next hello, so a
+// report that does not get through is tried again then.
+func (r *Runner) checkTasks(ts []task.Task) {
+	for _, t := range ts {
+		if r.book == nil || r.book.has(t.ID) {
+			continue
+		}
+		e := task.Ended{Task: t, Result: task.Result{State: task.Lost, ExitCode: -1, EndedAt: time.Now().UTC(),
+			Reason: fmt.Sprintf("runner %s has no record of it (its records were lost, or the start never reached it)", r.o.Name)}}
+		data, err := json.Marshal(durable{TaskEnd: &e})
+		if err != nil {
+			continue
+		}
+		msg := &nats.Msg{Subject: bus.Durable(r.o.Name) + ".task", Data: data,
+			Header: nats.Header{nats.MsgIdHdr: []string{task.CompletionKey(t.ID)}}}
+		if err := r.publishOnce(msg); err != nil {
+			r.log.Warn("report a task this runner does not know as lost", "task", t.ID, "err", err)
+			return
+		}
+		r.log.Warn("a task the daemon records here is unknown: reported lost", "project", t.Project, "agent", t.Owner, "task", t.ID)
+	}
 }
 
 // kickTasks wakes the publisher of the tasks' ends.
@@ -489,6 +544,13 @@ func (b *taskBook) Report(_ context.Context, key string, e task.Ended) (int64, b
 	b.mu.Unlock()
 	b.kick()
 	return next.ReportID, true, nil
+}
+
+// has says whether the book has a record of task id.
+func (b *taskBook) has(id task.ID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.recs[id] != nil
 }
 
 // unsent lists the ends kept and not yet acknowledged, oldest first.

@@ -35,7 +35,7 @@ func (rg *rig) tasks() *taskSide {
 	ts.m = task.New(task.Options{Store: ts.store, Inbox: ts.inbox, Dir: filepath.Join(t.TempDir(), "tasks"),
 		Supervisor: task.TestSupervisorCommand(), Remote: rg.d.Tasks()})
 	ts.m.OnComplete(func(m troupe.Message) { ts.notes <- m })
-	rg.d.OnTaskEnd(ts.m.CompleteRemote)
+	rg.d.SetTasks(ts.m)
 	ctx, cancel := context.WithCancel(rg.ctx)
 	done := make(chan struct{})
 	go func() { ts.m.Run(ctx); close(done) }()
@@ -258,5 +258,29 @@ func closed(t *testing.T, s engine.Session) {
 		case <-timeout:
 			t.Fatal("session still open")
 		}
+	}
+}
+
+// TestATaskItsRunnerDoesNotKnowIsLost: a task the daemon records as
+// running on a runner that has no record of it (its root was reset, or
+// the daemon died between the row and the start) ends lost, naming the
+// runner, when the runner says hello; once.
+func TestATaskItsRunnerDoesNotKnowIsLost(t *testing.T) {
+	rg := newRig(t)
+	ts := rg.tasks()
+	row := task.Task{ID: "0badc0de", Project: "p1", Owner: "coder", Command: "make", Cwd: ".", Runner: "r1"}
+	if err := ts.store.CreateTask(rg.ctx, row); err != nil {
+		t.Fatal(err)
+	}
+	rg.runner("r1")
+	msg := ts.next(t)
+	if !strings.Contains(msg.Text, "0badc0de") || !strings.Contains(msg.Text, "was lost") || !strings.Contains(msg.Text, "runner r1 has no record of it") {
+		t.Fatalf("completion %+v", msg)
+	}
+	if got, _ := ts.m.Task(rg.ctx, "p1", row.ID); got.State != task.Lost {
+		t.Errorf("row %+v, want lost", got)
+	}
+	if ms := ts.completions(t); len(ms) != 1 {
+		t.Errorf("%d completions, want 1", len(ms))
 	}
 }

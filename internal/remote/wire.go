@@ -86,6 +86,10 @@ type helloReply struct {
 	Sessions []string `json:"sessions,omitempty"`
 	// Beat is how often the runner says it is alive.
 	Beat time.Duration `json:"beat"`
+	// Tasks are the tasks the daemon records as running on the runner
+	// (ids and owners): the runner reports those it has no record of as
+	// lost (tasks.go).
+	Tasks []task.Task `json:"tasks,omitempty"`
 }
 
 // beat is a runner's heartbeat, with each session's activity (C3: stderr

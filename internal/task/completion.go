@@ -254,6 +254,19 @@ func (m *Manager) CompleteRemote(ctx context.Context, runner string, e Ended) er
 	return m.conclude(ctx, log, t, e)
 }
 
+// RunningOn lists the tasks recorded as running on runner. It holds the
+// start lock: every start it does not list was answered by the runner
+// before (the task is in the runner's records) or is asked after.
+func (m *Manager) RunningOn(ctx context.Context, runner string) ([]Task, error) {
+	m.startMu.Lock()
+	defer m.startMu.Unlock()
+	ts, err := m.store.RunningTasks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list runner %s's tasks: %w", runner, err)
+	}
+	return slices.DeleteFunc(ts, func(t Task) bool { return t.Runner != runner }), nil
+}
+
 // complete records how t ended, in two steps of one transaction each:
 // post appends the completion message to the owner's inbox under the key
 // task:<id>, then the task row records the end with the message's id. A
