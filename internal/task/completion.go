@@ -254,17 +254,19 @@ func (m *Manager) CompleteRemote(ctx context.Context, runner string, e Ended) er
 	return m.conclude(ctx, log, t, e)
 }
 
-// RunningOn lists the tasks recorded as running on runner. It holds the
-// start lock: every start it does not list was answered by the runner
-// before (the task is in the runner's records) or is asked after.
+// RunningOn lists the tasks recorded as running on runner, but those
+// being started there: every task it lists was answered by its runner
+// (it is in the runner's records) before RunningOn returned.
 func (m *Manager) RunningOn(ctx context.Context, runner string) ([]Task, error) {
-	m.startMu.Lock()
-	defer m.startMu.Unlock()
 	ts, err := m.store.RunningTasks(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list runner %s's tasks: %w", runner, err)
 	}
-	return slices.DeleteFunc(ts, func(t Task) bool { return t.Runner != runner }), nil
+	// Read after the rows: a start answered in between is listed, and
+	// is in the runner's records.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.DeleteFunc(ts, func(t Task) bool { return t.Runner != runner || m.starting[t.ID] }), nil
 }
 
 // complete records how t ended, in two steps of one transaction each:

@@ -109,12 +109,13 @@ type Manager struct {
 	// one step.
 	startMu sync.Mutex
 
-	// mu guards live, ctx, watching and notify, and orders wg.Go before
+	// mu guards live, ctx, watching, starting and notify, and orders wg.Go before
 	// wg.Wait.
 	mu       sync.Mutex
 	live     bool            // Run is running
 	ctx      context.Context // Run's context, while live
 	watching map[ID]bool     // tasks with a watcher
+	starting map[ID]bool     // tasks being started on their runners (startRemote)
 	wg       sync.WaitGroup  // the watchers
 
 	adopted func() // tests: called once Run has given every running task a watcher
@@ -155,6 +156,7 @@ func New(o Options) *Manager {
 		foldersMax: o.Folders,
 		log:        o.Logger,
 		watching:   make(map[ID]bool),
+		starting:   make(map[ID]bool),
 	}
 	if len(m.supervisor) == 0 {
 		exe, err := os.Executable()

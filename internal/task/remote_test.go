@@ -16,10 +16,16 @@ type fakeRemote struct {
 	started []Job
 	killed  []ID
 	fail    error
+	hold    chan struct{} // non-nil: Start waits for it (asked says it was asked)
+	asked   chan struct{}
 }
 
 func (f *fakeRemote) RunnerOf(troupe.RuntimeKey) (string, error) { return "r1", nil }
 func (f *fakeRemote) Start(_ context.Context, t Task, j Job) error {
+	if f.hold != nil {
+		f.asked <- struct{}{}
+		<-f.hold
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.started = append(f.started, j)
@@ -113,5 +119,35 @@ func TestRemoteTaskThatDoesNotStart(t *testing.T) {
 	h2 := newHarness(t, nil)
 	if _, err := h2.manager().Start(t.Context(), p1dev, "", Job{Command: "true", Remote: true}); err == nil || !strings.Contains(err.Error(), "no runners' link") {
 		t.Errorf("start on a runner without a link: %v", err)
+	}
+}
+
+// TestRunningOnLeavesOutTasksBeingStarted: while a runner takes its time
+// to answer a start, the task is not listed as its (its hello's check
+// would call it lost) and other starts go on; once answered, it is.
+func TestRunningOnLeavesOutTasksBeingStarted(t *testing.T) {
+	rem := &fakeRemote{hold: make(chan struct{}), asked: make(chan struct{}, 1)}
+	h := newHarness(t, func(o *Options) { o.Remote = rem })
+	m, _ := h.run(t)
+	done := make(chan Task, 1)
+	go func() {
+		tk, err := m.Start(context.Background(), p1dev, "", Job{Command: "make", Remote: true})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- tk
+	}()
+	<-rem.asked
+	if ts, err := m.RunningOn(t.Context(), "r1"); err != nil || len(ts) != 0 {
+		t.Errorf("RunningOn while the start waits: %+v, %v", ts, err)
+	}
+	local := h.start(t, m, "true", 0) // not held up by the runner
+	if local.Runner != "" {
+		t.Errorf("local task %+v", local)
+	}
+	close(rem.hold)
+	tk := <-done
+	if ts, err := m.RunningOn(t.Context(), "r1"); err != nil || len(ts) != 1 || ts[0].ID != tk.ID {
+		t.Errorf("RunningOn once answered: %+v, %v; want %s", ts, err, tk.ID)
 	}
 }

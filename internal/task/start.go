@@ -293,22 +293,29 @@ func (m *Manager) startRemote(ctx context.Context, owner troupe.RuntimeKey, j Jo
 	if err != nil {
 		return Task{}, fmt.Errorf("start task: %w", err)
 	}
+	// The runner is asked outside the start lock (it may take its time):
+	// the task is marked in flight until it answers (RunningOn).
 	m.startMu.Lock()
-	defer m.startMu.Unlock()
 	if err := m.underLimit(ctx, owner.Project); err != nil {
+		m.startMu.Unlock()
 		return Task{}, err
 	}
 	t := Task{Project: owner.Project, Owner: owner.Agent, Command: j.Command, Cwd: cmp.Or(filepath.Clean(j.Cwd), "."),
 		Timeout: j.Timeout, Runner: runner, State: Running, StartedAt: time.Now().UTC()}
 	for range 8 {
 		t.ID = newID()
+		m.inFlight(t.ID, true)
 		if err = m.store.CreateTask(ctx, t); !errors.Is(err, troupe.ErrAlreadyExists) {
 			break
 		}
+		m.inFlight(t.ID, false)
 	}
+	m.startMu.Unlock()
 	if err != nil {
+		m.inFlight(t.ID, false)
 		return Task{}, fmt.Errorf("start task: %w", err)
 	}
+	defer m.inFlight(t.ID, false)
 	j.ID = t.ID
 	j.MaxOutput = cmp.Or(j.MaxOutput, m.maxOutput) // this daemon's default cap, there too
 	if err := m.remote.Start(ctx, t, j); err != nil {
@@ -328,6 +335,17 @@ func (m *Manager) startRemote(ctx context.Context, owner troupe.RuntimeKey, j Jo
 		changed(t)
 	}
 	return t, nil
+}
+
+// inFlight marks (or unmarks) task id as being started on its runner.
+func (m *Manager) inFlight(id ID, on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if on {
+		m.starting[id] = true
+	} else {
+		delete(m.starting, id)
+	}
 }
 
 // underLimit refuses a start in project p when it runs as many tasks as
