@@ -34,16 +34,19 @@ type RunTaskRequest struct {
 // Task is a background task as the API shows it: task.Task without the
 // daemon's bookkeeping, which only ?debug=1 adds.
 type Task struct {
-	ID       task.ID          `json:"id"`
-	Project  troupe.ProjectID `json:"project"`
-	Owner    troupe.AgentID   `json:"owner"` // an agent of Project, or "@person"
-	Command  string           `json:"command"`
-	Cwd      string           `json:"cwd"`
-	Timeout  Duration         `json:"timeout"` // "0s": none
-	State    task.State       `json:"state"`
-	ExitCode int              `json:"exit_code"`        // -1 when the job did not exit by itself
-	Signal   string           `json:"signal,omitempty"` // e.g. "SIGTERM", when a signal ended the job
-	Reason   string           `json:"reason,omitempty"` // why it failed, was killed or was lost
+	ID      task.ID          `json:"id"`
+	Project troupe.ProjectID `json:"project"`
+	Owner   troupe.AgentID   `json:"owner"` // an agent of Project, or "@person"
+	Command string           `json:"command"`
+	Cwd     string           `json:"cwd"`
+	Timeout Duration         `json:"timeout"` // "0s": none
+	// Runner is the runner the task runs on (its owner's); absent: the
+	// daemon's machine. Cwd is then relative to the owner's worktree there.
+	Runner   string     `json:"runner,omitempty"`
+	State    task.State `json:"state"`
+	ExitCode int        `json:"exit_code"`        // -1 when the job did not exit by itself
+	Signal   string     `json:"signal,omitempty"` // e.g. "SIGTERM", when a signal ended the job
+	Reason   string     `json:"reason,omitempty"` // why it failed, was killed or was lost
 	// EndedAt is zero while the task runs.
 	StartedAt time.Time `json:"started_at"`
 	EndedAt   time.Time `json:"ended_at,omitzero"`
@@ -69,7 +72,7 @@ type TaskDebug struct {
 
 func toTask(t task.Task, debug bool) Task {
 	out := Task{ID: t.ID, Project: t.Project, Owner: t.Owner, Command: t.Command, Cwd: t.Cwd,
-		Timeout: Duration(t.Timeout), State: t.State, ExitCode: t.ExitCode, Signal: t.Signal, Reason: t.Reason,
+		Timeout: Duration(t.Timeout), Runner: t.Runner, State: t.State, ExitCode: t.ExitCode, Signal: t.Signal, Reason: t.Reason,
 		StartedAt: t.StartedAt, EndedAt: t.EndedAt, Stopped: t.Stopped, Output: t.Output}
 	if debug {
 		out.Debug = &TaskDebug{SupervisorPID: t.SupervisorPID, SupervisorStart: t.SupervisorStart, Notified: t.Notified}

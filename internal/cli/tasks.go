@@ -32,14 +32,18 @@ func tasksCmd(g *globals) *cobra.Command {
 				return g.printJSON(ts)
 			}
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tOWNER\tSTATE\tEXIT\tSTARTED\tCOMMAND")
+			fmt.Fprintln(tw, "ID\tOWNER\tSTATE\tEXIT\tSTARTED\tRUNS ON\tCOMMAND")
 			for _, t := range ts {
 				exit := ""
 				if t.State.Final() {
 					exit = fmt.Sprint(t.ExitCode)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Owner, t.State, exit,
-					t.StartedAt.Local().Format("15:04:05"), oneLine(t.Command, 60))
+				where := "here"
+				if t.Runner != "" {
+					where = "runner " + t.Runner
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Owner, t.State, exit,
+					t.StartedAt.Local().Format("15:04:05"), where, oneLine(t.Command, 60))
 			}
 			return tw.Flush()
 		},
@@ -123,6 +127,9 @@ func taskCmd(g *globals) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(g.out, "task %s (%s) owner %s\ncommand: %s\n", t.ID, t.State, t.Owner, t.Command)
+			if t.Runner != "" {
+				fmt.Fprintf(g.out, "runs on runner %s (its cwd relative to the owner's worktree there)\n", t.Runner)
+			}
 			if t.State.Final() {
 				fmt.Fprintf(g.out, "exit code %d after %v", t.ExitCode, t.EndedAt.Sub(t.StartedAt).Round(time.Millisecond))
 				if t.Reason != "" {

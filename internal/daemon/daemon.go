@@ -276,8 +276,21 @@ func Run(ctx context.Context, cfg Config) error {
 	// 0.0.0.0 or [::], which the Host check refuses.
 	local := api.LocalAddr(addr)
 	tokens := mcp.NewTokens()
+	links, err := startRunners(cfg, engines, log)
+	if err != nil {
+		return err
+	}
+	var remoteEngine engine.Engine
+	var remoteTasks task.Remote // the tasks of the runners' agents run there
+	if links != nil {
+		defer links.srv.Close()
+		remoteEngine, remoteTasks = links.rd.Engine(), links.rd.Tasks()
+	}
 	tasks := task.New(task.Options{Store: db.Tasks(), Inbox: db.Inbox(), Dir: filepath.Join(cfg.StateDir, "tasks"), Logger: log,
-		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject, MaxOutput: cfg.TaskMaxOutput})
+		Supervisor: cfg.TaskSupervisor, MaxPerProject: cfg.MaxTasksPerProject, MaxOutput: cfg.TaskMaxOutput, Remote: remoteTasks})
+	if links != nil {
+		links.rd.SetTasks(tasks) // a runner's task's end, recorded and posted here
+	}
 	trees := worktree.New(filepath.Join(cfg.StateDir, "worktrees"))
 	claudeDir := cfg.ClaudeDir
 	if claudeDir == "" {
@@ -303,15 +316,6 @@ func Run(ctx context.Context, cfg Config) error {
 		retention.Keep = DefaultCheckpointsKeep
 	}
 	cps := checkpoints{trees: trees, retention: retention}
-	links, err := startRunners(cfg, engines, log)
-	if err != nil {
-		return err
-	}
-	var remoteEngine engine.Engine
-	if links != nil {
-		defer links.srv.Close()
-		remoteEngine = links.rd.Engine()
-	}
 	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db.Inbox(), Sessions: db.Sessions(), Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
 		Sandbox: sandboxes(cfg.StateDir, reg, cgroups, log),
 		Grants:  tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,

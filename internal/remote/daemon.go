@@ -69,6 +69,7 @@ type Daemon struct {
 	sessions map[string]*session
 	ctx      context.Context // Run's; nil before
 	mcpH     http.Handler    // Run's
+	taskRows TaskRows        // SetTasks
 	wg       sync.WaitGroup  // request handlers and consumers
 }
 
@@ -234,7 +235,7 @@ func (d *Daemon) hello(ctx context.Context, name string, m *nats.Msg) (any, erro
 		}
 	}
 	d.log.Info("runner connected", "runner", name, "labels", h.Labels, "sessions", len(h.Sessions), "kept", len(known))
-	return helloReply{Sessions: known, Beat: d.o.Beat}, nil
+	return helloReply{Sessions: known, Beat: d.o.Beat, Tasks: d.runningOn(ctx, name)}, nil
 }
 
 // consume reads runner name's stream: every session's events, in order.
@@ -248,7 +249,11 @@ func (d *Daemon) consume(ctx context.Context, name string, stream jetstream.Stre
 		return fmt.Errorf("open runner %s's stream: %w", name, err)
 	}
 	cc, err := c.Consume(func(m jetstream.Msg) {
-		d.deliver(name, m.Data())
+		if err := d.deliver(name, m.Data()); err != nil {
+			d.log.Warn("a runner's record not handled; given again", "runner", name, "err", err, "in", taskRetry)
+			_ = m.NakWithDelay(taskRetry)
+			return
+		}
 		if err := m.Ack(); err != nil {
 			d.log.Warn("acknowledge a runner's event", "runner", name, "err", err)
 		}
@@ -278,21 +283,26 @@ func (d *Daemon) seen(name string) {
 	d.mu.Unlock()
 }
 
-// deliver hands one durable record to its session.
-func (d *Daemon) deliver(name string, data []byte) {
+// deliver hands one durable record to its session, or a task's end to
+// the task manager (an error: the stream gives it again).
+func (d *Daemon) deliver(name string, data []byte) error {
 	d.seen(name)
 	var rec durable
 	if err := json.Unmarshal(data, &rec); err != nil {
 		d.log.Warn("a runner's event does not decode; dropped", "runner", name, "err", err)
-		return
+		return nil
+	}
+	if rec.TaskEnd != nil {
+		return d.taskEnded(name, rec.TaskEnd)
 	}
 	d.mu.Lock()
 	s := d.sessions[rec.Session]
 	d.mu.Unlock()
 	if s == nil || s.runner != name {
-		return // a session of a daemon before this one, or closed
+		return nil // a session of a daemon before this one, or closed
 	}
 	s.receive(rec)
+	return nil
 }
 
 func (d *Daemon) beat(m *nats.Msg) {

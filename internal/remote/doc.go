@@ -11,6 +11,10 @@
 //   - daemon → runner, requests on bus.ToRunner(name): start, send (a
 //     turn), interrupt, close. A runner not connected answers nothing:
 //     the start fails at once saying so.
+//   - daemon → runner, the background tasks of its agents (tasks.go):
+//     taskstart (a task the daemon recorded, run by the runner's own
+//     task.Manager in the agent's worktree and sandbox there), taskkill,
+//     taskoutput.
 //   - runner → daemon, requests on bus.FromRunner(name): hello (at each
 //     (re)connection: its sessions; the daemon answers those it still
 //     knows, the runner closes the others), tool (a troupe tool call of
@@ -26,6 +30,14 @@
 //     (<session>:<seq>), tried again until acknowledged. The daemon
 //     consumes the stream, hands each record to its session once
 //     (sequence numbers drop repeats) and acknowledges it after.
+//   - runner → daemon, durably: a background task's end, kept first in
+//     the runner's task records (<Root>/.task-records), then published to
+//     the stream with the task's completion key as its id until
+//     acknowledged; the daemon records it with task.Manager.CompleteRemote
+//     (the same key: a redelivery is no second message) before it
+//     acknowledges it. The answer to each hello lists the tasks the
+//     daemon records as running on the runner; the runner reports those
+//     it has no record of as lost, the same way.
 //   - runner → daemon, published: a heartbeat with each session's
 //     activity count (stderr output is activity too, C3). A runner
 //     silent for MissedBeats beats is unreachable: its sessions end with

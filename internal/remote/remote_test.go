@@ -17,12 +17,14 @@ import (
 	"github.com/troupe-dev/troupe/internal/bus"
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
+	"github.com/troupe-dev/troupe/internal/task"
 	"github.com/troupe-dev/troupe/internal/troupe"
 	"github.com/troupe-dev/troupe/internal/worktree"
 )
 
 func TestMain(m *testing.M) {
 	fake.MaybeRunChild()
+	task.MaybeRunSupervisor()
 	os.Exit(m.Run())
 }
 
@@ -100,7 +102,7 @@ func (rg *rig) runner(name string) (root string, stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = NewRunner(RunnerOptions{Conn: nc, Name: name, Root: root, Engines: rg.engines})
+	r = NewRunner(RunnerOptions{Conn: nc, Name: name, Root: root, Engines: rg.engines, TaskSupervisor: task.TestSupervisorCommand()})
 	ctx, cancel := context.WithCancel(rg.ctx)
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()

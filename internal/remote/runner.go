@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/bus"
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/sandbox"
+	"github.com/troupe-dev/troupe/internal/task"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 	"github.com/troupe-dev/troupe/internal/worktree"
@@ -51,7 +52,10 @@ type RunnerOptions struct {
 	Sandbox func(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, clone, work string) (sandbox.Policy, error)
 	// MaxBundle bounds a bundle the runner takes from the daemon.
 	MaxBundle int64 // 0: 1 GiB
-	Logger    *slog.Logger
+	// TaskSupervisor is the argv of its tasks' supervisors
+	// (task.Options.Supervisor; tests); default this executable's.
+	TaskSupervisor []string
+	Logger         *slog.Logger
 }
 
 // Runner runs the sessions a daemon assigns to it.
@@ -70,6 +74,11 @@ type Runner struct {
 	ctx      context.Context
 	hellos   chan struct{} // a reconnection: say hello again
 	greeted  chan struct{} // a token after each hello the daemon answered
+
+	// The agents' background tasks (tasks.go), from Run.
+	tasks    *task.Manager
+	book     *taskBook
+	taskKick chan struct{}
 }
 
 // hosted is one session this runner runs.
@@ -83,6 +92,7 @@ type hosted struct {
 	// work is the agent's worktree in clone, its branch made at base:
 	// each turn's files go back to the daemon as a snapshot on base.
 	work, clone, base string
+	pol               sandbox.Policy // the agent's sandbox here: its tasks run in it
 	// sent is the tree of the last snapshot sent: a turn that leaves the
 	// files as they were sends none. Only the pump uses it.
 	sent string
@@ -100,7 +110,8 @@ func NewRunner(o RunnerOptions) *Runner {
 		o.MaxBundle = 1 << 30
 	}
 	return &Runner{o: o, log: o.Logger.With("runner", o.Name), sessions: map[string]*hosted{},
-		tokens: map[string]string{}, hellos: make(chan struct{}, 1), greeted: make(chan struct{}, 1)}
+		tokens: map[string]string{}, hellos: make(chan struct{}, 1), greeted: make(chan struct{}, 1),
+		taskKick: make(chan struct{}, 1)}
 }
 
 // Greeted receives a token after each hello the daemon answered: the
@@ -129,6 +140,11 @@ func (r *Runner) Run(ctx context.Context) error {
 		return fmt.Errorf("listen for the agents' mcp: %w", err)
 	}
 	r.mcpURL = "http://" + ln.Addr().String() + "/mcp"
+	if err := r.startTasks(ctx); err != nil {
+		ln.Close()
+		r.wg.Wait()
+		return err
+	}
 	srv := &http.Server{Handler: http.HandlerFunc(r.forwardMCP), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	r.wg.Add(1)
@@ -156,6 +172,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return
 		}
 		greeted = true
+		r.kickTasks() // the ends kept while the daemon was away
 		if b > 0 && b != beat {
 			beat = b
 		}
@@ -201,6 +218,9 @@ func (r *Runner) hello(ctx context.Context) (time.Duration, error) {
 	var rep helloReply
 	if err := json.Unmarshal(data, &rep); err != nil {
 		return 0, fmt.Errorf("decode hello's answer: %w", err)
+	}
+	if len(rep.Tasks) > 0 {
+		r.wg.Go(func() { r.checkTasks(rep.Tasks) })
 	}
 	for _, id := range ids {
 		if !slices.Contains(rep.Sessions, id) {
@@ -275,6 +295,13 @@ func (r *Runner) serve(ctx context.Context, m *nats.Msg) {
 					r.respond(m, op, reply{Data: data})
 					return
 				}
+			}
+		case opTaskStart, opTaskKill, opTaskOutput:
+			var v any
+			if v, err = r.taskOp(ctx, op, m.Data); err == nil {
+				data, _ := json.Marshal(v)
+				r.respond(m, op, reply{Data: data})
+				return
 			}
 		case opSend, opInterrupt, opClose:
 			var req sessionReq
@@ -429,7 +456,7 @@ func (r *Runner) start(ctx context.Context, req startReq) error {
 		return fmt.Errorf("start %s session: %w", req.Agent.Engine, err)
 	}
 	h := &hosted{id: req.Session, key: req.Key, token: req.MCPToken, sess: sess, done: make(chan struct{}),
-		work: work, clone: clone, base: req.Head}
+		work: work, clone: clone, base: req.Head, pol: pol}
 	r.mu.Lock()
 	r.sessions[h.id] = h
 	if h.token != "" {

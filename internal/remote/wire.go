@@ -6,6 +6,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/bus"
 	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/task"
 	"github.com/troupe-dev/troupe/internal/tool"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -30,6 +31,10 @@ const (
 	opDurable   = "durable"   // → daemon's stream: a session's events, in order
 	opSnapshot  = "snapshot"  // → runner: a chunk of the bundle of a turn's files
 	opRehello   = "rehello"   // → runner, published: say hello again (the daemon lost it)
+	// Background tasks of the runner's agents (tasks.go).
+	opTaskStart  = "taskstart"  // → runner: run a task the daemon recorded
+	opTaskKill   = "taskkill"   // → runner
+	opTaskOutput = "taskoutput" // → runner: the end of a task's output
 )
 
 // MaxPayload bounds one message on the link (the bus's); bigger data
@@ -81,6 +86,10 @@ type helloReply struct {
 	Sessions []string `json:"sessions,omitempty"`
 	// Beat is how often the runner says it is alive.
 	Beat time.Duration `json:"beat"`
+	// Tasks are the tasks the daemon records as running on the runner
+	// (ids and owners): the runner reports those it has no record of as
+	// lost (tasks.go).
+	Tasks []task.Task `json:"tasks,omitempty"`
 }
 
 // beat is a runner's heartbeat, with each session's activity (C3: stderr
@@ -145,6 +154,9 @@ type durable struct {
 	// fetches it (opSnapshot) into its own worktree of the agent before
 	// it hands on the turn's end, so checkpoints and diffs see the turn.
 	Snapshot string `json:"snapshot,omitempty"`
+	// TaskEnd, alone in its record (subject Durable(name).task, id the
+	// task's completion key), is a background task's end (tasks.go).
+	TaskEnd *task.Ended `json:"task_end,omitempty"`
 }
 
 // snapshotReq asks a runner for a chunk of the bundle of a snapshot,

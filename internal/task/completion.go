@@ -13,9 +13,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/pidfd"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -179,11 +181,17 @@ func (m *Manager) finish(ctx context.Context, log *slog.Logger, t Task, res Resu
 	// The end is recorded even when Run is stopping: it was seen.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	msg, notify, err := m.complete(sctx, log, t, res, completionText(t, res, left, size, out))
+	m.conclude(sctx, log, t, Ended{Task: t, Result: res, Stopped: left, Output: size, Tail: out})
+	m.pruneProject(sctx, t.Project, t.ID) // its own output stays readable
+}
+
+// conclude records e, the end of t, and its completion, then notifies.
+func (m *Manager) conclude(ctx context.Context, log *slog.Logger, t Task, e Ended) error {
+	msg, notify, err := m.complete(ctx, log, t, e)
 	if err != nil {
 		// The task stays running in the store: the next Run completes it
-		// from its status file, and the message key keeps its message
-		// single.
+		// from its status file (a runner's: the runner sends it again),
+		// and the message key keeps its message single.
 		log.Error("complete task", "err", err)
 	}
 	m.mu.Lock()
@@ -193,12 +201,72 @@ func (m *Manager) finish(ctx context.Context, log *slog.Logger, t Task, res Resu
 		fn(msg)
 	}
 	if changed != nil && err == nil {
+		res := e.Result
 		ended := t
 		ended.State, ended.ExitCode, ended.Signal, ended.Reason, ended.EndedAt = res.State, res.ExitCode, res.Signal, res.Reason, res.EndedAt
-		ended.Stopped = left
+		ended.Stopped = e.Stopped
 		changed(ended)
 	}
-	m.pruneProject(sctx, t.Project, t.ID) // its own output stays readable
+	return err
+}
+
+// CompleteRemote records the end of a task that ran on runner, as the
+// runner reported it (internal/remote, from the runner's durable
+// stream): the completion message goes into the owner's inbox under the
+// same key as a local task's, so a report given twice is one message,
+// then the row records the end. Only what the row says is trusted: a
+// report of a task this daemon does not know, of another project or
+// owner, or of another runner's task is refused (troupe.ErrNotFound). An
+// error other than that leaves the report to be given again.
+func (m *Manager) CompleteRemote(ctx context.Context, runner string, e Ended) error {
+	t, err := m.store.Task(ctx, e.Task.Project, e.Task.ID)
+	if err != nil {
+		return fmt.Errorf("complete task %s of runner %s: %w", e.Task.ID, runner, err)
+	}
+	if t.Runner != runner || t.Owner != e.Task.Owner {
+		return fmt.Errorf("complete task %s: runner %s does not run it: %w", t.ID, runner, troupe.ErrNotFound)
+	}
+	if !e.Result.State.Final() {
+		return fmt.Errorf("complete task %s of runner %s: state %q is not final: %w", t.ID, runner, e.Result.State, troupe.ErrInvalid)
+	}
+	if t.State != Running {
+		return nil // completed already: a report given again
+	}
+	if e.Result.EndedAt.IsZero() || e.Result.EndedAt.Before(t.StartedAt) {
+		e.Result.EndedAt = time.Now().UTC() // another machine's clock
+	}
+	// What another machine says is bounded as a local supervisor's is.
+	e.Tail = clip.Tail(e.Tail, 4*messageBytes)
+	e.Result.Reason, _ = clip.Ellipsis(e.Result.Reason, 2*messageBytes)
+	e.Result.Signal, _ = clip.Ellipsis(e.Result.Signal, 16)
+	if s := e.Stopped; s != nil {
+		stopped := *s
+		stopped.Procs = slices.Clone(s.Procs[:min(len(s.Procs), maxStoppedListed)])
+		for i := range stopped.Procs {
+			stopped.Procs[i].Command, _ = clip.Ellipsis(stopped.Procs[i].Command, maxStoppedCommand)
+			stopped.Procs[i].Escaped, _ = clip.Ellipsis(stopped.Procs[i].Escaped, 16)
+		}
+		stopped.Signal, _ = clip.Ellipsis(stopped.Signal, 16)
+		e.Stopped = &stopped
+	}
+	e.Task = t
+	log := m.log.With("task", t.ID, "project", t.Project, "agent", t.Owner, "runner", runner)
+	return m.conclude(ctx, log, t, e)
+}
+
+// RunningOn lists the tasks recorded as running on runner, but those
+// being started there: every task it lists was answered by its runner
+// (it is in the runner's records) before RunningOn returned.
+func (m *Manager) RunningOn(ctx context.Context, runner string) ([]Task, error) {
+	ts, err := m.store.RunningTasks(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list runner %s's tasks: %w", runner, err)
+	}
+	// Read after the rows: a start answered in between is listed, and
+	// is in the runner's records.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.DeleteFunc(ts, func(t Task) bool { return t.Runner != runner || m.starting[t.ID] }), nil
 }
 
 // complete records how t ended, in two steps of one transaction each:
@@ -215,8 +283,9 @@ func (m *Manager) finish(ctx context.Context, log *slog.Logger, t Task, res Resu
 // and the call that stored the message when the second step failed, since
 // the message waits in the inbox while the task stays running until the
 // next start.
-func (m *Manager) complete(ctx context.Context, log *slog.Logger, t Task, res Result, text string) (msg troupe.Message, notify bool, err error) {
-	msg, added, err := m.post(ctx, t, text)
+func (m *Manager) complete(ctx context.Context, log *slog.Logger, t Task, e Ended) (msg troupe.Message, notify bool, err error) {
+	res := e.Result
+	msg, added, err := m.report(ctx, t, e)
 	if err != nil {
 		return troupe.Message{}, false, err
 	}
@@ -241,6 +310,19 @@ func (m *Manager) post(ctx context.Context, t Task, text string) (troupe.Message
 		return troupe.Message{}, false, fmt.Errorf("complete task %s: %w", t.ID, err)
 	}
 	return stored, added, nil
+}
+
+// report is post for a Manager with a Reporter: it hands over the end,
+// once per task (CompletionKey).
+func (m *Manager) report(ctx context.Context, t Task, e Ended) (troupe.Message, bool, error) {
+	if m.reporter == nil {
+		return m.post(ctx, t, completionText(t, e.Result, e.Stopped, e.Output, e.Tail))
+	}
+	id, added, err := m.reporter.Report(ctx, CompletionKey(t.ID), e)
+	if err != nil {
+		return troupe.Message{}, false, fmt.Errorf("report the end of task %s: %w", t.ID, err)
+	}
+	return troupe.Message{ID: id}, added, nil
 }
 
 // CompletionKey is the idempotency key of task id's completion message.

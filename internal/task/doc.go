@@ -64,6 +64,17 @@
 // there (same pid and /proc start time) is watched; one that is gone is
 // completed from its status file, or as lost.
 //
+// # Tasks on runners
+//
+// An owner on a runner (Job.Remote, tool.Caller.Runner) has its tasks run
+// there: the daemon's Manager records the row (Task.Runner) and asks
+// Options.Remote to start it; Kill and ReadOutput of such a task go to
+// Options.Remote; adoption leaves it alone. The runner runs it with its
+// own Manager, given the daemon's id (Job.ID), whose ends go to
+// Options.Reporter instead of an inbox; the daemon takes each end back
+// with CompleteRemote, which posts the message under the same key and
+// completes the row, once. See internal/remote's tasks.go.
+//
 // # Concurrency
 //
 // A Manager is safe for concurrent use. Run owns every goroutine the

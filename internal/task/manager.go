@@ -46,6 +46,12 @@ type Options struct {
 	Store Store
 	// Inbox receives completion messages.
 	Inbox Inbox
+	// Reporter, if set, takes the tasks' ends instead of Inbox (a
+	// runner's Manager; Inbox may then be nil).
+	Reporter Reporter
+	// Remote, if set, runs the tasks of owners on runners (Job.Remote);
+	// without it such a task is refused.
+	Remote Remote
 	// Dir holds one directory per task (<state dir>/tasks). It is created
 	// (0700) when missing.
 	Dir string
@@ -83,6 +89,8 @@ type Options struct {
 type Manager struct {
 	store      Store
 	inbox      Inbox
+	reporter   Reporter
+	remote     Remote
 	dir        string
 	supervisor []string
 	notify     func(troupe.Message)
@@ -101,12 +109,13 @@ type Manager struct {
 	// one step.
 	startMu sync.Mutex
 
-	// mu guards live, ctx, watching and notify, and orders wg.Go before
+	// mu guards live, ctx, watching, starting and notify, and orders wg.Go before
 	// wg.Wait.
 	mu       sync.Mutex
 	live     bool            // Run is running
 	ctx      context.Context // Run's context, while live
 	watching map[ID]bool     // tasks with a watcher
+	starting map[ID]bool     // tasks being started on their runners (startRemote)
 	wg       sync.WaitGroup  // the watchers
 
 	adopted func() // tests: called once Run has given every running task a watcher
@@ -126,15 +135,17 @@ func (e *LimitError) Error() string {
 	return fmt.Sprintf("project %s already runs %d background tasks, the most one project may run at once (the per-project task limit): wait for one to end or kill one", e.Project, e.Limit)
 }
 
-// New returns a Manager. It panics when Store, Inbox or Dir is missing:
-// that is a wiring mistake, not a run-time condition.
+// New returns a Manager. It panics when Store, Inbox (or Reporter) or
+// Dir is missing: that is a wiring mistake, not a run-time condition.
 func New(o Options) *Manager {
-	if o.Store == nil || o.Inbox == nil || o.Dir == "" {
-		panic("task.New: Options.Store, Options.Inbox and Options.Dir are required")
+	if o.Store == nil || (o.Inbox == nil && o.Reporter == nil) || o.Dir == "" {
+		panic("task.New: Options.Store, Options.Inbox (or Reporter) and Options.Dir are required")
 	}
 	m := &Manager{
 		store:      o.Store,
 		inbox:      o.Inbox,
+		reporter:   o.Reporter,
+		remote:     o.Remote,
 		dir:        o.Dir,
 		supervisor: o.Supervisor,
 		max:        o.MaxPerProject,
@@ -145,6 +156,7 @@ func New(o Options) *Manager {
 		foldersMax: o.Folders,
 		log:        o.Logger,
 		watching:   make(map[ID]bool),
+		starting:   make(map[ID]bool),
 	}
 	if len(m.supervisor) == 0 {
 		exe, err := os.Executable()
@@ -238,11 +250,16 @@ func (m *Manager) adopt(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("adopt running tasks: %w", err)
 	}
+	n := 0
 	for _, t := range ts {
+		if t.Runner != "" {
+			continue // its supervisor is on its runner, which reports its end
+		}
 		m.track(t, nil)
+		n++
 	}
-	if len(ts) > 0 {
-		m.log.Info("adopted running tasks", "count", len(ts))
+	if n > 0 {
+		m.log.Info("adopted running tasks", "count", n)
 	}
 	return nil
 }
@@ -285,6 +302,16 @@ func (m *Manager) Kill(ctx context.Context, p troupe.ProjectID, id ID) error {
 	if t.State != Running {
 		return fmt.Errorf("kill task %s: it already ended (%s): %w", id, t.State, troupe.ErrInvalid)
 	}
+	if t.Runner != "" {
+		if m.remote == nil {
+			return fmt.Errorf("kill task %s: it runs on runner %s and this daemon has no runners' link", id, t.Runner)
+		}
+		if err := m.remote.Kill(ctx, t); err != nil {
+			return fmt.Errorf("kill task %s: %w", id, err)
+		}
+		m.log.Info("task kill requested", "task", id, "project", p, "runner", t.Runner)
+		return nil
+	}
 	fd, err := attachProcess(t.SupervisorPID, t.SupervisorStart)
 	if err != nil {
 		return fmt.Errorf("kill task %s: %w", id, err)
@@ -311,18 +338,31 @@ func (m *Manager) Kill(ctx context.Context, p troupe.ProjectID, id ID) error {
 // output past its cap, a line in them states the cut. maxBytes ≤ 0 means
 // DefaultOutput; it is capped at MaxOutput.
 func (m *Manager) Output(ctx context.Context, p troupe.ProjectID, id ID, maxBytes int) (string, error) {
-	out, _, err := m.output(ctx, p, id, maxBytes)
+	out, _, err := m.ReadOutput(ctx, p, id, maxBytes)
 	return out, err
 }
 
-func (m *Manager) output(ctx context.Context, p troupe.ProjectID, id ID, maxBytes int) (string, OutputSize, error) {
-	if _, err := m.store.Task(ctx, p, id); err != nil {
+// ReadOutput is Output with the size of the task's output and its cut.
+// A task on a runner is read there (Options.Remote).
+func (m *Manager) ReadOutput(ctx context.Context, p troupe.ProjectID, id ID, maxBytes int) (string, OutputSize, error) {
+	t, err := m.store.Task(ctx, p, id)
+	if err != nil {
 		return "", OutputSize{}, fmt.Errorf("read task output %s: %w", id, err)
 	}
 	if maxBytes <= 0 {
 		maxBytes = DefaultOutput
 	}
 	maxBytes = min(maxBytes, MaxOutput)
+	if t.Runner != "" {
+		if m.remote == nil {
+			return "", OutputSize{}, fmt.Errorf("read task output %s: it runs on runner %s and this daemon has no runners' link", id, t.Runner)
+		}
+		out, size, err := m.remote.Output(ctx, t, maxBytes)
+		if err != nil {
+			return "", size, fmt.Errorf("read task output %s: %w", id, err)
+		}
+		return strings.ToValidUTF8(out, "\uFFFD"), size, nil
+	}
 	b, size, err := readOutput(m.taskDir(id), maxBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, err := os.Stat(m.taskDir(id)); errors.Is(err, fs.ErrNotExist) {

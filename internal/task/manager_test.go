@@ -576,7 +576,7 @@ func TestSuperviseRecordsStartFailure(t *testing.T) {
 func TestC6_AJobNeverRunsUnrecorded(t *testing.T) {
 	h := newHarness(t, nil)
 	m := h.manager()
-	_, taskDir, err := m.newTaskDir()
+	_, taskDir, err := m.newTaskDir("")
 	if err != nil {
 		t.Fatal(err)
 	}

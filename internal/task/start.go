@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -73,7 +74,18 @@ type Job struct {
 	// (its supervisor does not: it writes the task's files in the state
 	// dir). An agent's tasks get it; the person's do not unless asked.
 	Sandbox *sandbox.Policy
+	// Remote runs the job on the runner its owner runs on
+	// (Options.Remote): Cwd is then relative to the owner's worktree
+	// there, and the runner's sandbox of the owner applies.
+	Remote bool `json:"-"`
+	// ID is the id the task gets, set by a daemon for the task it asks a
+	// runner to run ("": a new one). A Start with the id of a task this
+	// Manager has is a repeat: it returns that task.
+	ID ID `json:"-"`
 }
+
+// idPattern is what a task's id is: it names a folder.
+var idPattern = regexp.MustCompile(`^[0-9a-f]{8,32}$`)
 
 // Start starts j for owner in the project folder projectDir and returns
 // the running task. Bad arguments fail with errors matching
@@ -93,6 +105,16 @@ func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir
 	case j.MaxOutput != 0 && (j.MaxOutput < MinMaxOutput || j.MaxOutput > MaxMaxOutput):
 		return Task{}, fmt.Errorf("start task: bad output cap of %d bytes: give one from %s to %s (0: the default, %s): %w",
 			j.MaxOutput, humanBytes(MinMaxOutput), humanBytes(MaxMaxOutput), humanBytes(m.maxOutput), troupe.ErrInvalid)
+	case j.ID != "" && !idPattern.MatchString(string(j.ID)):
+		return Task{}, fmt.Errorf("start task: bad id %q: %w", j.ID, troupe.ErrInvalid)
+	}
+	if j.Remote {
+		return m.startRemote(ctx, owner, j)
+	}
+	if j.ID != "" {
+		if t, err := m.store.Task(ctx, owner.Project, j.ID); err == nil {
+			return t, nil // a repeated start
+		}
 	}
 	maxOutput := cmp.Or(j.MaxOutput, m.maxOutput)
 	dir, err := resolveCwd(projectDir, j.Cwd)
@@ -102,18 +124,8 @@ func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir
 
 	m.startMu.Lock()
 	defer m.startMu.Unlock()
-	running, err := m.store.RunningTasks(ctx)
-	if err != nil {
-		return Task{}, fmt.Errorf("start task: %w", err)
-	}
-	n := 0
-	for _, t := range running {
-		if t.Project == owner.Project {
-			n++
-		}
-	}
-	if n >= m.max {
-		return Task{}, fmt.Errorf("start task: %w", &LimitError{Project: owner.Project, Limit: m.max})
+	if err := m.underLimit(ctx, owner.Project); err != nil {
+		return Task{}, err
 	}
 	// Room for the new folder within the project's bounds.
 	m.pruneProject(ctx, owner.Project, "")
@@ -126,7 +138,7 @@ func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir
 		}
 		cg = j.Sandbox.Cgroup
 	}
-	id, taskDir, err := m.newTaskDir()
+	id, taskDir, err := m.newTaskDir(j.ID)
 	if err != nil {
 		return Task{}, noSpace(fmt.Errorf("start task: %w", err))
 	}
@@ -238,14 +250,15 @@ func resolveCwd(projectDir, cwd string) (string, error) {
 
 // newTaskDir mints a task id and creates its directory, which must not
 // exist yet.
-func (m *Manager) newTaskDir() (ID, string, error) {
+func (m *Manager) newTaskDir(given ID) (ID, string, error) {
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		return "", "", fmt.Errorf("create tasks folder: %w", err)
 	}
 	for range 8 {
-		var b [4]byte
-		rand.Read(b[:])
-		id := ID(hex.EncodeToString(b[:]))
+		id := given
+		if id == "" {
+			id = newID()
+		}
 		dir := m.taskDir(id)
 		err := os.Mkdir(dir, 0o700)
 		if err == nil {
@@ -256,6 +269,102 @@ func (m *Manager) newTaskDir() (ID, string, error) {
 		}
 	}
 	return "", "", errors.New("create task folder: no free task id after 8 tries")
+}
+
+// newID is a new task's id: random.
+func newID() ID {
+	var b [4]byte
+	rand.Read(b[:])
+	return ID(hex.EncodeToString(b[:]))
+}
+
+// startRemote records task j of owner, which runs on a runner, then asks
+// the runner to run it (Options.Remote). A runner that does not take it
+// fails the task, with a completion as for any end: every task recorded
+// is reported once.
+func (m *Manager) startRemote(ctx context.Context, owner troupe.RuntimeKey, j Job) (Task, error) {
+	if m.remote == nil {
+		return Task{}, fmt.Errorf("start task: %s runs on a runner, and this daemon has no runners' link: run the command with your own shell tool", owner.Agent)
+	}
+	if filepath.IsAbs(j.Cwd) {
+		return Task{}, fmt.Errorf("start task: bad cwd %q: give a folder relative to your worktree: %w", j.Cwd, troupe.ErrInvalid)
+	}
+	runner, err := m.remote.RunnerOf(owner)
+	if err != nil {
+		return Task{}, fmt.Errorf("start task: %w", err)
+	}
+	// The runner is asked outside the start lock (it may take its time):
+	// the task is marked in flight until it answers (RunningOn).
+	m.startMu.Lock()
+	if err := m.underLimit(ctx, owner.Project); err != nil {
+		m.startMu.Unlock()
+		return Task{}, err
+	}
+	t := Task{Project: owner.Project, Owner: owner.Agent, Command: j.Command, Cwd: cmp.Or(filepath.Clean(j.Cwd), "."),
+		Timeout: j.Timeout, Runner: runner, State: Running, StartedAt: time.Now().UTC()}
+	for range 8 {
+		t.ID = newID()
+		m.inFlight(t.ID, true)
+		if err = m.store.CreateTask(ctx, t); !errors.Is(err, troupe.ErrAlreadyExists) {
+			break
+		}
+		m.inFlight(t.ID, false)
+	}
+	m.startMu.Unlock()
+	if err != nil {
+		m.inFlight(t.ID, false)
+		return Task{}, fmt.Errorf("start task: %w", err)
+	}
+	defer m.inFlight(t.ID, false)
+	j.ID = t.ID
+	j.MaxOutput = cmp.Or(j.MaxOutput, m.maxOutput) // this daemon's default cap, there too
+	if err := m.remote.Start(ctx, t, j); err != nil {
+		// An answer lost on the way may hide a task that runs: it is
+		// stopped (a runner that does not know it refuses the kill).
+		_ = m.remote.Kill(context.WithoutCancel(ctx), t)
+		err = fmt.Errorf("start task %s on runner %s: %w", t.ID, runner, err)
+		res := Result{State: Failed, ExitCode: -1, Reason: err.Error(), EndedAt: time.Now().UTC()}
+		m.conclude(ctx, m.log.With("task", t.ID, "project", t.Project, "agent", t.Owner), t, Ended{Task: t, Result: res})
+		return Task{}, err
+	}
+	m.log.Info("task started", "task", t.ID, "project", t.Project, "agent", t.Owner, "runner", runner)
+	m.mu.Lock()
+	changed := m.changed
+	m.mu.Unlock()
+	if changed != nil {
+		changed(t)
+	}
+	return t, nil
+}
+
+// inFlight marks (or unmarks) task id as being started on its runner.
+func (m *Manager) inFlight(id ID, on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if on {
+		m.starting[id] = true
+	} else {
+		delete(m.starting, id)
+	}
+}
+
+// underLimit refuses a start in project p when it runs as many tasks as
+// allowed. The caller holds startMu.
+func (m *Manager) underLimit(ctx context.Context, p troupe.ProjectID) error {
+	running, err := m.store.RunningTasks(ctx)
+	if err != nil {
+		return fmt.Errorf("start task: %w", err)
+	}
+	n := 0
+	for _, t := range running {
+		if t.Project == p {
+			n++
+		}
+	}
+	if n >= m.max {
+		return fmt.Errorf("start task: %w", &LimitError{Project: p, Limit: m.max})
+	}
+	return nil
 }
 
 // spawn starts a supervisor for taskDir in a new session and returns it

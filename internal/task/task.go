@@ -41,16 +41,21 @@ const MaxTimeout = 24 * time.Hour
 
 // Task is a background shell job and, once it ended, how.
 type Task struct {
-	ID       ID               `json:"id"`
-	Project  troupe.ProjectID `json:"project"`
-	Owner    troupe.AgentID   `json:"owner"` // an agent of Project, or troupe.Person
-	Command  string           `json:"command"`
-	Cwd      string           `json:"cwd"`     // resolved real path, inside the project folder
-	Timeout  time.Duration    `json:"timeout"` // 0: none
-	State    State            `json:"state"`
-	ExitCode int              `json:"exit_code"`        // -1 when the job did not exit by itself
-	Signal   string           `json:"signal,omitempty"` // e.g. "SIGTERM", when a signal ended the job
-	Reason   string           `json:"reason,omitempty"` // why it failed, was killed or was lost
+	ID      ID               `json:"id"`
+	Project troupe.ProjectID `json:"project"`
+	Owner   troupe.AgentID   `json:"owner"` // an agent of Project, or troupe.Person
+	Command string           `json:"command"`
+	Cwd     string           `json:"cwd"`     // resolved real path, inside the project folder
+	Timeout time.Duration    `json:"timeout"` // 0: none
+	// Runner is the runner the task runs on (its owner's, internal/remote):
+	// its supervisor, folder and output are there, its end comes from
+	// there (Options.Remote); "" on this machine. Cwd is then relative to
+	// the owner's worktree on the runner.
+	Runner   string `json:"runner,omitempty"`
+	State    State  `json:"state"`
+	ExitCode int    `json:"exit_code"`        // -1 when the job did not exit by itself
+	Signal   string `json:"signal,omitempty"` // e.g. "SIGTERM", when a signal ended the job
+	Reason   string `json:"reason,omitempty"` // why it failed, was killed or was lost
 	// StartedAt is when the Manager started the supervisor; EndedAt when
 	// the job ended (zero while running).
 	StartedAt time.Time `json:"started_at"`
@@ -117,4 +122,45 @@ type Store interface {
 // added == false. It must be safe for concurrent use.
 type Inbox interface {
 	AppendOnce(ctx context.Context, key string, m troupe.Message) (stored troupe.Message, added bool, err error)
+}
+
+// Ended is a task's end as a Manager reports it to a Reporter (and a
+// daemon's Manager takes it from a runner, CompleteRemote): the task, how
+// it ended, what its supervisor stopped, the size and the last bytes of
+// its output (at most 4×messageBytes, what the completion message
+// quotes).
+type Ended struct {
+	Task    Task       `json:"task"`
+	Result  Result     `json:"result"`
+	Stopped *Stopped   `json:"stopped,omitempty"`
+	Output  OutputSize `json:"output"`
+	Tail    []byte     `json:"tail,omitempty"`
+}
+
+// Reporter takes the ends of a Manager's tasks in place of its Inbox: a
+// runner's Manager hands them to its link to the daemon (internal/remote),
+// which posts the message on the daemon under the same key. Report keeps
+// e once per key (a later call with the same key keeps nothing and
+// returns added == false) and returns the id it gave it (positive: the
+// Store records it as the completion's message id). It must be safe for
+// concurrent use.
+type Reporter interface {
+	Report(ctx context.Context, key string, e Ended) (id int64, added bool, err error)
+}
+
+// Remote runs the tasks of agents that run on runners (internal/remote's
+// daemon side): the daemon keeps their rows, the runner runs them and
+// sends their ends back (Manager.CompleteRemote). Errors name the runner.
+type Remote interface {
+	// RunnerOf is the runner agent k's session runs on now; an error
+	// saying why when it has none.
+	RunnerOf(k troupe.RuntimeKey) (string, error)
+	// Start asks t.Runner to run j as task t (its id, owner and command
+	// set); nil once the runner recorded and started it.
+	Start(ctx context.Context, t Task, j Job) error
+	// Kill asks t.Runner to stop task t (as Manager.Kill does).
+	Kill(ctx context.Context, t Task) error
+	// Output reads the end of task t's output on t.Runner (as
+	// Manager.ReadOutput does).
+	Output(ctx context.Context, t Task, maxBytes int) (string, OutputSize, error)
 }

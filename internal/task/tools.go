@@ -36,9 +36,6 @@ func Tools(m *Manager) []tool.Tool {
 }
 
 func (m *Manager) runTool(ctx context.Context, c tool.Caller, args json.RawMessage) (string, error) {
-	if c.Runner != "" {
-		return "", fmt.Errorf("you run on runner %s, and troupe does not run background tasks on runners yet: run the command with your own shell tool", c.Runner)
-	}
 	var in struct {
 		Command        string  `json:"command"`
 		Cwd            string  `json:"cwd"`
@@ -53,7 +50,8 @@ func (m *Manager) runTool(ctx context.Context, c tool.Caller, args json.RawMessa
 		dir = c.Workdir // the agent's worktree: its tasks run there
 	}
 	t, err := m.Start(ctx, c.Key, dir, Job{Command: in.Command, Cwd: in.Cwd,
-		Timeout: time.Duration(in.TimeoutSeconds * float64(time.Second)), MaxOutput: in.MaxOutputBytes, Sandbox: c.Sandbox})
+		Timeout: time.Duration(in.TimeoutSeconds * float64(time.Second)), MaxOutput: in.MaxOutputBytes, Sandbox: c.Sandbox,
+		Remote: c.Runner != ""}) // on the caller's runner, in its worktree and sandbox there
 	if err != nil {
 		return "", err
 	}
@@ -95,7 +93,7 @@ func (m *Manager) outputTool(ctx context.Context, c tool.Caller, args json.RawMe
 	if _, err := m.own(ctx, c, ID(in.TaskID)); err != nil {
 		return "", err
 	}
-	out, size, err := m.output(ctx, c.Key.Project, ID(in.TaskID), in.MaxBytes)
+	out, size, err := m.ReadOutput(ctx, c.Key.Project, ID(in.TaskID), in.MaxBytes)
 	if err != nil {
 		return "", err
 	}

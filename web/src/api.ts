@@ -21,6 +21,8 @@ export interface Request { id: string; project: string; from: string; to?: strin
 export interface Task {
   id: string; project: string; owner: string; command: string; cwd: string; state: string; exit_code: number;
   signal?: string; reason?: string; started_at: string; ended_at?: string; timeout: string;
+  /** runner: the runner the task runs on (its owner's); absent: the daemon's machine. */
+  runner?: string;
   /** output: total_bytes written, cut_bytes dropped between the kept head and tail. */
   output?: { total_bytes: number; head_bytes: number; tail_bytes: number; cut_bytes: number };
   stopped?: { count: number; signal: string; procs?: { pid: number; command: string; escaped?: string }[]; remaining?: number };

@@ -320,6 +320,14 @@ var migrations = []migration{
 			)`,
 		},
 	},
+	// version 13
+	{
+		name: "the runner a background task runs on",
+		stmts: []string{
+			// task.Task.Runner: '' on the daemon's machine.
+			`ALTER TABLE tasks ADD COLUMN runner TEXT NOT NULL DEFAULT ''`,
+		},
+	},
 }
 
 // latestVersion is the schema version this binary writes.

@@ -26,7 +26,7 @@ func (db *DB) Tasks() *TaskStore { return &TaskStore{db.conn} }
 var _ task.Store = (*TaskStore)(nil)
 
 const taskCols = `id, project, owner, command, cwd, timeout, state, exit_code, signal, reason,
-	started_at, ended_at, supervisor_pid, supervisor_start, notified, message_id`
+	started_at, ended_at, supervisor_pid, supervisor_start, notified, message_id, runner`
 
 // CreateTask implements task.Store. A StartedAt outside the years 1677 to
 // 2262, or a SupervisorStart above 2^63-1, is refused with
@@ -57,9 +57,9 @@ func (db *TaskStore) CreateTask(ctx context.Context, t task.Task) error {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO tasks (`+taskCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, 'running', ?, '', '', ?, NULL, ?, ?, 0, NULL)`,
+			VALUES (?, ?, ?, ?, ?, ?, 'running', ?, '', '', ?, NULL, ?, ?, 0, NULL, ?)`,
 			string(t.ID), string(t.Project), string(t.Owner), t.Command, t.Cwd, int64(t.Timeout),
-			t.ExitCode, started, t.SupervisorPID, int64(t.SupervisorStart))
+			t.ExitCode, started, t.SupervisorPID, int64(t.SupervisorStart), t.Runner)
 		return err
 	})
 	if err != nil {
@@ -78,7 +78,7 @@ func scanTask(sc scanner) (task.Task, error) {
 		msgID   sql.NullInt64
 	)
 	err := sc.Scan(&t.ID, &t.Project, &t.Owner, &t.Command, &t.Cwd, &timeout, &t.State, &t.ExitCode,
-		&t.Signal, &t.Reason, &started, &ended, &t.SupervisorPID, &start, &t.Notified, &msgID)
+		&t.Signal, &t.Reason, &started, &ended, &t.SupervisorPID, &start, &t.Notified, &msgID, &t.Runner)
 	t.MessageID = msgID.Int64
 	t.Timeout = time.Duration(timeout)
 	t.StartedAt, t.EndedAt = fromNanos(started), fromNullNanos(ended)

@@ -30,7 +30,7 @@ function Tasks({ arg }: { arg: string }) {
           {a.tasks.map((t) => (
             <tr key={t.id} data-task={t.id} data-state={t.state} class={t.id === arg ? "selected" : ""}>
               <td><a href="#" onClick={(e) => { e.preventDefault(); navigate({ view: "tasks", arg: t.id }); }}>{t.id}</a></td>
-              <td>{t.owner}</td>
+              <td>{t.owner}{t.runner && <span class="runner" title="runs on this runner"> on {t.runner}</span>}</td>
               <td class={`tstate tstate-${t.state}`}>{t.state}{t.signal ? ` (${t.signal})` : ""}</td>
               <td>{t.state === "running" ? "" : t.exit_code}</td>
               <td>{took(t, now)}</td>
