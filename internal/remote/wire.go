@@ -30,6 +30,13 @@ const (
 	opDurable   = "durable"   // → daemon's stream: a session's events, in order
 	opSnapshot  = "snapshot"  // → runner: a chunk of the bundle of a turn's files
 	opRehello   = "rehello"   // → runner, published: say hello again (the daemon lost it)
+	opAttach    = "attach"    // → runner: attach a viewer to a session's terminal (terminal.go)
+	opType      = "type"      // → runner: a viewer's keys
+	opResize    = "resize"    // → runner: a viewer resizes the terminal
+	opDetach    = "detach"    // → runner: a viewer detaches
+	opTermSize  = "termsize"  // → runner: a session's terminal's size
+	opCredit    = "credit"    // → runner, published: a viewer's credit, and that it lives
+	opTerm      = "term"      // → daemon, published: a viewer's output, on term.<viewer>
 )
 
 // MaxPayload bounds one message on the link (the bus's); bigger data
