@@ -1,14 +1,20 @@
 package remote
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/terminal"
@@ -191,64 +197,236 @@ func burstLines(t *testing.T, out []byte, n int) {
 	}
 }
 
-// TestTerminalBurstInOrder: a burst of output many times the window
-// comes through whole and in order, the runner waiting for the daemon's
-// credit; the daemon never holds more than the window and a message.
-func TestTerminalBurstInOrder(t *testing.T) {
+// TestTerminalBurstThroughTheWindow: a burst of output three windows
+// long, with two viewers attached: one reads it all as it comes, the
+// other reads nothing until then. The runner stops the stalled one's
+// output at the window (the daemon holds no more than the window and a
+// message for it) and sends it the rest as it reads, whole and in order.
+func TestTerminalBurstThroughTheWindow(t *testing.T) {
 	rg := termRig(t)
 	rg.runner("r1")
 	s := rg.startTerm(termAgent(t))
 	defer s.Close(rg.ctx)
-	tm, v := attach(t, s)
-	defer v.Detach()
-	sc := newScreen(t, v, term.DefaultCols, term.DefaultRows)
-	sc.wait("repl>")
-	const n = 30000 // about 650 KB: ten windows
-	if err := v.Type(rg.ctx, []byte(fmt.Sprintf("burst %d\r", n))); err != nil {
+	s.(*session).term.window = termChunk // the smallest a runner takes
+	tm, slow := attach(t, s)
+	defer slow.Detach()
+	_, fast := attach(t, s)
+	defer fast.Detach()
+	fs := newScreen(t, fast, term.DefaultCols, term.DefaultRows)
+	fs.wait("repl>")
+	const n = 8000 // about 190 KB, three windows
+	if err := fast.Type(rg.ctx, []byte(fmt.Sprintf("burst %d\r", n))); err != nil {
 		t.Fatal(err)
 	}
-	sc.wait(fmt.Sprintf("line %d of the burst", n))
-	burstLines(t, sc.raw, n)
-	rv := v.(*remoteViewer)
+	last := fmt.Sprintf("line %d of the burst", n)
+	fs.wait(last)
+	burstLines(t, fs.raw, n)
+	// The program wrote it all; the stalled viewer got the window.
+	rv := slow.(*remoteViewer)
+	w := tm.(*remoteTerm).window
 	rv.mu.Lock()
-	most := rv.maxQueue
+	held, most := rv.queued, rv.maxQueue
 	rv.mu.Unlock()
-	if w := tm.(*remoteTerm).window; most > w+termChunk {
-		t.Errorf("the daemon held %d bytes of output at once, more than the window %d and a message", most, w)
+	if most > w+termChunk || held > w+termChunk {
+		t.Errorf("the daemon held %d bytes for the stalled viewer (%d at most), more than the window %d and a message", held, most, w)
+	}
+	ss := newScreen(t, slow, term.DefaultCols, term.DefaultRows)
+	ss.wait(last)
+	burstLines(t, ss.raw, n)
+}
+
+// TestTerminalViewerGap: an output message out of sequence (one lost on
+// the way) closes the viewer with the reason instead of showing a corrupt
+// screen.
+func TestTerminalViewerGap(t *testing.T) {
+	rg := termRig(t)
+	rg.runner("r1")
+	s := rg.startTerm(termAgent(t))
+	defer s.Close(rg.ctx)
+	_, v := attach(t, s)
+	defer v.Detach()
+	m := &nats.Msg{Subject: termSubject("r1", v.(*remoteViewer).id), Data: []byte("x"), Header: nats.Header{hdrSeq: []string{"1000"}}}
+	if err := rg.srv.Conn().PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, v)
+	if !strings.Contains(v.Reason(), "lost messages") {
+		t.Fatalf("viewer ended with %q, want the gap", v.Reason())
 	}
 }
 
-// TestTerminalSlowViewerIsCut: a viewer whose reader takes nothing while
-// the program floods its terminal: the daemon holds no more than the
-// window and a message, the runner stops sending, and its terminal cuts
-// the viewer when its own queue is full; the reader then gets what was
-// held and the reason.
-func TestTerminalSlowViewerIsCut(t *testing.T) {
+// drain reads v's output until it closes.
+func drain(t *testing.T, v engine.TerminalViewer) {
+	t.Helper()
+	timeout := time.After(patience)
+	for {
+		select {
+		case _, ok := <-v.Output():
+			if !ok {
+				return
+			}
+		case <-timeout:
+			t.Fatal("the viewer's output did not close")
+		}
+	}
+}
+
+// TestTerminalViewerRunnerLost: the runner of an attached terminal goes
+// unreachable: the viewer closes with that reason.
+func TestTerminalViewerRunnerLost(t *testing.T) {
 	rg := termRig(t)
-	rg.runner("r1")
+	_, stop := rg.runner("r1")
 	s := rg.startTerm(termAgent(t))
 	defer s.Close(rg.ctx)
 	tm, v := attach(t, s)
 	defer v.Detach()
-	if err := v.Type(rg.ctx, []byte("burst 400000\r")); err != nil {
-		t.Fatal(err)
+	stop()
+	drain(t, v)
+	if !strings.Contains(v.Reason(), "unreachable (runner r1") {
+		t.Fatalf("viewer ended with %q, want the runner unreachable", v.Reason())
 	}
-	rv := v.(*remoteViewer)
-	deadline := time.Now().Add(2 * patience)
-	for v.Reason() == "" && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond) // polls the state; no timer is tested
+	if tm.InUse() {
+		t.Error("in use after its viewer was closed")
 	}
-	var held int
-	for b := range v.Output() {
-		held += len(b)
+}
+
+// fakeViewer is a terminal's viewer the test feeds.
+type fakeViewer struct {
+	out      chan []byte
+	mu       sync.Mutex
+	reason   string
+	detached bool
+}
+
+func (f *fakeViewer) Snapshot() []byte                   { return nil }
+func (f *fakeViewer) Output() <-chan []byte              { return f.out }
+func (f *fakeViewer) Type(context.Context, []byte) error { return nil }
+func (f *fakeViewer) Resize(int, int) error              { return nil }
+func (f *fakeViewer) Reason() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reason
+}
+func (f *fakeViewer) Detach() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.detached = true
+}
+
+// cut is the terminal cutting the viewer (its queue full).
+func (f *fakeViewer) cut(reason string) {
+	f.mu.Lock()
+	f.reason = reason
+	f.mu.Unlock()
+	close(f.out)
+}
+
+// sent is what a pump published.
+type sent struct {
+	mu   sync.Mutex
+	seqs []uint64
+	data []byte
+	end  string
+}
+
+func (s *sent) send(seq uint64, data []byte, end string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seqs = append(s.seqs, seq)
+	if end != "" {
+		s.end = string(data)
+	} else {
+		s.data = append(s.data, data...)
 	}
-	if !strings.Contains(v.Reason(), "fell behind") {
-		t.Fatalf("the slow viewer ended with %q, want cut for falling behind", v.Reason())
-	}
-	rv.mu.Lock()
-	most := rv.maxQueue
-	rv.mu.Unlock()
-	if w := tm.(*remoteTerm).window; most > w+termChunk || int64(held) > w+termChunk {
-		t.Errorf("the daemon held %d bytes at most, %d at the end; the window is %d", most, held, w)
-	}
+	return nil
+}
+
+func (s *sent) get() (n int, end string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.data), s.end
+}
+
+// TestPumpWindowAndCut: a runner's pump sends no more than the window
+// the daemon has not credited, in order and numbered; a credit lets more
+// through; the terminal cutting the viewer while the pump waits for
+// credit ends it with that reason at once (not after the lease).
+func TestPumpWindowAndCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeViewer{out: make(chan []byte, 64)}
+		var want []byte
+		for i := range 12 {
+			c := bytes.Repeat([]byte{byte('a' + i)}, 16<<10)
+			want = append(want, c...)
+			f.out <- c
+		}
+		rv := newRunnerView("v1", "s1", f, termChunk)
+		var out sent
+		done := make(chan struct{})
+		go func() { rv.pump(context.Background(), out.send); close(done) }()
+		synctest.Wait()
+		if n, _ := out.get(); n != termChunk {
+			t.Fatalf("sent %d bytes with no credit, the window is %d", n, termChunk)
+		}
+		rv.credit(termChunk)
+		synctest.Wait()
+		if n, _ := out.get(); n != 2*termChunk {
+			t.Fatalf("sent %d bytes after one window's credit", n)
+		}
+		rv.credit(2 * termChunk)
+		synctest.Wait()
+		out.mu.Lock()
+		if !bytes.Equal(out.data, want) {
+			t.Errorf("the output came out of order or incomplete (%d of %d bytes)", len(out.data), len(want))
+		}
+		for i, s := range out.seqs {
+			if s != uint64(i+1) {
+				t.Errorf("message %d numbered %d", i, s)
+			}
+		}
+		out.mu.Unlock()
+		// Stalled on credit, the terminal cuts the viewer.
+		f.out <- bytes.Repeat([]byte("z"), termChunk)
+		f.out <- []byte("more")
+		synctest.Wait()
+		f.cut("the viewer fell behind the terminal's output: detached")
+		time.Sleep(stallCheck)
+		synctest.Wait()
+		if _, end := out.get(); !strings.Contains(end, "fell behind") {
+			t.Fatalf("end %q after the cut", end)
+		}
+		<-done
+		if !f.detached {
+			t.Error("the pump did not detach its viewer")
+		}
+	})
+}
+
+// TestPumpLease: a viewer whose daemon keeps crediting lives on; one not
+// heard from for viewerLease is detached on the runner with the reason.
+func TestPumpLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeViewer{out: make(chan []byte, 1)}
+		rv := newRunnerView("v1", "s1", f, termWindow)
+		var out sent
+		done := make(chan struct{})
+		go func() { rv.pump(context.Background(), out.send); close(done) }()
+		for range 3 * int(viewerLease/creditEvery) {
+			time.Sleep(creditEvery)
+			rv.credit(0)
+		}
+		synctest.Wait()
+		if _, end := out.get(); end != "" {
+			t.Fatalf("a credited viewer ended: %q", end)
+		}
+		time.Sleep(viewerLease + stallCheck)
+		synctest.Wait()
+		if _, end := out.get(); !strings.Contains(end, "not heard from") {
+			t.Fatalf("end %q after the lease", end)
+		}
+		<-done
+		if !f.detached {
+			t.Error("the pump did not detach its viewer")
+		}
+	})
 }
