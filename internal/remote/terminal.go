@@ -271,7 +271,7 @@ func (v *remoteViewer) receive(m *nats.Msg) {
 	}
 	if seq != v.seq+1 {
 		v.mu.Unlock()
-		v.cut(fmt.Sprintf("the terminal's output from runner %s lost messages %d–%d on the way: detached, attach again", runner, v.seq+1, seq-1), false)
+		v.cut(fmt.Sprintf("the terminal's output from runner %s came out of sequence (message %d where %d was due: some were lost on the way): detached, attach again", runner, seq, v.seq+1), false)
 		return
 	}
 	v.seq = seq

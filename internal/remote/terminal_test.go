@@ -250,7 +250,7 @@ func TestTerminalViewerGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	drain(t, v)
-	if !strings.Contains(v.Reason(), "lost messages") {
+	if !strings.Contains(v.Reason(), "out of sequence (message 1000 where") {
 		t.Fatalf("viewer ended with %q, want the gap", v.Reason())
 	}
 }
