@@ -26,6 +26,11 @@
 //     (<session>:<seq>), tried again until acknowledged. The daemon
 //     consumes the stream, hands each record to its session once
 //     (sequence numbers drop repeats) and acknowledges it after.
+//   - a terminal-mode agent's terminal (terminal.go): the daemon asks to
+//     attach a viewer, type, resize, detach (requests on
+//     bus.ToRunner(name)) and returns credit (published); the runner
+//     publishes the viewer's output on bus.FromRunner(name)+".term.<viewer>",
+//     numbered, within that credit window.
 //   - runner → daemon, published: a heartbeat with each session's
 //     activity count (stderr output is activity too, C3). A runner
 //     silent for MissedBeats beats is unreachable: its sessions end with
