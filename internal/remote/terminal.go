@@ -512,14 +512,24 @@ func (rv *runnerView) credit(consumed int64) {
 
 func (rv *runnerView) detach() { rv.once.Do(func() { close(rv.stop) }) }
 
-// stalled says why the pump must stop waiting: the daemon unheard for
-// viewerLease, or the terminal cut the viewer; "" to wait on.
-func (rv *runnerView) stalled() string {
+// lapsed says why the daemon's viewer is taken for gone (not heard from
+// for viewerLease); "" while it lives.
+func (rv *runnerView) lapsed() string {
 	rv.mu.Lock()
 	heard := rv.heard
 	rv.mu.Unlock()
 	if time.Since(heard) > viewerLease {
 		return fmt.Sprintf("the daemon's viewer was not heard from for %s: detached", viewerLease)
+	}
+	return ""
+}
+
+// stalled says why a pump waiting for credit must stop: the daemon's
+// viewer lapsed, or the terminal cut the viewer meanwhile (what it still
+// holds for it is dropped: the reason goes at once); "" to wait on.
+func (rv *runnerView) stalled() string {
+	if reason := rv.lapsed(); reason != "" {
+		return reason
 	}
 	return rv.v.Reason()
 }
@@ -552,7 +562,9 @@ func (rv *runnerView) pump(ctx context.Context, send func(seq uint64, data []byt
 			}
 			c = b
 		case <-tick.C:
-			if reason := rv.stalled(); reason != "" {
+			// The viewer's own end comes through Output, after the
+			// output before it.
+			if reason := rv.lapsed(); reason != "" {
 				finish(reason)
 				return
 			}

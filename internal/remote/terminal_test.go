@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -427,6 +428,23 @@ func TestPumpLease(t *testing.T) {
 		<-done
 		if !f.detached {
 			t.Error("the pump did not detach its viewer")
+		}
+	})
+}
+
+// TestPumpEndAfterOutput: a viewer that ends (its program ended) with
+// output still queued, within the window: the output goes first, then
+// the end with its reason.
+func TestPumpEndAfterOutput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeViewer{out: make(chan []byte, 4)}
+		f.out <- []byte("last words")
+		f.cut("the program ended")
+		rv := newRunnerView("v1", "s1", f, termWindow)
+		var out sent
+		rv.pump(context.Background(), out.send)
+		if string(out.data) != "last words" || out.end != "the program ended" || !slices.Equal(out.seqs, []uint64{1, 2}) {
+			t.Fatalf("sent %q (seqs %v), end %q", out.data, out.seqs, out.end)
 		}
 	})
 }
