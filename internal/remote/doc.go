@@ -38,6 +38,11 @@
 //     acknowledges it. The answer to each hello lists the tasks the
 //     daemon records as running on the runner; the runner reports those
 //     it has no record of as lost, the same way.
+//   - a terminal-mode agent's terminal (terminal.go): the daemon asks to
+//     attach a viewer, type, resize, detach (requests on
+//     bus.ToRunner(name)) and returns credit (published); the runner
+//     publishes the viewer's output on bus.FromRunner(name)+".term.<viewer>",
+//     numbered, within that credit window.
 //   - runner → daemon, published: a heartbeat with each session's
 //     activity count (stderr output is activity too, C3). A runner
 //     silent for MissedBeats beats is unreachable: its sessions end with

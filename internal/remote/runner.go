@@ -74,6 +74,7 @@ type Runner struct {
 	ctx      context.Context
 	hellos   chan struct{} // a reconnection: say hello again
 	greeted  chan struct{} // a token after each hello the daemon answered
+	terms    termViews     // the daemon's viewers of the sessions' terminals (terminal.go)
 
 	// The agents' background tasks (tasks.go), from Run.
 	tasks    *task.Manager
@@ -272,8 +273,12 @@ func (r *Runner) request(ctx context.Context, op string, v any) (json.RawMessage
 // serve answers one request of the daemon, in a goroutine of its own.
 func (r *Runner) serve(ctx context.Context, m *nats.Msg) {
 	op := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-	if op == opRehello {
+	switch op {
+	case opRehello:
 		r.Reconnected()
+		return
+	case opCredit:
+		r.credit(m.Data)
 		return
 	}
 	r.wg.Add(1)
@@ -299,6 +304,13 @@ func (r *Runner) serve(ctx context.Context, m *nats.Msg) {
 		case opTaskStart, opTaskKill, opTaskOutput:
 			var v any
 			if v, err = r.taskOp(ctx, op, m.Data); err == nil {
+				data, _ := json.Marshal(v)
+				r.respond(m, op, reply{Data: data})
+				return
+			}
+		case opAttach, opType, opResize, opDetach, opTermSize:
+			var v any
+			if v, err = r.termOp(ctx, op, m.Data); err == nil {
 				data, _ := json.Marshal(v)
 				r.respond(m, op, reply{Data: data})
 				return

@@ -69,6 +69,9 @@ func (e remoteEngine) Start(ctx context.Context, spec engine.StartSpec) (engine.
 		return nil, fmt.Errorf("start session on runner %s: %w", name, err)
 	}
 	s := &session{SessionCore: engine.NewSessionCore(256), d: d, id: newID(), runner: name, key: spec.Key, spec: spec}
+	if isTerminal(spec.Agent) {
+		s.term = newRemoteTerm(s)
+	}
 	d.mu.Lock()
 	if d.ctx == nil || d.ctx.Err() != nil {
 		d.mu.Unlock()
@@ -144,6 +147,8 @@ type session struct {
 
 	bmu        sync.Mutex // guards bundleHead
 	bundleHead string
+
+	term *remoteTerm // a terminal-mode agent's terminal (terminal.go); nil for others
 }
 
 func (s *session) Send(ctx context.Context, in engine.Input) error {
@@ -248,6 +253,9 @@ const MaxSnapshot = 1 << 30
 // unreachable ends the turn in flight on u (the runtime keeps its
 // messages and closes the session), or, with none, the session itself.
 func (s *session) unreachable(u *engine.Unreachable) {
+	if s.term != nil {
+		s.term.closeAll(u.Error())
+	}
 	s.emu.Lock()
 	turn := s.CurrentTurn()
 	if !s.ended && turn != "" {
@@ -270,6 +278,13 @@ func (s *session) end(err error) {
 		return
 	}
 	s.ended = true
+	if s.term != nil {
+		reason := "the session ended"
+		if err != nil {
+			reason += ": " + err.Error()
+		}
+		s.term.closeAll(reason)
+	}
 	s.forget()
 	s.Finish(func() error { return err }, nil)
 }

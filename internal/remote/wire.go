@@ -35,6 +35,13 @@ const (
 	opTaskStart  = "taskstart"  // → runner: run a task the daemon recorded
 	opTaskKill   = "taskkill"   // → runner
 	opTaskOutput = "taskoutput" // → runner: the end of a task's output
+	opAttach     = "attach"     // → runner: attach a viewer to a session's terminal (terminal.go)
+	opType       = "type"       // → runner: a viewer's keys
+	opResize     = "resize"     // → runner: a viewer resizes the terminal
+	opDetach     = "detach"     // → runner: a viewer detaches
+	opTermSize   = "termsize"   // → runner: a session's terminal's size
+	opCredit     = "credit"     // → runner, published: a viewer's credit, and that it lives
+	opTerm       = "term"       // → daemon, published: a viewer's output, on term.<viewer>
 )
 
 // MaxPayload bounds one message on the link (the bus's); bigger data
