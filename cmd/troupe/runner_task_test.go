@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -68,13 +67,8 @@ func taskMessages(t *testing.T, ctx context.Context, cl *client.Client, p troupe
 func TestRunnerTaskEndsWhileTheDaemonIsKilled(t *testing.T) {
 	state := t.TempDir()
 	proj := gitProject(t, runnerTaskTeam)
-	env := append(os.Environ(), "HOME="+t.TempDir())
-	args := []string{"--project", proj, "--runners", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--runner-beat", "1s"}
-	d := startDaemonEnv(t, state, env, args...)
-	cl, err := client.FromStateDir(state)
-	if err != nil {
-		t.Fatal(err)
-	}
+	start := restartableRunnerDaemon(t, state, proj)
+	d, cl := start()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	p, err := cl.ResolveProject(ctx, proj)
@@ -118,11 +112,8 @@ func TestRunnerTaskEndsWhileTheDaemonIsKilled(t *testing.T) {
 		t.Fatalf("the runner did not try to report the task's end while the daemon was down:\n%s", l)
 	}
 
-	d = startDaemonEnv(t, state, env, args...)
+	d, cl = start()
 	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
-	if cl, err = client.FromStateDir(state); err != nil {
-		t.Fatal(err)
-	}
 	waitTaskMessages(t, ctx, cl, p.ID, "coder", 2)
 	ms = taskMessages(t, ctx, cl, p.ID, id)
 	if len(ms) != 1 || !strings.Contains(ms[0].Text, "exited 4") || !strings.Contains(ms[0].Text, "remote says go") {

@@ -192,6 +192,25 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// restartableRunnerDaemon returns start, which starts a daemon serving
+// proj on state with the runners' bus on a loopback port fixed for the
+// test, and runners' beats of 1 s, and returns it with its client: called
+// again after the daemon was killed, it starts it again where its runners
+// reconnect.
+func restartableRunnerDaemon(t *testing.T, state, proj string) (start func() (*daemon, *client.Client)) {
+	env := append(os.Environ(), "HOME="+t.TempDir())
+	args := []string{"--project", proj, "--runners", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--runner-beat", "1s"}
+	return func() (*daemon, *client.Client) {
+		t.Helper()
+		d := startDaemonEnv(t, state, env, args...)
+		cl, err := client.FromStateDir(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, cl
+	}
+}
+
 // TestRunnerDaemonKilledMidTurn: the daemon is SIGKILLed while its agent
 // on a runner is in a turn. The runner keeps running and reconnects to
 // the daemon started again on the same state; the turn's message, back in
@@ -199,13 +218,8 @@ func freePort(t *testing.T) int {
 func TestRunnerDaemonKilledMidTurn(t *testing.T) {
 	state := t.TempDir()
 	proj := gitProject(t, runnerTeam)
-	env := append(os.Environ(), "HOME="+t.TempDir())
-	args := []string{"--project", proj, "--runners", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--runner-beat", "1s"}
-	d := startDaemonEnv(t, state, env, args...)
-	cl, err := client.FromStateDir(state)
-	if err != nil {
-		t.Fatal(err)
-	}
+	start := restartableRunnerDaemon(t, state, proj)
+	d, cl := start()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	p, err := cl.ResolveProject(ctx, proj)
@@ -221,11 +235,8 @@ func TestRunnerDaemonKilledMidTurn(t *testing.T) {
 	syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
 	<-d.done
 
-	d = startDaemonEnv(t, state, env, args...)
+	d, cl = start()
 	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
-	if cl, err = client.FromStateDir(state); err != nil {
-		t.Fatal(err)
-	}
 	var res troupe.Request
 	waitFor(t, ctx, cl, "the ask to be answered", func() bool {
 		if res, err = cl.Request(ctx, p.ID, req.ID, 0); err != nil {

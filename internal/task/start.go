@@ -151,12 +151,7 @@ func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir
 		}
 		return Task{}, noSpace(fmt.Errorf("start task %s: %w", id, err))
 	}
-	m.mu.Lock()
-	changed := m.changed
-	m.mu.Unlock()
-	if changed != nil {
-		changed(t)
-	}
+	m.announce(t)
 	return t, nil
 }
 
@@ -328,12 +323,7 @@ func (m *Manager) startRemote(ctx context.Context, owner troupe.RuntimeKey, j Jo
 		return Task{}, err
 	}
 	m.log.Info("task started", "task", t.ID, "project", t.Project, "agent", t.Owner, "runner", runner)
-	m.mu.Lock()
-	changed := m.changed
-	m.mu.Unlock()
-	if changed != nil {
-		changed(t)
-	}
+	m.announce(t)
 	return t, nil
 }
 
@@ -421,4 +411,14 @@ func (m *Manager) abandon(sup *supervisorProc, start uint64) {
 	sup.proc.Wait()
 	sup.fd.Close()
 	killSession(pid, start)
+}
+
+// announce tells the OnChange callback, if any, that t changed.
+func (m *Manager) announce(t Task) {
+	m.mu.Lock()
+	changed := m.changed
+	m.mu.Unlock()
+	if changed != nil {
+		changed(t)
+	}
 }
