@@ -1,0 +1,88 @@
+package remote
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/troupe-dev/troupe/internal/bus"
+)
+
+// TestSharedAccountReplies: on an account the runners share with the
+// daemon (an existing cluster), a request of runner r1 is answered only on
+// r1's own inbox: one naming r2's inbox as its reply subject, or the
+// daemon's, is dropped; nothing of a runner that is not allowed (revoked)
+// is answered.
+func TestSharedAccountReplies(t *testing.T) {
+	srv, err := bus.Start(bus.ServerOptions{Dir: t.TempDir(), Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	nc := srv.Conn() // every right: a runner of the shared account, forging at will
+	d := NewDaemon(DaemonOptions{Conn: nc, Dir: t.TempDir(), Beat: testBeat,
+		Allowed: func(name string) bool { return name != "gone" }})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx, nil); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	sub := func(subject string) *nats.Subscription {
+		s, err := nc.SubscribeSync(subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	r1, r2, daemonSide, gone := sub(bus.Inbox("r1")+".>"), sub(bus.Inbox("r2")+".>"), sub("troupe.d.r2.>"), sub(bus.Inbox("gone")+".>")
+	ask := func(runner, reply string) {
+		t.Helper()
+		if err := nc.PublishMsg(&nats.Msg{Subject: bus.FromRunner(runner) + "." + opTool, Reply: reply, Data: []byte(`{"session":"x"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSubscribed(t, nc)
+	ask("r1", bus.Inbox("r2")+".forged")
+	ask("r1", "troupe.d.r2.hello")
+	ask("gone", bus.Inbox("gone")+".1")
+	ask("r1", bus.Inbox("r1")+".own")
+	if m, err := r1.NextMsg(patience); err != nil || m.Subject != bus.Inbox("r1")+".own" {
+		t.Fatalf("r1's request on its own inbox: %v, %v", m, err)
+	}
+	// Run waits for every handler: once it is back, every answer the
+	// daemon sent is at the server, and a flush brings it here.
+	cancel()
+	<-done
+	if err := nc.FlushTimeout(patience); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*nats.Subscription{"r2's inbox": r2, "the daemon's subject": daemonSide, "a revoked runner's inbox": gone} {
+		if n, _, _ := s.Pending(); n != 0 {
+			m, _ := s.NextMsg(time.Millisecond)
+			t.Errorf("the daemon answered on %s: %s %q", name, m.Subject, m.Data)
+		}
+	}
+}
+
+// waitSubscribed returns once the daemon's subscriptions are at the
+// server (Run made them): a request then reaches them.
+func waitSubscribed(t *testing.T, nc *nats.Conn) {
+	t.Helper()
+	s, err := nc.SubscribeSync(bus.Inbox("probe") + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Unsubscribe()
+	deadline := time.Now().Add(patience)
+	for time.Now().Before(deadline) {
+		if err := nc.PublishRequest(bus.FromRunner("probe")+"."+opTool, bus.Inbox("probe")+".p", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.NextMsg(patience / 30); err == nil {
+			return
+		}
+	}
+	t.Fatal("the daemon did not subscribe")
+}
