@@ -224,12 +224,12 @@ func credsAccount(path string) (string, error) {
 		return fail(err.Error())
 	}
 	tok, err := jwt.ParseDecoratedJWT(data)
+	var uc *jwt.UserClaims
+	if err == nil {
+		uc, err = jwt.DecodeUserClaims(tok)
+	}
 	if err != nil {
 		return fail("no user JWT in it")
-	}
-	uc, err := jwt.DecodeUserClaims(tok)
-	if err != nil {
-		return fail("its JWT is not a user's")
 	}
 	if _, err := jwt.ParseDecoratedUserNKey(data); err != nil {
 		return fail("no user seed in it")
