@@ -311,3 +311,26 @@ func TestRunnerNatsCluster(t *testing.T) {
 		t.Errorf("troupe runners lists the revoked r1:\n%s", out)
 	}
 }
+
+// TestRunnerNatsFlags: serve refuses --nats with --runners, its companions
+// without it, and a cluster it cannot reach, each error naming the flags.
+func TestRunnerNatsFlags(t *testing.T) {
+	creds := filepath.Join(t.TempDir(), "daemon.creds")
+	os.WriteFile(creds, []byte("not creds"), 0o600)
+	dead := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--runners", "127.0.0.1:0", "--nats", dead}, "--runners and --nats: give one"},
+		{[]string{"--nats-creds", creds}, "--nats-creds, --nats-signing-key and --nats-ca go with --nats URL"},
+		{[]string{"--nats", dead}, "--nats-creds: missing"},
+		{[]string{"--nats", dead, "--nats-creds", creds}, "--nats-creds " + creds + ": no user JWT in it"},
+	} {
+		args := append([]string{"serve", "--addr", "127.0.0.1:0"}, tc.args...)
+		out, errOut, code := runCLI(t, t.TempDir(), "", args...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("serve %v: exit %d, %q%q; want an error with %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+}
