@@ -89,7 +89,7 @@ func startNatsCluster(t *testing.T) *natsCluster {
 	_, spub, sseed := key(nkeys.CreateAccount)
 	ac := jwt.NewAccountClaims(apub)
 	ac.Name = "troupe"
-	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: 64 << 20, DiskStorage: 1 << 30, Streams: -1, Consumer: -1}
+	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: 64 << 20, DiskStorage: 8 << 30, Streams: -1, Consumer: -1}
 	ac.SigningKeys.Add(spub)
 	ajwt, err := ac.Encode(okp)
 	if err != nil {
@@ -122,7 +122,7 @@ func startNatsCluster(t *testing.T) *natsCluster {
 		conf := fmt.Sprintf(`server_name: %s
 listen: 127.0.0.1:%d
 http: 127.0.0.1:%d
-jetstream { store_dir: %q, max_memory_store: 64MB, max_file_store: 1GB }
+jetstream { store_dir: %q, max_memory_store: 64MB, max_file_store: 8GB }
 cluster { name: troupe-test, listen: 127.0.0.1:%d, routes: [%s] }
 operator: %s
 system_account: %s
@@ -268,6 +268,12 @@ func TestRunnerNatsCluster(t *testing.T) {
 	}
 	if killed != 1 || len(l.Turns) != 3 {
 		t.Errorf("the coder's log: %d turns (want 3), %d across the kill (want 1)", len(l.Turns), killed)
+	}
+	// A runner added while a server is down connects too, its stream
+	// placed on three servers (the cluster still counts the lost one).
+	startRunner(t, state, "r2", filepath.Join(t.TempDir(), "r2.creds"), "--server", c.nodes[1].url())
+	if st2, err := js.Stream(ctx, "troupe-d-r2"); err != nil || st2.CachedInfo().Config.Replicas != 3 {
+		t.Errorf("r2's stream, made with %s down: %v; want 3 replicas", n1.name, err)
 	}
 	for _, who := range []*syncBuffer{d.logs, r.logs} {
 		if !strings.Contains(who.String(), "bus reconnected") {

@@ -54,6 +54,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"time"
@@ -109,7 +110,8 @@ const DuplicateWindow = 24 * time.Hour
 // replicas copies (1 on the embedded server; 3 on a cluster of three
 // servers or more, so that the stream outlives one server's loss; 0 is 1),
 // work-queue retention (a message is gone once the daemon's
-// consumer acknowledges it), at most maxBytes kept. A full stream refuses
+// consumer acknowledges it), at most maxBytes kept (JetStream reserves
+// that much of the account's storage per replica). A full stream refuses
 // new messages (DiscardNew): the runner's publish fails and it retries
 // later; nothing it had is dropped.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, name string, maxBytes int64, replicas int) (jetstream.Stream, error) {
@@ -119,7 +121,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, name string, maxB
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("ensure stream of runner %s: maxBytes %d: give a positive bound", name, maxBytes)
 	}
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:        StreamName(name),
 		Description: "troupe: durable messages of runner " + name,
 		Subjects:    []string{Durable(name) + ".>"},
@@ -129,7 +131,12 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, name string, maxB
 		MaxBytes:    maxBytes,
 		Discard:     jetstream.DiscardNew,
 		Duplicates:  DuplicateWindow,
-	})
+	}
+	st, err := js.CreateOrUpdateStream(ctx, cfg)
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == 10047 {
+		return nil, fmt.Errorf("ensure stream of runner %s: %w: each runner's stream reserves %d bytes per replica (%d): raise the JetStream disk storage of the account (or of the servers)", name, err, maxBytes, cfg.Replicas)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("ensure stream of runner %s: %w", name, err)
 	}

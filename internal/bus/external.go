@@ -219,6 +219,9 @@ func credsAccount(path string) (string, error) {
 	if path == "" {
 		return "", errors.New("--nats-creds: missing: give the credentials file (user JWT and nkey seed, as nsc writes it) of the daemon's user in the account troupe uses")
 	}
+	if err := private(path, "--nats-creds"); err != nil {
+		return "", err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fail(err.Error())
@@ -242,6 +245,9 @@ func credsAccount(path string) (string, error) {
 
 // readSigningKey reads an account's seed (SA…), alone or decorated.
 func readSigningKey(path string) (nkeys.KeyPair, error) {
+	if err := private(path, "--nats-signing-key"); err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--nats-signing-key: %w", err)
@@ -257,6 +263,18 @@ func readSigningKey(path string) (nkeys.KeyPair, error) {
 		return nil, fmt.Errorf("--nats-signing-key %s: not the seed of an account's key (SA…): give the seed of a signing key of the daemon's account (nsc edit account --sk generate prints its public key; its seed is in nsc's keys folder)", path)
 	}
 	return kp, nil
+}
+
+// private refuses a secret's file (flag's) that others may read.
+func private(path, flag string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s %s: mode %v lets others read a secret: chmod 600 %s", flag, path, fi.Mode().Perm(), path)
+	}
+	return nil
 }
 
 func mustPub(kp nkeys.KeyPair) string {

@@ -213,6 +213,9 @@ func TestExternalStartErrors(t *testing.T) {
 	dir := t.TempDir()
 	garbage := filepath.Join(dir, "garbage")
 	os.WriteFile(garbage, []byte("not creds"), 0o600)
+	open := filepath.Join(dir, "open.creds")
+	b, _ := os.ReadFile(c.creds)
+	os.WriteFile(open, b, 0o644)
 	for _, tc := range []struct {
 		name string
 		o    ExternalOptions
@@ -220,6 +223,7 @@ func TestExternalStartErrors(t *testing.T) {
 	}{
 		{"no creds", ExternalOptions{URLs: c.url}, "--nats-creds: missing"},
 		{"bad creds", ExternalOptions{URLs: c.url, CredsFile: garbage}, "--nats-creds " + garbage + ": no user JWT"},
+		{"creds others can read", ExternalOptions{URLs: c.url, CredsFile: open}, "--nats-creds " + open + ": mode -rw-r--r-- lets others read a secret: chmod 600"},
 		{"bad url", ExternalOptions{URLs: "http://x", CredsFile: c.creds}, "--nats: \"http://x\""},
 		{"unreachable", ExternalOptions{URLs: "nats://127.0.0.1:1", CredsFile: c.creds}, "--nats nats://127.0.0.1:1: cannot reach the cluster"},
 		{"no jetstream", ExternalOptions{URLs: c.url, CredsFile: c.noJS}, "has no JetStream"},
