@@ -38,7 +38,7 @@ func (d *Daemon) admits(name, reply string) bool {
 	if d.o.Allowed != nil {
 		want = bus.Inbox(name) + "."
 	}
-	if !strings.HasPrefix(reply, want) {
+	if reply != "" && !strings.HasPrefix(reply, want) {
 		d.log.Warn("dropped a runner's request: its reply subject is not the runner's own", "runner", name, "reply", reply, "want", want+"…")
 		return false
 	}

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,70 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/bus"
 )
+
+// TestEmbeddedReplies: on the embedded server, a request reaches the
+// daemon from a runner's account with the server's answer subject: one
+// naming a runner's inbox itself did not come that way, and is dropped.
+func TestEmbeddedReplies(t *testing.T) {
+	srv, err := bus.Start(bus.ServerOptions{Dir: t.TempDir(), Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	nc := srv.Conn()
+	d := NewDaemon(DaemonOptions{Conn: nc, Dir: t.TempDir(), Beat: testBeat})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.Run(ctx, nil); close(done) }()
+	defer func() { cancel(); <-done }()
+	inbox, err := nc.SubscribeSync(bus.Inbox("r2") + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Run's subscriptions are up once a request of a real runner is
+	// answered.
+	c, err := srv.AddRunner("r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := bus.Dial(context.Background(), c, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	deadline := time.Now().Add(patience)
+	for {
+		m, err := rc.Request(bus.FromRunner("r1")+"."+opTool, []byte(`{"session":"x"}`), patience/30)
+		if err == nil {
+			if !strings.Contains(string(m.Data), "no session") {
+				t.Fatalf("r1's request: %s", m.Data)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r1's request: %v", err)
+		}
+	}
+	if err := nc.PublishRequest(bus.FromRunner("r1")+"."+opTool, bus.Inbox("r2")+".forged", []byte(`{"session":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	// Flushed, the forged request is at the daemon's subscription before
+	// the next one of r1, which is answered: it was handled by then.
+	if err := nc.FlushTimeout(patience); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.Request(bus.FromRunner("r1")+"."+opTool, []byte(`{"session":"x"}`), patience); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-done
+	if err := nc.FlushTimeout(patience); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, _ := inbox.Pending(); n != 0 {
+		t.Errorf("the daemon answered on r2's inbox %d times", n)
+	}
+}
 
 // TestSharedAccountReplies: on an account the runners share with the
 // daemon (an existing cluster), a request of runner r1 is answered only on
