@@ -456,7 +456,7 @@ func (e *External) URL() string {
 	return strings.Join(hosts, ",")
 }
 
-// Close drains and closes the daemon's connection.
+// Close closes the daemon's connection.
 func (e *External) Close() error {
 	e.conn.Close()
 	return nil

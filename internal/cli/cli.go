@@ -269,7 +269,7 @@ func serveCmd(g *globals) *cobra.Command {
 	c.Flags().DurationVar(&keepFor, "checkpoints-keep-for", daemon.DefaultCheckpointsKeepFor, "every checkpoint younger than this is kept, whatever --checkpoints-keep says")
 	c.Flags().StringVar(&taskMaxOutput, "task-max-output", "64MB", "output a background task keeps unless it is given its own cap: its first half and its last half, the middle cut")
 	c.Flags().DurationVar(&sessionIdle, "session-idle", api.DefaultSessionIdle, "log a browser out after this long without a request")
-	c.Flags().StringVar(&runners, "runners", "", "let runners on other machines connect here (HOST:PORT; TLS beyond loopback): troupe embeds a NATS server, its store in the state dir")
+	c.Flags().StringVar(&runners, "runners", "", "let runners on other machines connect here (HOST:PORT; TLS beyond loopback): troupe embeds a NATS server, its store in the state dir (or --nats: an existing cluster)")
 	c.Flags().StringVar(&natsCfg.URLs, "nats", "", "instead of --runners: the runners' bus is this existing NATS cluster (URL[,URL…]; JetStream on), the daemon a user of it (--nats-creds)")
 	c.Flags().StringVar(&natsCfg.Creds, "nats-creds", "", "with --nats: the daemon's NATS credentials file (user JWT and seed, as nsc writes it); the runners share its account")
 	c.Flags().StringVar(&natsCfg.SigningKey, "nats-signing-key", "", "with --nats: the seed (SA…) of a signing key of that account: troupe runner add mints runners' users with it (valid 30 days)")
