@@ -2,13 +2,17 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/troupe-dev/troupe/internal/bus"
+	"github.com/troupe-dev/troupe/internal/engine"
+	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 // TestEmbeddedReplies: on the embedded server, a request reaches the
@@ -150,4 +154,51 @@ func waitSubscribed(t *testing.T, nc *nats.Conn) {
 		}
 	}
 	t.Fatal("the daemon did not subscribe")
+}
+
+// TestDropEndsTheRunnersSessions: a runner dropped (revoked) ends its
+// sessions at once as unreachable, the turn in flight with that reason;
+// its stream is deleted and it is not reachable.
+func TestDropEndsTheRunnersSessions(t *testing.T) {
+	rg := newRig(t)
+	rg.runner("r1")
+	s := rg.start()
+	if end := turn(t, s, "t1", "!cwd"); end.Error != "" {
+		t.Fatalf("first turn: %+v", end)
+	}
+	if err := s.Send(context.Background(), engine.Input{Turn: "t2", Messages: []troupe.Message{{ID: 2, From: "@person", Kind: troupe.KindMessage, Text: "!sleep 1m"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rg.d.Drop(rg.ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	end := turnEnd(t, s)
+	if end.Limit == nil || end.Limit.Unreachable == nil || end.Limit.Unreachable.Runner != "r1" {
+		t.Fatalf("the turn in flight when its runner was dropped: %+v", end)
+	}
+	timeout := time.After(patience)
+drain:
+	for {
+		select {
+		case _, ok := <-s.Events():
+			if !ok {
+				break drain
+			}
+		case <-timeout:
+			t.Fatal("the session's events still open after its runner was dropped")
+		}
+	}
+	if u, ok := errors.AsType[*engine.Unreachable](s.Err()); !ok || u.Runner != "r1" {
+		t.Errorf("the session's end: %v, want unreachable (runner r1)", s.Err())
+	}
+	if err := rg.d.Reachable("r1"); err == nil {
+		t.Error("r1 reachable after it was dropped")
+	}
+	js, err := jetstream.New(rg.srv.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Stream(rg.ctx, bus.StreamName("r1")); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("r1's stream after the drop: %v, want it deleted", err)
+	}
 }
