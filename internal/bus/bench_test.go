@@ -45,7 +45,7 @@ func BenchmarkDurablePublish(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := EnsureStream(ctx, djs, "a", 1<<30); err != nil {
+	if _, err := EnsureStream(ctx, djs, "a", 1<<30, 1); err != nil {
 		b.Fatal(err)
 	}
 	c, err := s.AddRunner("a")

@@ -234,7 +234,7 @@ func TestDurablePublishIsAcknowledgedOnTheRunnersInbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := EnsureStream(ctx, djs, "a", 4096)
+	st, err := EnsureStream(ctx, djs, "a", 4096, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestDurablePublishIsAcknowledgedOnTheRunnersInbox(t *testing.T) {
 		t.Errorf("a message was dropped to make room: first seq %d", info.State.FirstSeq)
 	}
 	// Runner a cannot publish into runner b's stream.
-	if _, err := EnsureStream(ctx, djs, "b", 4096); err != nil {
+	if _, err := EnsureStream(ctx, djs, "b", 4096, 1); err != nil {
 		t.Fatal(err)
 	}
 	ctx2, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
@@ -393,11 +393,11 @@ func TestForgedReplySubjectsStayInTheRunnersAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stA, err := EnsureStream(ctx, djs, "a", 1<<20)
+	stA, err := EnsureStream(ctx, djs, "a", 1<<20, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stB, err := EnsureStream(ctx, djs, "b", 1<<20)
+	stB, err := EnsureStream(ctx, djs, "b", 1<<20, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,33 +16,51 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/troupe-dev/troupe/internal/atomicfile"
 )
 
-// Creds are what a runner needs to connect: AddRunner mints them,
-// WriteCreds and ReadCreds keep them in a file.
+// Creds are what a runner needs to connect: AddRunner (the embedded
+// server's or External's) mints them, WriteCreds and ReadCreds keep them
+// in a file. A runner of the embedded server has a user and a secret; one
+// of an existing cluster (External) a user JWT and its nkey seed instead.
 type Creds struct {
 	Name   string // the runner's name (CheckName)
-	URL    string // nats://host:port or tls://host:port
+	URL    string // nats://host:port or tls://host:port; an existing cluster's may list several, comma separated
 	User   string
 	Secret string // never logged: String and LogValue leave it out
+	JWT    string // a user JWT (an existing cluster); then Seed, and no User or Secret
+	Seed   string // the user's nkey seed (SU…); never logged
 	CA     string // PEM of the certificate to trust (pinned) when TLS; empty otherwise
+}
+
+// user is who c connects as: its user, or its JWT's subject.
+func (c Creds) user() string {
+	if c.JWT != "" {
+		if uc, err := jwt.DecodeUserClaims(c.JWT); err == nil {
+			return uc.Subject
+		}
+		return "(a user JWT)"
+	}
+	return c.User
 }
 
 // String leaves the secret out.
 func (c Creds) String() string {
-	return fmt.Sprintf("runner %s at %s as %s (secret hidden)", c.Name, c.URL, c.User)
+	return fmt.Sprintf("runner %s at %s as %s (secret hidden)", c.Name, c.URL, c.user())
 }
 
 // LogValue leaves the secret out.
 func (c Creds) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("runner", c.Name), slog.String("url", c.URL), slog.String("user", c.User))
+	return slog.GroupValue(slog.String("runner", c.Name), slog.String("url", c.URL), slog.String("user", c.user()))
 }
 
-// credsFields are the "key: value" lines of a credentials file, in order.
-var credsFields = []string{"name", "url", "user", "secret"}
+// credsFields are the "key: value" lines of a credentials file, in order:
+// name and url, then user and secret, or jwt and seed.
+var credsFields = []string{"name", "url", "user", "secret", "jwt", "seed"}
 
 // WriteCreds writes c to path (mode 0600, atomically): a comment, one
 // "key: value" line per field, then the pinned certificate's PEM if any.
@@ -66,7 +84,12 @@ func (c Creds) Encode() ([]byte, error) {
 	var b strings.Builder
 	b.WriteString("# troupe runner credentials: keep this file secret (mode 0600).\n")
 	b.WriteString("# Use: troupe runner --creds FILE\n")
-	fmt.Fprintf(&b, "name: %s\nurl: %s\nuser: %s\nsecret: %s\n", c.Name, c.URL, c.User, c.Secret)
+	fmt.Fprintf(&b, "name: %s\nurl: %s\n", c.Name, c.URL)
+	if c.JWT != "" {
+		fmt.Fprintf(&b, "jwt: %s\nseed: %s\n", c.JWT, c.Seed)
+	} else {
+		fmt.Fprintf(&b, "user: %s\nsecret: %s\n", c.User, c.Secret)
+	}
 	if c.CA != "" {
 		b.WriteString("# the server's certificate, pinned:\n")
 		b.WriteString(strings.TrimRight(c.CA, "\n") + "\n")
@@ -136,9 +159,17 @@ func ReadCreds(path string) (Creds, error) {
 			c.User = val
 		case "secret":
 			c.Secret = val
+		case "jwt":
+			c.JWT = val
+		case "seed":
+			c.Seed = val
 		}
 	}
-	for _, f := range credsFields {
+	need := []string{"name", "url", "user", "secret"}
+	if seen["jwt"] || seen["seed"] {
+		need = []string{"name", "url", "jwt", "seed"}
+	}
+	for _, f := range need {
 		if !seen[f] {
 			return fail("field %q is missing: use the file troupe runner add wrote", f)
 		}
@@ -155,9 +186,26 @@ func (c Creds) check() error {
 	if err := CheckName(c.Name); err != nil {
 		return fmt.Errorf("field name: %w", err)
 	}
-	u, err := url.Parse(c.URL)
-	if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" || u.Port() == "" || u.User != nil || (u.Path != "" && u.Path != "/") {
-		return fmt.Errorf("field url %q: want nats://host:port or tls://host:port (no user or path), as troupe runner add printed it", c.URL)
+	if err := CheckURLs(c.URL); err != nil {
+		return fmt.Errorf("field url: %w, as troupe runner add printed it", err)
+	}
+	if c.JWT != "" || c.Seed != "" {
+		if c.User != "" || c.Secret != "" {
+			return errors.New("fields user and secret with jwt and seed: keep one pair, as troupe runner add wrote it")
+		}
+		uc, err := jwt.DecodeUserClaims(c.JWT)
+		if err != nil {
+			return fmt.Errorf("field jwt: not a user JWT (%v): use the file troupe runner add wrote", err)
+		}
+		kp, err := nkeys.FromSeed([]byte(c.Seed))
+		if err != nil {
+			return errors.New("field seed: not an nkey seed: use the file troupe runner add wrote")
+		}
+		defer kp.Wipe()
+		if pub, err := kp.PublicKey(); err != nil || pub != uc.Subject {
+			return errors.New("field seed: not the seed of the jwt's user: use the file troupe runner add wrote")
+		}
+		return c.checkCA()
 	}
 	if c.User == "" {
 		return errors.New("field user is empty: use the file troupe runner add wrote")
@@ -165,6 +213,26 @@ func (c Creds) check() error {
 	if c.Secret == "" {
 		return errors.New("field secret is empty: use the file troupe runner add wrote")
 	}
+	return c.checkCA()
+}
+
+// CheckURLs says what is wrong with a list of servers' URLs, comma
+// separated: each must be nats://host:port or tls://host:port.
+func CheckURLs(list string) error {
+	if strings.TrimSpace(list) == "" {
+		return errors.New("no URL: give nats://host:port or tls://host:port")
+	}
+	for one := range strings.SplitSeq(list, ",") {
+		u, err := url.Parse(strings.TrimSpace(one))
+		if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" || u.Port() == "" || u.User != nil || (u.Path != "" && u.Path != "/") {
+			return fmt.Errorf("%q: want nats://host:port or tls://host:port (no user or path; several comma separated)", one)
+		}
+	}
+	return nil
+}
+
+// checkCA says what is wrong with c's certificate, if it has one.
+func (c Creds) checkCA() error {
 	if c.CA != "" {
 		if _, err := parseCA(c.CA); err != nil {
 			return fmt.Errorf("the certificate: %w: use the file troupe runner add wrote", err)
@@ -236,9 +304,13 @@ func Dial(ctx context.Context, c Creds, log *slog.Logger, reconnected func()) (*
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("runner", c.Name)
+	auth := nats.UserInfo(c.User, c.Secret)
+	if c.JWT != "" {
+		auth = nats.UserJWTAndSeed(c.JWT, c.Seed)
+	}
 	opts := []nats.Option{
 		nats.Name("troupe runner " + c.Name),
-		nats.UserInfo(c.User, c.Secret),
+		auth,
 		nats.CustomInboxPrefix(Inbox(c.Name)),
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(backoff),
@@ -279,7 +351,7 @@ func Dial(ctx context.Context, c Creds, log *slog.Logger, reconnected func()) (*
 			return nc, nil
 		}
 		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
-			return nil, fmt.Errorf("dial bus %s as %s: %w: the credentials were refused (revoked? mint new ones with troupe runner add)", c.URL, c.User, err)
+			return nil, fmt.Errorf("dial bus %s as %s: %w: the credentials were refused (revoked or expired? mint new ones with troupe runner add)", c.URL, c.user(), err)
 		}
 		log.Warn("bus connect failed; retrying", "url", c.URL, "attempt", attempt, "err", err)
 		t := time.NewTimer(backoff(attempt))

@@ -42,7 +42,7 @@ func runChild(dir string) int {
 	if err == nil {
 		var js jetstream.JetStream
 		if js, err = jetstream.New(s.Conn()); err == nil {
-			_, err = EnsureStream(context.Background(), js, "a", 1<<20)
+			_, err = EnsureStream(context.Background(), js, "a", 1<<20, 1)
 		}
 	}
 	if err != nil {

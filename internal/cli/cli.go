@@ -203,6 +203,7 @@ func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *gl
 
 func serveCmd(g *globals) *cobra.Command {
 	var addr, level, publicName, claudeDir, runners string
+	var natsCfg daemon.NATSConfig
 	var allowRemote bool
 	var projects []string
 	var ceiling, sessionIdle time.Duration
@@ -253,7 +254,7 @@ func serveCmd(g *globals) *cobra.Command {
 				Logger: log, Out: g.out, Projects: projects, AskCeiling: ceiling, MaxTasksPerProject: maxTasks,
 				SessionIdle: sessionIdle, AllowRemote: allowRemote, PublicName: publicName,
 				TaskMaxOutput: maxOutput, ClaudeDir: claudeDir, MaxSessions: maxSessions,
-				CheckpointsKeep: keep, CheckpointsKeepFor: keepFor, Runners: runners, RunnerBeat: runnerBeat})
+				CheckpointsKeep: keep, CheckpointsKeepFor: keepFor, Runners: runners, RunnerBeat: runnerBeat, NATS: natsCfg})
 		},
 	}
 	c.Flags().StringVar(&addr, "addr", daemon.DefaultAddr, "address to listen on; beyond loopback it needs --allow-remote")
@@ -268,7 +269,11 @@ func serveCmd(g *globals) *cobra.Command {
 	c.Flags().DurationVar(&keepFor, "checkpoints-keep-for", daemon.DefaultCheckpointsKeepFor, "every checkpoint younger than this is kept, whatever --checkpoints-keep says")
 	c.Flags().StringVar(&taskMaxOutput, "task-max-output", "64MB", "output a background task keeps unless it is given its own cap: its first half and its last half, the middle cut")
 	c.Flags().DurationVar(&sessionIdle, "session-idle", api.DefaultSessionIdle, "log a browser out after this long without a request")
-	c.Flags().StringVar(&runners, "runners", "", "let runners on other machines connect here (HOST:PORT; TLS beyond loopback): troupe embeds a NATS server, its store in the state dir")
+	c.Flags().StringVar(&runners, "runners", "", "let runners on other machines connect here (HOST:PORT; TLS beyond loopback): troupe embeds a NATS server, its store in the state dir (or --nats: an existing cluster)")
+	c.Flags().StringVar(&natsCfg.URLs, "nats", "", "instead of --runners: the runners' bus is this existing NATS cluster (URL[,URL…]; JetStream on), the daemon a user of it (--nats-creds)")
+	c.Flags().StringVar(&natsCfg.Creds, "nats-creds", "", "with --nats: the daemon's NATS credentials file (user JWT and seed, as nsc writes it); the runners share its account")
+	c.Flags().StringVar(&natsCfg.SigningKey, "nats-signing-key", "", "with --nats: the seed (SA…) of a signing key of that account: troupe runner add mints runners' users with it (valid 30 days)")
+	c.Flags().StringVar(&natsCfg.CA, "nats-ca", "", "with --nats: the PEM of the CA of the cluster's TLS certificates; it goes into the runners' credentials too")
 	c.Flags().DurationVar(&runnerBeat, "runner-beat", remote.DefaultBeat, "how often runners say they are alive; one silent for 3 beats is unreachable")
 	_ = c.Flags().MarkHidden("runner-beat")
 	c.Flags().StringVar(&claudeDir, "claude-dir", "", "Claude Code's config folder whose sessions `troupe sessions` lists (default $CLAUDE_CONFIG_DIR, else ~/.claude)")

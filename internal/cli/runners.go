@@ -136,15 +136,15 @@ func runnerAdminCmds(g *globals) []*cobra.Command {
 				return fmt.Errorf("write credentials file %s: %w (the credentials are lost: troupe runner revoke %s, then add it again)", out, err, name)
 			}
 			fmt.Fprintf(g.out, "wrote the credentials of runner %s to %s (mode 0600); the daemon does not show them again\n", name, out)
-			fmt.Fprintf(g.out, "copy %s to the other machine, then run there:\n  troupe runner --server URL --creds %s --name %s\n", out, out, name)
-			fmt.Fprintln(g.out, "(URL: where that machine reaches the address this daemon was given with troupe serve --runners; add --labels to say what it offers)")
+			fmt.Fprintf(g.out, "copy %s to the other machine, then run there:\n  troupe runner --creds %s\n", out, out)
+			fmt.Fprintln(g.out, "(add --server URL if that machine reaches the bus by another address than the file's url; --labels to say what it offers)")
 			return nil
 		},
 	}
 	add.Flags().StringVarP(&out, "output", "o", "", "file to write the credentials to (default NAME.creds); never overwritten")
 	revoke := &cobra.Command{
 		Use:   "revoke NAME",
-		Short: "End a runner's credentials: it is cut off and cannot connect again",
+		Short: "End a runner's credentials: the daemon drops it and its agents there",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -158,7 +158,7 @@ func runnerAdminCmds(g *globals) []*cobra.Command {
 			if err := cl.RevokeRunner(cmd.Context(), name); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.out, "revoked the credentials of runner %s: it is cut off and cannot connect again\n", name)
+			fmt.Fprintf(g.out, "revoked the credentials of runner %s: the daemon no longer listens to it, and its agents there are unreachable\n", name)
 			return nil
 		},
 	}

@@ -76,7 +76,7 @@ func TestRunnerAddWritesCredsOnce(t *testing.T) {
 	if fi, _ := os.Stat(file); fi.Mode().Perm() != 0o600 {
 		t.Errorf("creds file mode %v, want 0600", fi.Mode().Perm())
 	}
-	if !strings.Contains(out, "troupe runner --server URL --creds "+file+" --name gpu-box") {
+	if !strings.Contains(out, "troupe runner --creds "+file+"\n") {
 		t.Errorf("add said %q; want how to start the runner", out)
 	}
 

@@ -132,6 +132,9 @@ type Config struct {
 	// store under the state dir. Empty: no runners, and an agent with a
 	// runner cannot start.
 	Runners string
+	// NATS, if its URLs are set (--nats), is an existing NATS cluster the
+	// runners connect to instead (exclusive with Runners).
+	NATS NATSConfig
 	// RunnerBeat is how often runners say they are alive (tests shorten
 	// it); default remote.DefaultBeat.
 	RunnerBeat time.Duration
@@ -276,7 +279,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// 0.0.0.0 or [::], which the Host check refuses.
 	local := api.LocalAddr(addr)
 	tokens := mcp.NewTokens()
-	links, err := startRunners(cfg, engines, log)
+	links, err := startRunners(ctx, cfg, engines, log)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/bus"
@@ -19,27 +20,65 @@ import (
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
-// runners is the daemon's link to its runners: the embedded NATS server
-// (started only with --runners) and the protocol's daemon side.
+// NATSConfig is serve --nats: the runners' bus is an existing NATS
+// cluster, not the embedded server.
+type NATSConfig struct {
+	URLs       string // --nats: the cluster's URLs, comma separated
+	Creds      string // --nats-creds: the daemon's user (a standard credentials file)
+	SigningKey string // --nats-signing-key: a signing key's seed of its account, to mint runners' users
+	CA         string // --nats-ca: the PEM of the CA of the cluster's certificates
+}
+
+// runners is the daemon's link to its runners: the bus (the embedded NATS
+// server, started only with --runners, or an existing cluster, --nats)
+// and the protocol's daemon side.
 type runners struct {
-	srv *bus.Server
+	srv busLink
 	rd  *remote.Daemon
 }
 
-// startRunners starts the bus on addr (its store under the state dir)
-// and the daemon's side of the protocol; nil when addr is empty.
-func startRunners(cfg Config, engines map[troupe.Engine]engine.Engine, log *slog.Logger) (*runners, error) {
-	if cfg.Runners == "" {
+// busLink is what the daemon does with its bus: *bus.Server (embedded)
+// or *bus.External (an existing cluster).
+type busLink interface {
+	Runners() []string
+	AddRunner(name string) (bus.Creds, error)
+	RevokeRunner(name string) error
+	URL() string
+	Close() error
+}
+
+// startRunners starts the bus (on --runners, its store under the state
+// dir; or connected to the cluster of --nats) and the daemon's side of the
+// protocol; nil when neither is given.
+func startRunners(ctx context.Context, cfg Config, engines map[troupe.Engine]engine.Engine, log *slog.Logger) (*runners, error) {
+	n := cfg.NATS
+	if cfg.Runners != "" && n.URLs != "" {
+		return nil, errors.New("--runners and --nats: give one: --runners embeds a NATS server for the runners, --nats uses an existing cluster")
+	}
+	if n.URLs == "" && (n.Creds != "" || n.SigningKey != "" || n.CA != "") {
+		return nil, errors.New("--nats-creds, --nats-signing-key and --nats-ca go with --nats URL: give the cluster's URLs")
+	}
+	o := remote.DaemonOptions{Engines: engines, Dir: filepath.Join(cfg.StateDir, "runners"), Beat: cfg.RunnerBeat, Logger: log}
+	var link busLink
+	switch {
+	case cfg.Runners != "":
+		srv, err := bus.Start(bus.ServerOptions{Dir: filepath.Join(cfg.StateDir, "nats"), Addr: cfg.Runners, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("start the runners' bus on %s: %w", cfg.Runners, err)
+		}
+		link, o.Conn = srv, srv.Conn()
+	case n.URLs != "":
+		ext, err := bus.DialExternal(ctx, bus.ExternalOptions{URLs: n.URLs, CredsFile: n.Creds, SigningKeyFile: n.SigningKey,
+			CAFile: n.CA, Dir: filepath.Join(cfg.StateDir, "nats"), Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("connect the runners' bus: %w", err)
+		}
+		link, o.Conn, o.Replicas, o.Allowed = ext, ext.Conn(), ext.Replicas, ext.Allowed
+	default:
 		return nil, nil
 	}
-	srv, err := bus.Start(bus.ServerOptions{Dir: filepath.Join(cfg.StateDir, "nats"), Addr: cfg.Runners, Logger: log})
-	if err != nil {
-		return nil, fmt.Errorf("start the runners' bus on %s: %w", cfg.Runners, err)
-	}
-	rd := remote.NewDaemon(remote.DaemonOptions{Conn: srv.Conn(), Engines: engines,
-		Dir: filepath.Join(cfg.StateDir, "runners"), Beat: cfg.RunnerBeat, Logger: log})
-	log.Info("runners' bus ready", "url", srv.URL())
-	return &runners{srv: srv, rd: rd}, nil
+	log.Info("runners' bus ready", "url", link.URL())
+	return &runners{srv: link, rd: remote.NewDaemon(o)}, nil
 }
 
 // RunnerConfig configures `troupe runner`.
@@ -176,5 +215,15 @@ func (a *runnersAPI) Add(name string) ([]byte, error) {
 	return c.Encode()
 }
 
-// Revoke ends runner name's credentials; its connection is cut.
-func (a *runnersAPI) Revoke(name string) error { return a.links.srv.RevokeRunner(name) }
+// Revoke ends runner name's credentials (on the embedded server its
+// connection is cut; on a cluster the daemon ignores it from then on),
+// and the daemon drops it: its stream deleted, its sessions ended as
+// unreachable.
+func (a *runnersAPI) Revoke(name string) error {
+	if err := a.links.srv.RevokeRunner(name); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return a.links.rd.Drop(ctx, name)
+}

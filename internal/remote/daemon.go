@@ -50,7 +50,17 @@ type DaemonOptions struct {
 	Dir         string
 	StreamBytes int64         // 0: DefaultStreamBytes
 	Beat        time.Duration // 0: DefaultBeat
-	Logger      *slog.Logger
+	// Replicas is how many copies of a runner's stream to keep, asked at
+	// each hello; nil: 1.
+	Replicas func() int
+	// Allowed, set when the runners share the daemon's NATS account (an
+	// existing cluster), says whether the daemon listens to runner name
+	// (it was not revoked): nothing of a runner it refuses is handled.
+	// Then a request's reply subject must be the runner's own inbox. Nil:
+	// the embedded server's accounts keep runners apart, and a request's
+	// reply subject must be the server's answer subject ("_R_.").
+	Allowed func(name string) bool
+	Logger  *slog.Logger
 }
 
 // Daemon is the daemon's side of the link: it tracks the runners, starts
@@ -176,6 +186,9 @@ func runnerOf(subject string) string {
 // last hours), owned by Run.
 func (d *Daemon) serve(ctx context.Context, m *nats.Msg, h func(context.Context, string, *nats.Msg) (any, error)) {
 	name := runnerOf(m.Subject)
+	if !d.admits(name, m.Reply) {
+		return
+	}
 	d.seen(name)
 	d.wg.Add(1)
 	go func() {
@@ -209,7 +222,11 @@ func (d *Daemon) hello(ctx context.Context, name string, m *nats.Msg) (any, erro
 	if h.Name != name {
 		return nil, fmt.Errorf("runner says it is %q on %q's credentials", h.Name, name)
 	}
-	stream, err := bus.EnsureStream(ctx, d.js, name, d.o.StreamBytes)
+	replicas := 1
+	if d.o.Replicas != nil {
+		replicas = d.o.Replicas()
+	}
+	stream, err := bus.EnsureStream(ctx, d.js, name, d.o.StreamBytes, replicas)
 	if err != nil {
 		return nil, err
 	}
@@ -286,6 +303,9 @@ func (d *Daemon) seen(name string) {
 // deliver hands one durable record to its session, or a task's end to
 // the task manager (an error: the stream gives it again).
 func (d *Daemon) deliver(name string, data []byte) error {
+	if !d.allowed(name) {
+		return nil // a revoked runner's record: acknowledged, dropped
+	}
 	d.seen(name)
 	var rec durable
 	if err := json.Unmarshal(data, &rec); err != nil {
@@ -307,6 +327,9 @@ func (d *Daemon) deliver(name string, data []byte) error {
 
 func (d *Daemon) beat(m *nats.Msg) {
 	name := runnerOf(m.Subject)
+	if !d.allowed(name) {
+		return
+	}
 	var b beat
 	if json.Unmarshal(m.Data, &b) != nil {
 		return
