@@ -155,7 +155,7 @@ func (s *Server) addRunner(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusCreated, RunnerCreds{Name: req.Name, Creds: string(creds),
-		Note: "these credentials are shown once: save them to a file only the runner's user can read, and start the runner with `troupe runner --server URL --creds FILE --name " + req.Name + "`; lost, revoke them and add the runner again"})
+		Note: "these credentials are shown once: save them to a file only the runner's user can read, and start the runner with `troupe runner --creds FILE` (they name the daemon and the runner); lost, revoke them and add the runner again"})
 }
 
 // revokeRunner ends a runner's credentials.

@@ -96,7 +96,7 @@ func TestAPIRunners(t *testing.T) {
 		t.Fatal(err)
 	}
 	if creds.Name != "new-box" || creds.Creds != "-----BEGIN NATS USER JWT-----\nnew-box\n" || !strings.Contains(creds.Note, "shown once") ||
-		!strings.Contains(creds.Note, "troupe runner --server URL --creds FILE --name new-box") {
+		!strings.Contains(creds.Note, "troupe runner --creds FILE") {
 		t.Errorf("creds = %+v; want the creds file's text and a note saying it is shown once", creds)
 	}
 	req, _ := http.NewRequest("POST", f.ts.URL+"/api/runners", strings.NewReader(`{"name":"other"}`))

@@ -169,6 +169,13 @@ func DialExternal(ctx context.Context, o ExternalOptions) (*External, error) {
 		nc.Close()
 		return nil, err
 	}
+	if _, terr := nc.TLSConnectionState(); terr != nil {
+		if u, perr := url.Parse(nc.ConnectedUrl()); perr == nil && !isLoopback(u.Hostname()) {
+			// The runners' turns, MCP calls and credentials' use cross
+			// it: say so loudly, once.
+			e.log.Warn("the link to the NATS cluster is not TLS, beyond loopback: use tls:// URLs (and --nats-ca)", "url", nc.ConnectedUrlRedacted())
+		}
+	}
 	e.log.Info("bus connected to a cluster", "url", nc.ConnectedUrlRedacted(), "account", e.account,
 		"servers", len(nc.Servers()), "minting", e.signer != nil)
 	return e, nil

@@ -56,6 +56,8 @@ var only = map[string][]string{
 	"github.com/fsnotify/fsnotify":           {"internal/project", "internal/claudesessions"},
 	"github.com/nats-io/nats-server":         {"internal/bus"},
 	"github.com/nats-io/nats.go":             {"internal/bus", "internal/remote"},
+	"github.com/nats-io/jwt":                 {"internal/bus"},
+	"github.com/nats-io/nkeys":               {"internal/bus"},
 	mod + "internal/daemon":                  {"internal/cli"},
 	mod + "internal/store/sqlite":            {"internal/daemon"},
 	mod + "internal/web":                     {"internal/daemon"},

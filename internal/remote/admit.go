@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/troupe-dev/troupe/internal/bus"
+	"github.com/troupe-dev/troupe/internal/task"
 )
 
 // serverReply is the prefix of the reply subjects the NATS server puts on
@@ -77,11 +78,21 @@ func (d *Daemon) Drop(ctx context.Context, name string) error {
 		s.unreachable(u)
 		s.end(u)
 	}
+	var errs []error
 	if js != nil {
 		if err := js.DeleteStream(ctx, bus.StreamName(name)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return fmt.Errorf("drop runner %s: delete its stream: %w", name, err)
+			errs = append(errs, fmt.Errorf("drop runner %s: delete its stream: %w", name, err))
 		}
 	}
-	d.log.Info("runner dropped", "runner", name, "sessions", len(lost))
-	return nil
+	// Its tasks can never report now: each ends lost, its owner told once.
+	tasks := d.runningOn(ctx, name)
+	for _, t := range tasks {
+		e := task.Ended{Task: t, Result: task.Result{State: task.Lost, ExitCode: -1, EndedAt: time.Now().UTC(),
+			Reason: fmt.Sprintf("runner %s was revoked: the task may still run there, but its end cannot reach troupe", name)}}
+		if err := d.taskEnded(name, &e); err != nil {
+			errs = append(errs, fmt.Errorf("drop runner %s: end its task %s: %w", name, t.ID, err))
+		}
+	}
+	d.log.Info("runner dropped", "runner", name, "sessions", len(lost), "tasks", len(tasks))
+	return errors.Join(errs...)
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/troupe-dev/troupe/internal/bus"
 	"github.com/troupe-dev/troupe/internal/engine"
 	"github.com/troupe-dev/troupe/internal/engine/fake"
@@ -400,4 +402,42 @@ func TestAPausedLinkComesBack(t *testing.T) {
 		t.Fatalf("a turn after the link came back: %+v", end)
 	}
 	_ = s.Close(context.Background())
+}
+
+// TestAHelloNobodyAnswersIsTriedAgain: a daemon that drops a runner's
+// hello (revoked it, or died while answering) does not stall the runner:
+// its hello times out and it says hello again at its next beat.
+func TestAHelloNobodyAnswersIsTriedAgain(t *testing.T) {
+	srv, err := bus.Start(bus.ServerOptions{Dir: t.TempDir(), Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	hellos := make(chan struct{}, 16)
+	sub, err := srv.Conn().Subscribe(bus.FromRunner("r1")+"."+opHello, func(*nats.Msg) { hellos <- struct{}{} }) // never answered
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	creds, err := srv.AddRunner("r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	nc, err := bus.Dial(ctx, creds, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRunner(RunnerOptions{Conn: nc, Name: "r1", Root: t.TempDir(), TaskSupervisor: task.TestSupervisorCommand(),
+		HelloTimeout: 200 * time.Millisecond})
+	done := make(chan struct{})
+	go func() { r.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done; nc.Close() }()
+	for i := range 2 {
+		select {
+		case <-hellos:
+		case <-time.After(patience):
+			t.Fatalf("hello %d never came: the runner is stuck on an unanswered hello", i+1)
+		}
+	}
 }

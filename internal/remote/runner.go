@@ -55,8 +55,17 @@ type RunnerOptions struct {
 	// TaskSupervisor is the argv of its tasks' supervisors
 	// (task.Options.Supervisor; tests); default this executable's.
 	TaskSupervisor []string
-	Logger         *slog.Logger
+	// HelloTimeout bounds the wait for the answer to a hello (a daemon
+	// that drops it, or dies while it answers, does not stall the
+	// runner: it says hello again at its next beat). 0: DefaultHelloTimeout.
+	HelloTimeout time.Duration
+	Logger       *slog.Logger
 }
+
+// DefaultHelloTimeout is RunnerOptions.HelloTimeout's default: a hello's
+// answer can wait on the daemon making the runner's stream (three
+// replicas on a cluster).
+const DefaultHelloTimeout = 30 * time.Second
 
 // Runner runs the sessions a daemon assigns to it.
 type Runner struct {
@@ -166,8 +175,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	// that has not said hello.
 	beat := DefaultBeat
 	greeted := false
+	helloTimeout := r.o.HelloTimeout
+	if helloTimeout <= 0 {
+		helloTimeout = DefaultHelloTimeout
+	}
 	greet := func() {
-		b, err := r.hello(ctx)
+		hctx, cancel := context.WithTimeout(ctx, helloTimeout)
+		b, err := r.hello(hctx)
+		cancel()
 		if err != nil {
 			r.log.Warn("hello", "err", err)
 			return

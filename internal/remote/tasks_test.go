@@ -284,3 +284,34 @@ func TestATaskItsRunnerDoesNotKnowIsLost(t *testing.T) {
 		t.Errorf("%d completions, want 1", len(ms))
 	}
 }
+
+// TestARevokedRunnersTasksEndLost: a runner dropped (revoked) with a task
+// running can never report its end: the task ends lost at once, its owner
+// told once, saying why.
+func TestARevokedRunnersTasksEndLost(t *testing.T) {
+	rg := newRig(t)
+	rg.runner("r1")
+	ts := rg.tasks()
+	s := rg.start()
+	defer s.Close(context.Background())
+	fifo := gate(t)
+	tk, err := ts.m.Start(rg.ctx, key, "", task.Job{Command: "read line < " + fifo, Remote: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rg.d.Drop(rg.ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	msg := ts.next(t)
+	if !strings.Contains(msg.Text, "lost") || !strings.Contains(msg.Text, "runner r1 was revoked") {
+		t.Fatalf("completion %+v, want the task lost because r1 was revoked", msg)
+	}
+	got, err := ts.m.Task(rg.ctx, "p1", tk.ID)
+	if err != nil || got.State != task.Lost {
+		t.Fatalf("row %+v, %v: want lost", got, err)
+	}
+	if n := len(ts.completions(t)); n != 1 {
+		t.Errorf("%d completions, want 1", n)
+	}
+	open(t, fifo) // let the orphaned job end
+}
