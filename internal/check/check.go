@@ -176,7 +176,7 @@ func (c *Checker) Run(ctx context.Context, k troupe.RuntimeKey, name troupe.Chec
 		if where == "" {
 			where = "a runner with labels " + strings.Join(spec.RunnerLabels, ", ")
 		}
-		return Result{}, fmt.Errorf("run check %s: agent %s runs on runner %s, and checks run on the daemon's machine only: its checks are not run yet", name, k.Agent, where)
+		return Result{}, fmt.Errorf("run check %s: agent %s runs on runner %s, and checks run on the daemon's machine only: its checks are not run yet: %w", name, k.Agent, where, troupe.ErrConflict)
 	}
 	release, err := c.slot(ctx, k.Project)
 	if err != nil {
