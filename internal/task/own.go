@@ -7,6 +7,7 @@ package task
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -62,8 +63,18 @@ func (m *Manager) RunOwn(ctx context.Context, owner troupe.RuntimeKey, dir strin
 	}()
 	sp := spec{ID: id, Command: j.Command, Argv: argv, Cwd: cwd, Env: m.jobEnv, Timeout: j.Timeout,
 		KillGrace: m.grace, MaxOutput: cmp.Or(j.MaxOutput, m.maxOutput), Cgroup: cg}
-	if err := writeSpec(taskDir, sp); err != nil {
-		return Ended{}, noSpace(fmt.Errorf("run task %s: %w", id, err))
+	// No fsync: a task of troupe's own is never adopted after a crash
+	// (its caller is gone with the daemon), so its spec need not outlive
+	// one; the supervisor reads it from the page cache.
+	b, err := json.Marshal(sp)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(taskDir, specFile), b, 0o600)
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(taskDir, reserveFile), make([]byte, reserveSize), 0o600)
+	}
+	if err != nil {
+		return Ended{}, noSpace(fmt.Errorf("run task %s: write spec: %w", id, err))
 	}
 	t := Task{ID: id, Project: owner.Project, Owner: owner.Agent, Command: j.Command, Cwd: cwd,
 		Timeout: j.Timeout, State: Running, StartedAt: time.Now().UTC()}
