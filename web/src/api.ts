@@ -59,6 +59,13 @@ export interface AgentLog { agent: string; turns: Turn[]; before?: number }
  * or what was about to happen ("rewind to N", "reset", "worktree reset", …); files, added,
  * deleted: what changed since the snapshot it is compared with; skipped: files too large to keep,
  * the first of them named. */
+/** One run of a project's check on an agent's workspace (GET .../checks). */
+export interface CheckResult {
+  id: number; project: string; agent: string; check: string; command: string; dir?: string;
+  state: "passed" | "failed" | "timed_out" | "error"; exit_code: number; reason?: string; turn?: string;
+  started_at: string; duration_ms: number; output: string; output_bytes: number; output_cut?: string;
+}
+
 export interface Checkpoint {
   seq: number; commit: string; at: string; reason: string; turn?: string; files: number; added: number; deleted: number;
   skipped?: number; skipped_names?: string[];
