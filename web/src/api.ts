@@ -32,7 +32,9 @@ export interface PermissionInputPage { input: string; offset: number; size: numb
 export interface Grant { field: string; old?: string; new: string }
 export interface AgentGrants { agent: string; engine?: string; new?: boolean; grants: Grant[]; options?: Record<string, unknown> }
 /** PendingTeam is a team change that widens what agents may do and waits for the person (C17). */
-export interface PendingTeam { project: string; digest: string; agents: AgentGrants[]; rejected?: boolean }
+/** CheckGrants is a held check ([checks]): a new one, or its command, dir or a longer timeout. */
+export interface CheckGrants { check: string; new?: boolean; grants: Grant[] }
+export interface PendingTeam { project: string; digest: string; agents: AgentGrants[]; checks?: CheckGrants[]; rejected?: boolean }
 /** Runner is a machine that runs some of the agents (GET /api/runners): connected_since is set
  * while it is connected, last_seen is when the daemon last heard from it. */
 export interface Runner { name: string; labels: string[]; connected: boolean; connected_since?: string; last_seen?: string; agents: RunnerAgent[]; load: RunnerLoad }
