@@ -162,10 +162,10 @@ func New(o Options) *Checker {
 // (a dir out of the workspace, a sandbox that cannot be made, ctx ended
 // mid-run) is a recorded Result in state error.
 func (c *Checker) Run(ctx context.Context, k troupe.RuntimeKey, name troupe.CheckName) (Result, error) {
-	def, dir, ok := c.o.Teams.Check(k.Project, name)
+	def, _, ok := c.o.Teams.Check(k.Project, name)
 	if !ok {
-		return Result{}, fmt.Errorf("run check %s: project %s has no check %q in its approved team ([checks] in %s; a new check waits for your approval: troupe team diff): %w",
-			name, k.Project, name, ".troupe/team.toml", troupe.ErrNotFound)
+		return Result{}, fmt.Errorf("run check %s: project %s has no check %q in its approved team ([checks] in .troupe/team.toml; a new check waits for your approval: troupe team diff): %w",
+			name, k.Project, name, troupe.ErrNotFound)
 	}
 	spec, dir, ok := c.o.Teams.Agent(k)
 	if !ok {
