@@ -8,6 +8,7 @@ package project
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -49,7 +50,9 @@ func (p *teamParser) checkKey(i int, rel toml.Key) error {
 		return p.errorf(i, field, fmt.Sprintf("bad check name %q: %s", rel[0], troupe.CheckNameRule))
 	}
 	v := t[rel[0]]
-	if len(rel) == 1 {
+	// A check starts at its first key: its own, or (a dotted key like
+	// test.command = "...") one of its fields.
+	if _, seen := p.checkSeen[name]; !seen {
 		if len(p.team.Checks) == troupe.MaxChecks {
 			return p.errorf(i, field, fmt.Sprintf("a team declares at most %d checks: remove some, or run several commands in one", troupe.MaxChecks))
 		}
@@ -67,16 +70,23 @@ func (p *teamParser) checkKey(i int, rel toml.Key) error {
 		}
 		p.checkSeen[name] = map[string]bool{}
 		p.team.Checks = append(p.team.Checks, c)
+	}
+	if len(rel) == 1 {
 		return nil
 	}
-	c := &p.team.Checks[len(p.team.Checks)-1]
-	if c.Name != name || len(rel) > 2 { // unreachable: a table's keys follow its header; deeper keys are read whole
+	n := slices.IndexFunc(p.team.Checks, func(c troupe.Check) bool { return c.Name == name })
+	table, isTable := v.(map[string]any)
+	if n < 0 || !isTable { // unreachable: a check with fields is a table, started above
 		return nil
 	}
+	c := &p.team.Checks[n]
 	key := rel[1]
+	if p.checkSeen[name][key] {
+		return nil // a deeper key of a field already read
+	}
 	field += "." + toml.Key{key}.String()
 	p.checkSeen[name][key] = true
-	val := v.(map[string]any)[key]
+	val := table[key]
 	switch key {
 	case "command":
 		s, err := p.str(i, field, val, `command = "go test ./..."`)

@@ -43,6 +43,25 @@ func TestParseChecks(t *testing.T) {
 	}
 }
 
+// TestParseChecksOtherSpellings: dotted keys and inline tables, which
+// reach a check's fields before (or without) its own key.
+func TestParseChecksOtherSpellings(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want []troupe.Check
+	}{
+		{"[checks]\ntest.command = \"x\"\nlint = \"y\"\ntest.timeout = \"1m\"\n", []troupe.Check{
+			{Name: "test", Command: "x", Timeout: time.Minute, Line: 2}, {Name: "lint", Command: "y", Timeout: troupe.DefaultCheckTimeout, Line: 3}}},
+		{"checks = { test = \"x\" }\n", []troupe.Check{{Name: "test", Command: "x", Timeout: troupe.DefaultCheckTimeout, Line: 1}}},
+		{"[checks]\ntest = { command = \"x\", dir = \"a\" }\n", []troupe.Check{{Name: "test", Command: "x", Timeout: troupe.DefaultCheckTimeout, Dir: "a", Line: 2}}},
+	} {
+		team, err := ParseTeam("team.toml", []byte(tc.src))
+		if err != nil || !slices.Equal(team.Checks, tc.want) {
+			t.Errorf("ParseTeam(%q) = %+v, %v\nwant %+v", tc.src, team, err, tc.want)
+		}
+	}
+}
+
 func TestParseChecksErrors(t *testing.T) {
 	many := "[checks]\n"
 	for i := range troupe.MaxChecks + 1 {
@@ -61,6 +80,9 @@ func TestParseChecksErrors(t *testing.T) {
 		{"[checks.test]\ncommand = \"x\"\ndir = \"a/./b\"\n", `team.toml:3: checks.test.dir: bad dir "a/./b": write it clean, as "a/b"`},
 		{"[checks.test]\ncommand = \"x\"\ndir = \"\"\n", `team.toml:3: checks.test.dir: must not be empty`},
 		{"[checks.test]\ncommand = \"x\"\nenv = \"y\"\n", `team.toml:3: checks.test.env: unknown key: a check may set command, timeout, dir`},
+		{"[checks]\na.b.c = 1\n", `team.toml:2: checks.a.b: unknown key`},
+		{"[checks.a.b]\nc = 1\n", `team.toml:1: checks.a.b: unknown key`},
+		{"[[checks]]\na = 1\n", `team.toml:1: checks: must be a table, not an array of tables`},
 		{many, fmt.Sprintf("team.toml:%d: checks.c%d: a team declares at most %d checks", troupe.MaxChecks+2, troupe.MaxChecks, troupe.MaxChecks)},
 	} {
 		_, err := ParseTeam("team.toml", []byte(tc.src))

@@ -409,6 +409,9 @@ func FuzzParseTeam(f *testing.F) {
 	for _, src := range trickyTOML {
 		f.Add([]byte(src))
 	}
+	for _, src := range []string{"[checks]\ntest.command = \"x\"\n", "checks = { test = { command = \"x\" } }\n", "[checks.a]\ncommand = \"x\"\ndir = \"b/../c\"\n"} {
+		f.Add([]byte(src))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		team, err := ParseTeam(testTeamFile, data)
 		if err != nil {
