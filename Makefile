@@ -114,6 +114,7 @@ bench: build tools
 	@rm -f bench.out
 	$(BENCH) -benchtime 10x -bench '^BenchmarkStartup$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToOwnerTurn$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -benchtime 30x -bench '^BenchmarkCheckRun$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 10x -bench '^BenchmarkWebFirstLoad$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 2x -bench '^BenchmarkWebEventBurst$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 5x -bench '^BenchmarkClaude' ./cmd/troupe | tee -a bench.out

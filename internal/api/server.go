@@ -68,6 +68,7 @@ type Options struct {
 	Hub      *events.Hub
 	Runtime  Runtime // nil: agents are listed stopped; asks and sends fail
 	Tasks    Tasks   // nil: no background tasks
+	Checks   Checks  // nil: no checks
 	Journal  Journal // nil: no agent logs
 	// Worktrees serves the agents' worktrees (worktrees.go); nil: none.
 	Worktrees Worktrees
@@ -157,6 +158,7 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("POST /api/login-links", s.newLoginLink)
 	s.mux.HandleFunc("GET /api/events", s.events)
 	s.routeTasks()
+	s.routeChecks()
 	s.routeAgentControl()
 	s.routeTerminal()
 	s.routePermissions()

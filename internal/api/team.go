@@ -35,7 +35,16 @@ type PendingTeam struct {
 	Project  troupe.ProjectID `json:"project"`
 	Digest   string           `json:"digest"`
 	Agents   []AgentGrants    `json:"agents"`
+	Checks   []CheckGrants    `json:"checks,omitempty"`
 	Rejected bool             `json:"rejected,omitempty"`
+}
+
+// CheckGrants is a held check ([checks]): New when the approved team has
+// none of that name; Grants its command, dir and timeout that widen.
+type CheckGrants struct {
+	Check  troupe.CheckName `json:"check"`
+	New    bool             `json:"new,omitempty"`
+	Grants []Grant          `json:"grants"`
 }
 
 // Team is GET /api/projects/{id}/team: the approved team in force and
@@ -43,7 +52,9 @@ type PendingTeam struct {
 type Team struct {
 	Project  troupe.ProjectID `json:"project"`
 	Approved []AgentGrants    `json:"approved"`
-	Pending  *PendingTeam     `json:"pending,omitempty"`
+	// Checks are the approved team's checks ([checks]), those in force.
+	Checks  []troupe.Check `json:"checks,omitempty"`
+	Pending *PendingTeam   `json:"pending,omitempty"`
 }
 
 // TeamDecision is the body of POST /api/projects/{id}/team/approve and
@@ -86,6 +97,9 @@ func toPending(p project.Pending) *PendingTeam {
 	for _, h := range p.Agents {
 		out.Agents = append(out.Agents, AgentGrants{Agent: h.Agent, New: h.New, Grants: toGrants(h.Changes)})
 	}
+	for _, h := range p.Checks {
+		out.Checks = append(out.Checks, CheckGrants{Check: h.Check, New: h.New, Grants: toGrants(h.Changes)})
+	}
 	return out
 }
 
@@ -113,6 +127,7 @@ func (s *Server) team(w http.ResponseWriter, r *http.Request) {
 		for i, a := range info.Team.Agents {
 			out.Approved[i].Options = a.Options
 		}
+		out.Checks = info.Team.Checks
 	}
 	if pend, ok := s.o.Registry.Pending(id); ok {
 		out.Pending = toPending(pend)

@@ -39,6 +39,7 @@ var targets = []target{
 	{bench: "cmd/troupe BenchmarkClaudeWarmTurn", metric: "p50-ms", value: 200},
 	{bench: "internal/store/sqlite BenchmarkMemoryBriefing/notes=10000", metric: "bytes", value: 8192},
 	{bench: "cmd/troupe BenchmarkTaskExitToOwnerTurn", metric: "p99-ms", value: 50},
+	{bench: "cmd/troupe BenchmarkCheckRun", metric: "p50-ms", value: 50, note: "a check of `true`, request to result"},
 	{bench: "internal/runtime BenchmarkAskRoundTrip", metric: "p50-ms", value: 2},
 	{bench: "internal/runtime BenchmarkAskRoundTrip", metric: "p99-ms", value: 10},
 	{bench: "internal/mcp BenchmarkMCPAskRoundTrip", metric: "p50-ms", value: 2},

@@ -104,6 +104,14 @@ func printPending(w io.Writer, p api.PendingTeam) {
 		}
 		printGrants(w, a.Grants)
 	}
+	for _, c := range p.Checks {
+		if c.New {
+			fmt.Fprintf(w, "check %s (new check: it runs a command)\n", c.Check)
+		} else {
+			fmt.Fprintf(w, "check %s (keeps its approved definition meanwhile)\n", c.Check)
+		}
+		printGrants(w, c.Grants)
+	}
 }
 
 // printGrants writes one line per grant: "  field: old → new", or

@@ -463,3 +463,31 @@ func (c *Client) DecideTeam(ctx context.Context, id troupe.ProjectID, d string, 
 	}
 	return c.do(ctx, "POST", "/api/projects/"+url.PathEscape(string(id))+"/team/"+verb, api.TeamDecision{Digest: d}, nil)
 }
+
+// RunCheck runs check name of project p on agent's workspace and returns
+// its result once recorded (it waits for the command's end).
+func (c *Client) RunCheck(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, name troupe.CheckName) (api.CheckResult, error) {
+	var r api.CheckResult
+	err := c.do(ctx, "POST", "/api/projects/"+url.PathEscape(string(p))+"/agents/"+url.PathEscape(string(agent))+
+		"/checks/"+url.PathEscape(string(name))+"/run", nil, &r)
+	return r, err
+}
+
+// CheckResults lists the check results of project p, newest first: of one
+// agent when agent is not "".
+func (c *Client) CheckResults(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, limit int) ([]api.CheckResult, error) {
+	q := url.Values{}
+	if agent != "" {
+		q.Set("agent", string(agent))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/api/projects/" + url.PathEscape(string(p)) + "/checks"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var rs []api.CheckResult
+	err := c.do(ctx, "GET", path, nil, &rs)
+	return rs, err
+}

@@ -29,6 +29,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/cgroup"
+	"github.com/troupe-dev/troupe/internal/check"
 	"github.com/troupe-dev/troupe/internal/claudefmt"
 	"github.com/troupe-dev/troupe/internal/claudesessions"
 	"github.com/troupe-dev/troupe/internal/clip"
@@ -325,17 +326,25 @@ func Run(ctx context.Context, cfg Config) error {
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db.Journal(),
 		MessageDir: filepath.Join(cfg.StateDir, "messages"), MaxSessions: cfg.MaxSessions,
 		Checkpoints: cps, Remote: remoteEngine})
+	// The project's checks, run by troupe in an agent's workspace as tasks
+	// of its own (internal/check): the approved team's, in the agent's
+	// sandbox, their results kept and on the feed.
+	checks := check.New(check.Options{Teams: reg, Tasks: tasks, Store: db.Checks(), Workspace: trees.Dir,
+		Sandbox: sandboxes(cfg.StateDir, reg, cgroups, log), Journal: db.Journal(), Logger: log,
+		Publish: func(r check.Result) {
+			hub.Publish(r.Key(), events.CheckEnded{ID: r.ID, Check: r.Check, State: r.State, ExitCode: r.ExitCode, Turn: r.Turn, DurationMS: r.DurationMS})
+		}})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
 	tasks.OnChange(func(t task.Task) { publishTask(hub, t) })
 	pruneNow := make(chan struct{}, 1)
 	reg.Listen(func(c troupe.TeamChange) {
 		hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamChanged{TeamChange: c})
-		if len(c.Held) > 0 {
+		if len(c.Held)+len(c.HeldChecks) > 0 {
 			d := ""
 			if p, ok := reg.Pending(c.Project); ok {
 				d = p.Digest
 			}
-			hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamHeld{Digest: d, Agents: c.Held})
+			hub.Publish(troupe.RuntimeKey{Project: c.Project}, events.TeamHeld{Digest: d, Agents: c.Held, Checks: c.HeldChecks})
 		}
 		rt.TeamChanged(c)
 		keptWorktrees(c, trees, hub, log)
@@ -356,7 +365,7 @@ func Run(ctx context.Context, cfg Config) error {
 	mcpHandler := mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log})
 	removed := &removal{ctx: ctx, log: log, reg: reg, hub: hub, rt: rt, notes: notes, tasks: tasks, trees: trees, cgroups: cgroups, cps: cps, pruneNow: pruneNow}
 
-	srv := api.New(api.Options{Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Journal: db.Journal(), Token: token, Logger: log,
+	srv := api.New(api.Options{Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Checks: checks, Journal: db.Journal(), Token: token, Logger: log,
 		MCP:       mcpHandler,
 		Worktrees: trees, Checkpoints: cps, Memory: notes, Claude: claude, RemoveProject: removed.Remove,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,

@@ -37,6 +37,7 @@ const (
 	TypeWorktreeKept    Type = "worktree.kept"     // WorktreeKept
 	TypeTeamHeld        Type = "team.held"         // TeamHeld
 	TypeTeamDecided     Type = "team.decided"      // TeamDecided
+	TypeCheckEnded      Type = "check.ended"       // CheckEnded
 )
 
 // Payload is the data of one event; its type says which event it is.
@@ -148,6 +149,20 @@ type TaskEnded struct {
 	Reason   string `json:"reason,omitempty"`
 }
 
+// CheckEnded: a run of one of the project's checks on the agent's
+// workspace was recorded (GET /api/projects/{id}/checks has it whole,
+// output included).
+type CheckEnded struct {
+	ID         int64             `json:"id"`
+	Check      troupe.CheckName  `json:"check"`
+	State      troupe.CheckState `json:"state"` // passed, failed, timed_out, error
+	ExitCode   int               `json:"exit_code"`
+	Turn       troupe.TurnID     `json:"turn,omitempty"` // the turn it checked
+	DurationMS int64             `json:"duration_ms"`
+}
+
+func (CheckEnded) EventType() Type { return TypeCheckEnded }
+
 func (TaskStarted) EventType() Type { return TypeTaskStarted }
 func (TaskEnded) EventType() Type   { return TypeTaskEnded }
 
@@ -163,8 +178,9 @@ type WorktreeKept struct {
 // change waits for the person (GET /api/projects/{id}/team/pending shows
 // what it grants) and those agents keep their approved definition (C17).
 type TeamHeld struct {
-	Digest string           `json:"digest"`
-	Agents []troupe.AgentID `json:"agents"`
+	Digest string             `json:"digest"`
+	Agents []troupe.AgentID   `json:"agents"`
+	Checks []troupe.CheckName `json:"checks,omitempty"` // checks held too ([checks])
 }
 
 // TeamDecided: the person approved or rejected a held team change.

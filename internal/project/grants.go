@@ -61,7 +61,66 @@ type Pending struct {
 	Project  troupe.ProjectID `json:"project"`
 	Digest   string           `json:"digest"`
 	Agents   []HeldAgent      `json:"agents"`
+	Checks   []HeldCheck      `json:"checks,omitempty"`
 	Rejected bool             `json:"rejected,omitempty"`
+}
+
+// HeldCheck is a check whose definition in the team file waits for the
+// person (a check runs a command, C17): New when the approved team has no
+// check of that name; the approved definition stays in force meanwhile.
+type HeldCheck struct {
+	Check   troupe.CheckName `json:"check"`
+	New     bool             `json:"new,omitempty"`
+	Changes []GrantChange    `json:"changes"`
+}
+
+// mergeChecks returns the checks in force when the approved team is
+// approved and the team file holds file: a check whose command and dir are
+// the approved ones and whose timeout is not longer applies at once (a
+// shorter timeout narrows); a new check, or a changed command or dir, or
+// a longer timeout, is held, the approved check (if any) staying in force.
+// A check the file removes is gone at once.
+func mergeChecks(approved, file *Team) (inForce []troupe.Check, held []HeldCheck) {
+	if file == nil {
+		return nil, nil
+	}
+	for _, f := range file.Checks {
+		old, ok := approved.Check(f.Name)
+		if !ok {
+			held = append(held, HeldCheck{Check: f.Name, New: true, Changes: compareCheck(troupe.Check{}, f, true)})
+			continue
+		}
+		if changes := compareCheck(old, f, false); len(changes) > 0 {
+			held = append(held, HeldCheck{Check: f.Name, Changes: changes})
+			inForce = append(inForce, old)
+			continue
+		}
+		inForce = append(inForce, f)
+	}
+	return inForce, held
+}
+
+// compareCheck lists the changes from old to next that widen what the
+// check runs; all lists every field of next (a new check).
+func compareCheck(old, next troupe.Check, all bool) (widen []GrantChange) {
+	if all || old.Command != next.Command {
+		widen = append(widen, GrantChange{Field: "command", Old: quote(old.Command), New: quote(next.Command)})
+	}
+	if all || old.Dir != next.Dir {
+		if all && next.Dir == "" {
+			widen = append(widen, GrantChange{Field: "dir", New: "(the workspace)"})
+		} else {
+			widen = append(widen, GrantChange{Field: "dir", Old: quote(old.Dir), New: quote(next.Dir)})
+		}
+	}
+	if all || next.Timeout > old.Timeout {
+		o := ""
+		if !all {
+			o = old.Timeout.String()
+		}
+		widen = append(widen, GrantChange{Field: "timeout", Old: o, New: next.Timeout.String()})
+	}
+	return widen
 }
 
 // Grants lists the grants of a: what approving it as a new agent allows.
@@ -348,11 +407,26 @@ func EncodeTeam(t *Team) ([]byte, error) {
 			tables = append(tables, m)
 		}
 	}
-	if len(tables) == 0 {
+	doc := map[string]any{}
+	if len(tables) > 0 {
+		doc["agent"] = tables
+	}
+	if t != nil && len(t.Checks) > 0 {
+		checks := map[string]any{}
+		for _, c := range t.Checks {
+			m := map[string]any{"command": c.Command, "timeout": c.Timeout.String()}
+			if c.Dir != "" {
+				m["dir"] = c.Dir
+			}
+			checks[string(c.Name)] = m
+		}
+		doc["checks"] = checks
+	}
+	if len(doc) == 0 {
 		return []byte{}, nil
 	}
 	var b bytes.Buffer
-	if err := toml.NewEncoder(&b).Encode(map[string]any{"agent": tables}); err != nil {
+	if err := toml.NewEncoder(&b).Encode(doc); err != nil {
 		return nil, fmt.Errorf("encode team: %w", err)
 	}
 	return b.Bytes(), nil

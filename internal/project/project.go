@@ -63,6 +63,8 @@ type Approval struct {
 // Team is a parsed, validated team file.
 type Team struct {
 	Agents []troupe.AgentSpec
+	// Checks are the project's checks ([checks]), in file order.
+	Checks []troupe.Check
 }
 
 // Agent returns the agent named name, or false.

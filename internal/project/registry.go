@@ -81,6 +81,7 @@ type entry struct {
 	source   []byte      // the team file's content last parsed; nil for none
 	file     *Team       // that file's team; nil when none, or when the file does not load
 	held     []HeldAgent // what file grants beyond the team in force
+	heldChks []HeldCheck // the checks file adds or widens beyond the team in force
 	rejected string      // digest of the file content the person rejected
 	loaded   bool        // its team file was read once (Open or Add)
 }
@@ -460,7 +461,7 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial, appro
 		change.Error = loadErr.Error()
 		sameErr := e.info.TeamError == change.Error
 		e.info.TeamError = change.Error
-		e.file, e.held = nil, nil // nothing to approve
+		e.file, e.held, e.heldChks = nil, nil, nil // nothing to approve
 		r.mu.Unlock()
 		if !sameErr {
 			r.log.Warn("team file not loaded; keeping the last good team", "project", id, "err", loadErr)
@@ -469,18 +470,21 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial, appro
 	}
 	hadErr := e.info.TeamError != ""
 	sameFile := bytes.Equal(e.source, src) && (e.source == nil) == (src == nil)
-	wasHeld := len(e.held) > 0
-	next, held := team, []HeldAgent(nil)
+	wasHeld := len(e.held)+len(e.heldChks) > 0
+	next, held, heldChks := team, []HeldAgent(nil), []HeldCheck(nil)
 	if approve {
 		e.rejected = ""
 	} else {
 		next, held = mergeTeam(oldTeam, team)
+		if next != nil {
+			next.Checks, heldChks = mergeChecks(oldTeam, team)
+		}
 	}
 	e.info.TeamError = ""
-	e.info.Team, e.source, e.file, e.held = next, src, team, held
+	e.info.Team, e.source, e.file, e.held, e.heldChks = next, src, team, held, heldChks
 	want := Approval{Rejected: e.rejected}
 	d := digest(src)
-	heldNow := len(held) > 0 && e.rejected != d && (!sameFile || !wasHeld)
+	heldNow := len(held)+len(heldChks) > 0 && e.rejected != d && (!sameFile || !wasHeld)
 	r.mu.Unlock()
 
 	r.saveApproval(ctx, e, next, want)
@@ -497,7 +501,10 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial, appro
 		for _, h := range held {
 			change.Held = append(change.Held, h.Agent)
 		}
-		r.log.Warn("team change held for the person's approval (troupe team diff)", "project", id, "agents", change.Held)
+		for _, h := range heldChks {
+			change.HeldChecks = append(change.HeldChecks, h.Check)
+		}
+		r.log.Warn("team change held for the person's approval (troupe team diff)", "project", id, "agents", change.Held, "checks", change.HeldChecks)
 	}
 	return change, initial || !change.Empty() || hadErr
 }
@@ -529,11 +536,11 @@ func (r *Registry) Pending(id troupe.ProjectID) (Pending, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.projects[id]
-	if !ok || len(e.held) == 0 {
+	if !ok || len(e.held)+len(e.heldChks) == 0 {
 		return Pending{}, false
 	}
 	d := digest(e.source)
-	return Pending{Project: id, Digest: d, Agents: slices.Clone(e.held), Rejected: e.rejected == d}, true
+	return Pending{Project: id, Digest: d, Agents: slices.Clone(e.held), Checks: slices.Clone(e.heldChks), Rejected: e.rejected == d}, true
 }
 
 // Approve puts in force the team file of project id whose content has
@@ -560,7 +567,7 @@ func (r *Registry) Approve(ctx context.Context, id troupe.ProjectID, d string) e
 	e.saved = a
 	r.mu.Lock()
 	old := e.info.Team
-	e.info.Team, e.held, e.rejected = next, nil, ""
+	e.info.Team, e.held, e.heldChks, e.rejected = next, nil, nil, ""
 	r.mu.Unlock()
 	change := troupe.TeamChange{Project: id}
 	change.Added, change.Removed, change.Changed = diffTeams(old, next)
@@ -609,7 +616,7 @@ func (r *Registry) decide(id troupe.ProjectID, d string) (*entry, error) {
 	}
 	e.op.Lock()
 	r.mu.Lock()
-	held, cur := len(e.held) > 0, digest(e.source)
+	held, cur := len(e.held)+len(e.heldChks) > 0, digest(e.source)
 	r.mu.Unlock()
 	switch {
 	case !held:
@@ -829,6 +836,31 @@ func (r *Registry) Agent(k troupe.RuntimeKey) (troupe.AgentSpec, string, bool) {
 	}
 	a, ok := e.info.Team.Agent(k.Agent)
 	return a, e.info.Path, ok
+}
+
+// Checks lists the checks in force of project p (the approved team's,
+// C17), in file order.
+func (r *Registry) Checks(p troupe.ProjectID) []troupe.Check {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.projects[p]
+	if !ok || e.info.Team == nil {
+		return nil
+	}
+	return slices.Clone(e.info.Team.Checks)
+}
+
+// Check returns the check in force named name of project p (the approved
+// team's, C17), and the project's folder.
+func (r *Registry) Check(p troupe.ProjectID, name troupe.CheckName) (troupe.Check, string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.projects[p]
+	if !ok {
+		return troupe.Check{}, "", false
+	}
+	c, ok := e.info.Team.Check(name)
+	return c, e.info.Path, ok
 }
 
 // Agents lists the agents of project p in team order.

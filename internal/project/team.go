@@ -148,6 +148,9 @@ type teamParser struct {
 	team      Team
 	named     map[string]int // header line of each agent name seen so far in this one file (parse state, not runtime state)
 
+	// The checks read so far ([checks]), and the keys of each.
+	checkSeen map[troupe.CheckName]map[string]bool
+
 	// The agent being read.
 	cur   *troupe.AgentSpec
 	label string              // `agent "lead"` or `agent #2`
@@ -159,8 +162,14 @@ func (p *teamParser) parse() (*Team, error) {
 	p.agents = agents
 	p.named = make(map[string]int)
 	for i, k := range p.keys {
+		if k[0] == "checks" {
+			if err := p.checkKey(i, k[1:]); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if k[0] != "agent" {
-			return nil, p.errorf(i, toml.Key{k[0]}.String(), "unknown top-level key: a team file holds only [[agent]] tables")
+			return nil, p.errorf(i, toml.Key{k[0]}.String(), "unknown top-level key: a team file holds [[agent]] tables and a [checks] table")
 		}
 		if !isArray {
 			return nil, p.errorf(i, "agent", "write each agent as an [[agent]] table, with double brackets")
@@ -182,6 +191,9 @@ func (p *teamParser) parse() (*Team, error) {
 		}
 	}
 	p.finishAgent()
+	if err := p.finishChecks(); err != nil {
+		return nil, err
+	}
 	return &p.team, nil
 }
 

@@ -201,11 +201,11 @@ var badTeams = []struct {
 
 	// Top level.
 	{"unknown top-level key", "version = 1\n" + leadHead,
-		`.troupe/team.toml:1: version: unknown top-level key: a team file holds only [[agent]] tables`},
+		`.troupe/team.toml:1: version: unknown top-level key: a team file holds [[agent]] tables and a [checks] table`},
 	{"unknown top-level table", leadHead + "[team]\nname = \"x\"\n",
-		`.troupe/team.toml:4: team: unknown top-level key: a team file holds only [[agent]] tables`},
+		`.troupe/team.toml:4: team: unknown top-level key: a team file holds [[agent]] tables and a [checks] table`},
 	{"quoted top-level key", "\"my team\" = 1\n",
-		`.troupe/team.toml:1: "my team": unknown top-level key: a team file holds only [[agent]] tables`},
+		`.troupe/team.toml:1: "my team": unknown top-level key: a team file holds [[agent]] tables and a [checks] table`},
 	{"single [agent] table", "# one\n[agent]\nname = \"lead\"\nengine = \"fake\"\n",
 		`.troupe/team.toml:2: agent: write each agent as an [[agent]] table, with double brackets`},
 	{"inline array of agents", "agent = [{ name = \"lead\", engine = \"fake\" }]\n",
@@ -407,6 +407,9 @@ func FuzzParseTeam(f *testing.F) {
 		f.Add([]byte(tt.src))
 	}
 	for _, src := range trickyTOML {
+		f.Add([]byte(src))
+	}
+	for _, src := range []string{"[checks]\ntest.command = \"x\"\n", "checks = { test = { command = \"x\" } }\n", "[checks.a]\ncommand = \"x\"\ndir = \"b/../c\"\n"} {
 		f.Add([]byte(src))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -93,20 +93,8 @@ var idPattern = regexp.MustCompile(`^[0-9a-f]{8,32}$`)
 // disk with an error that says so (ErrNoSpace), leaving nothing behind.
 func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir string, j Job) (Task, error) {
 	command, timeout := j.Command, j.Timeout
-	switch {
-	case !owner.Valid():
-		return Task{}, fmt.Errorf("start task: owner %q is not an agent of a project: %w", owner.String(), troupe.ErrInvalid)
-	case strings.TrimSpace(command) == "":
-		return Task{}, fmt.Errorf("start task: empty command: give the shell command to run: %w", troupe.ErrInvalid)
-	case strings.ContainsRune(command, 0):
-		return Task{}, fmt.Errorf("start task: the command holds a NUL byte: %w", troupe.ErrInvalid)
-	case timeout < 0 || timeout > MaxTimeout:
-		return Task{}, fmt.Errorf("start task: bad timeout %v: give one from 0 (none) to %v: %w", timeout, MaxTimeout, troupe.ErrInvalid)
-	case j.MaxOutput != 0 && (j.MaxOutput < MinMaxOutput || j.MaxOutput > MaxMaxOutput):
-		return Task{}, fmt.Errorf("start task: bad output cap of %d bytes: give one from %s to %s (0: the default, %s): %w",
-			j.MaxOutput, humanBytes(MinMaxOutput), humanBytes(MaxMaxOutput), humanBytes(m.maxOutput), troupe.ErrInvalid)
-	case j.ID != "" && !idPattern.MatchString(string(j.ID)):
-		return Task{}, fmt.Errorf("start task: bad id %q: %w", j.ID, troupe.ErrInvalid)
+	if err := m.checkJob(owner, j); err != nil {
+		return Task{}, fmt.Errorf("start task: %w", err)
 	}
 	if j.Remote {
 		return m.startRemote(ctx, owner, j)
@@ -155,6 +143,27 @@ func (m *Manager) Start(ctx context.Context, owner troupe.RuntimeKey, projectDir
 	return t, nil
 }
 
+// checkJob refuses a job for owner that Start would not run.
+func (m *Manager) checkJob(owner troupe.RuntimeKey, j Job) error {
+	command, timeout := j.Command, j.Timeout
+	switch {
+	case !owner.Valid():
+		return fmt.Errorf("owner %q is not an agent of a project: %w", owner.String(), troupe.ErrInvalid)
+	case strings.TrimSpace(command) == "":
+		return fmt.Errorf("empty command: give the shell command to run: %w", troupe.ErrInvalid)
+	case strings.ContainsRune(command, 0):
+		return fmt.Errorf("the command holds a NUL byte: %w", troupe.ErrInvalid)
+	case timeout < 0 || timeout > MaxTimeout:
+		return fmt.Errorf("bad timeout %v: give one from 0 (none) to %v: %w", timeout, MaxTimeout, troupe.ErrInvalid)
+	case j.MaxOutput != 0 && (j.MaxOutput < MinMaxOutput || j.MaxOutput > MaxMaxOutput):
+		return fmt.Errorf("bad output cap of %d bytes: give one from %s to %s (0: the default, %s): %w",
+			j.MaxOutput, humanBytes(MinMaxOutput), humanBytes(MaxMaxOutput), humanBytes(m.maxOutput), troupe.ErrInvalid)
+	case j.ID != "" && !idPattern.MatchString(string(j.ID)):
+		return fmt.Errorf("bad id %q: %w", j.ID, troupe.ErrInvalid)
+	}
+	return nil
+}
+
 // ErrNoSpace marks a task that could not start because the disk holding
 // the tasks' folders is full.
 var ErrNoSpace = errors.New("no space left on device for the task's folder: free some disk space and start it again")
@@ -170,15 +179,8 @@ func noSpace(err error) error {
 // startIn writes the task's spec and its status reserve into taskDir,
 // starts its supervisor, records the task and opens the start gate.
 func (m *Manager) startIn(ctx context.Context, owner troupe.RuntimeKey, id ID, taskDir string, sp spec) (Task, error) {
-	b, err := json.Marshal(sp)
-	if err == nil {
-		err = atomicfile.Write(filepath.Join(taskDir, specFile), b, 0o600)
-	}
-	if err != nil {
-		return Task{}, fmt.Errorf("write spec: %w", err)
-	}
-	if err := atomicfile.Write(filepath.Join(taskDir, reserveFile), make([]byte, reserveSize), 0o600); err != nil {
-		return Task{}, fmt.Errorf("reserve room for the status: %w", err)
+	if err := writeSpec(taskDir, sp); err != nil {
+		return Task{}, err
 	}
 	t := Task{ID: id, Project: owner.Project, Owner: owner.Agent, Command: sp.Command, Cwd: sp.Cwd,
 		Timeout: sp.Timeout, State: Running, StartedAt: time.Now().UTC()}
@@ -200,6 +202,21 @@ func (m *Manager) startIn(ctx context.Context, owner troupe.RuntimeKey, id ID, t
 	m.log.Info("task started", "task", id, "project", t.Project, "agent", t.Owner, "supervisor", t.SupervisorPID)
 	m.track(t, sup)
 	return t, nil
+}
+
+// writeSpec writes sp and the status reserve into taskDir.
+func writeSpec(taskDir string, sp spec) error {
+	b, err := json.Marshal(sp)
+	if err == nil {
+		err = atomicfile.Write(filepath.Join(taskDir, specFile), b, 0o600)
+	}
+	if err != nil {
+		return fmt.Errorf("write spec: %w", err)
+	}
+	if err := atomicfile.Write(filepath.Join(taskDir, reserveFile), make([]byte, reserveSize), 0o600); err != nil {
+		return fmt.Errorf("reserve room for the status: %w", err)
+	}
+	return nil
 }
 
 // resolveCwd returns the real path of cwd (relative to projectDir, default

@@ -115,6 +115,10 @@ type TeamChange struct {
 	// change is new; they keep their approved definition (a new agent does
 	// not exist yet).
 	Held []AgentID `json:"held,omitempty"`
+	// HeldChecks lists the checks ([checks]) that the team file adds or
+	// widens (command, dir, a longer timeout), held likewise; the
+	// approved check, if any, stays in force.
+	HeldChecks []CheckName `json:"held_checks,omitempty"`
 	// Error is the current load error, empty when the file is good. When it
 	// is set the lists are empty: the last good team stays in force.
 	Error string `json:"error,omitempty"`
@@ -122,7 +126,7 @@ type TeamChange struct {
 
 // Empty reports whether the change changes nothing.
 func (c TeamChange) Empty() bool {
-	return len(c.Added)+len(c.Removed)+len(c.Changed)+len(c.Held) == 0 && c.Error == ""
+	return len(c.Added)+len(c.Removed)+len(c.Changed)+len(c.Held)+len(c.HeldChecks) == 0 && c.Error == ""
 }
 
 // ConversationEntry is one message of a conversation that troupe keeps

@@ -32,7 +32,9 @@ export interface PermissionInputPage { input: string; offset: number; size: numb
 export interface Grant { field: string; old?: string; new: string }
 export interface AgentGrants { agent: string; engine?: string; new?: boolean; grants: Grant[]; options?: Record<string, unknown> }
 /** PendingTeam is a team change that widens what agents may do and waits for the person (C17). */
-export interface PendingTeam { project: string; digest: string; agents: AgentGrants[]; rejected?: boolean }
+/** CheckGrants is a held check ([checks]): a new one, or its command, dir or a longer timeout. */
+export interface CheckGrants { check: string; new?: boolean; grants: Grant[] }
+export interface PendingTeam { project: string; digest: string; agents: AgentGrants[]; checks?: CheckGrants[]; rejected?: boolean }
 /** Runner is a machine that runs some of the agents (GET /api/runners): connected_since is set
  * while it is connected, last_seen is when the daemon last heard from it. */
 export interface Runner { name: string; labels: string[]; connected: boolean; connected_since?: string; last_seen?: string; agents: RunnerAgent[]; load: RunnerLoad }
@@ -59,6 +61,13 @@ export interface AgentLog { agent: string; turns: Turn[]; before?: number }
  * or what was about to happen ("rewind to N", "reset", "worktree reset", …); files, added,
  * deleted: what changed since the snapshot it is compared with; skipped: files too large to keep,
  * the first of them named. */
+/** One run of a project's check on an agent's workspace (GET .../checks). */
+export interface CheckResult {
+  id: number; project: string; agent: string; check: string; command: string; dir?: string;
+  state: "passed" | "failed" | "timed_out" | "error"; exit_code: number; reason?: string; turn?: string;
+  started_at: string; duration_ms: number; output: string; output_bytes: number; output_cut?: string;
+}
+
 export interface Checkpoint {
   seq: number; commit: string; at: string; reason: string; turn?: string; files: number; added: number; deleted: number;
   skipped?: number; skipped_names?: string[];

@@ -3,7 +3,7 @@
 // burst of events costs one render, not one per event.
 import { useEffect, useState } from "preact/hooks";
 import {
-  Agent, AgentLog, ApiError, Checkpoint, JournalEvent, Message, MessagePage, PendingTeam, Permission, Project, Request, Status, Task, Turn, Usage,
+  Agent, AgentLog, ApiError, CheckResult, Checkpoint, JournalEvent, Message, MessagePage, PendingTeam, Permission, Project, Request, Status, Task, Turn, Usage,
   agentPath, call, enc, projectPath,
 } from "./api";
 import { CheckpointDiff, CheckpointsResponse, RewindResponse, rewoundLine } from "./checkpoints";
@@ -49,6 +49,7 @@ export interface App {
   logBefore: Map<string, number>;
   lastActivity: Map<string, number>;
   checkpoints: Map<string, Checkpoints>; // read when the agent's view opens
+  checks: Map<string, CheckResult[]>; // its check results, newest first, read likewise
   tasks: Task[];
   taskOutput: Map<string, string>;
   permissions: Permission[];
@@ -59,7 +60,7 @@ export interface App {
 export const app: App = {
   conn: "connecting", status: null, error: "", projects: [], route: parseRoute(location.hash), agents: [],
   conv: { key: "", items: [], before: 0, loading: false }, convAgent: "", cards: [],
-  turns: new Map(), logBefore: new Map(), lastActivity: new Map(), checkpoints: new Map(), tasks: [], taskOutput: new Map(),
+  turns: new Map(), logBefore: new Map(), lastActivity: new Map(), checkpoints: new Map(), checks: new Map(), tasks: [], taskOutput: new Map(),
   permissions: [], troubled: [], teamChanges: [],
 };
 
@@ -166,7 +167,7 @@ async function loadProjects() {
 
 function selectProject() {
   app.agents = []; app.tasks = []; app.turns = new Map(); app.logBefore = new Map(); app.lastActivity = new Map();
-  app.checkpoints = new Map(); cpLatest = new Map();
+  app.checkpoints = new Map(); cpLatest = new Map(); app.checks = new Map();
   app.taskOutput = new Map(); app.convAgent = "";
   app.conv = { key: "", items: [], before: 0, loading: false };
   feed.restart();
@@ -497,6 +498,19 @@ export async function loadCheckpoints(agent: string) {
   changed();
 }
 
+/** loadChecks reads agent's check results (its view opens, a check of it
+ * ended). */
+export async function loadChecks(agent: string) {
+  const p = app.route.project;
+  if (!p) return;
+  try {
+    const rs = await call<CheckResult[]>("GET", `${projectPath(p)}/checks?agent=${enc(agent)}`);
+    if (p !== app.route.project) return;
+    app.checks.set(agent, rs || []);
+    changed();
+  } catch (e) { fail(e); }
+}
+
 /** checkpointDiff reads what checkpoint seq of agent changed: git's
  * --stat (stat), else the patch. */
 export function checkpointDiff(agent: string, seq: number, stat: boolean): Promise<CheckpointDiff> {
@@ -532,7 +546,7 @@ function liveTurn(agent: string, turn: string, time: string): TurnView {
 
 // ---- events -----------------------------------------------------------
 
-let needsTimer = 0, msgTimer = 0, taskTimer = 0, agentTimer = 0, doingTimer = 0, checkpointTimer = 0;
+let needsTimer = 0, msgTimer = 0, taskTimer = 0, agentTimer = 0, doingTimer = 0, checkpointTimer = 0, checkTimer = 0;
 const soon = (t: number, f: () => unknown, ms: number) => t || window.setTimeout(f, ms);
 
 function onEvent(e: FeedEvent) {
@@ -596,6 +610,9 @@ function onEvent(e: FeedEvent) {
     }
     case "inbox.expired":
       msgTimer = soon(msgTimer, () => { msgTimer = 0; refreshMessages(); }, 100);
+      break;
+    case "check.ended":
+      if (here && e.agent && e.agent === shownAgent()) checkTimer = soon(checkTimer, () => { checkTimer = 0; const a = shownAgent(); if (a) loadChecks(a); }, 50);
       break;
     case "task.started": case "task.ended":
       if (here) taskTimer = soon(taskTimer, () => { taskTimer = 0; loadTasks().catch(fail); }, 50);

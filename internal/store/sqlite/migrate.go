@@ -328,6 +328,34 @@ var migrations = []migration{
 			`ALTER TABLE tasks ADD COLUMN runner TEXT NOT NULL DEFAULT ''`,
 		},
 	},
+	// version 14
+	{
+		name: "the results of the projects' checks",
+		stmts: []string{
+			// check.Result: one run of a check on an agent's workspace.
+			// Not foreign-keyed to projects: removing a project removes
+			// its results (RemoveProject), and an agent's oldest beyond
+			// check.MaxResultsPerAgent go as new ones come.
+			`CREATE TABLE check_results (
+				id           INTEGER PRIMARY KEY AUTOINCREMENT,
+				project      TEXT NOT NULL,
+				agent        TEXT NOT NULL,
+				check_name   TEXT NOT NULL,
+				command      TEXT NOT NULL,
+				dir          TEXT NOT NULL,
+				state        TEXT NOT NULL,
+				exit_code    INTEGER NOT NULL,
+				reason       TEXT NOT NULL,
+				turn         TEXT NOT NULL, -- '' when none
+				started_at   INTEGER NOT NULL, -- unix nanoseconds, UTC
+				duration_ms  INTEGER NOT NULL,
+				output       TEXT NOT NULL, -- its tail, at most check.MaxOutput bytes
+				output_bytes INTEGER NOT NULL,
+				output_cut   TEXT NOT NULL
+			)`,
+			`CREATE INDEX check_results_agent ON check_results (project, agent, id)`,
+		},
+	},
 }
 
 // latestVersion is the schema version this binary writes.

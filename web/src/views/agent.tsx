@@ -3,7 +3,7 @@
 // checkpoint of the workspace (C18) is on its card: what it changed, its
 // files, and a rewind to it; the other checkpoints are listed above.
 import { registerView } from "../router";
-import { Checkpoints, Item, TurnView, app, checkpointDiff, control, decide, loadCheckpoints, loadLog, rewind, useApp } from "../store";
+import { Checkpoints, Item, TurnView, app, checkpointDiff, control, decide, loadCheckpoints, loadChecks, loadLog, rewind, useApp } from "../store";
 import { Clip } from "../clip";
 import { Unsandboxed } from "../sandbox";
 import { RunsOn } from "../runner";
@@ -11,7 +11,7 @@ import { ago, clock, duration, prettyJSON, visible, when } from "../format";
 import { FileBox, parseDiff } from "../diff";
 import { byTurn, changeLine, reasonLine, skippedLine, unshown } from "../checkpoints";
 import { useEffect, useState } from "preact/hooks";
-import type { Checkpoint, Usage } from "../api";
+import type { CheckResult, Checkpoint, Usage } from "../api";
 
 function UsageLine({ u }: { u: Usage }) {
   return (
@@ -198,7 +198,25 @@ function CheckpointList({ agent, cs, shown, busy }: { agent: string; cs: Checkpo
   );
 }
 
-function TurnBox({ t, agent, cp, busy }: { t: TurnView; agent: string; cp?: Checkpoint; busy: boolean }) {
+// CheckBadge is a check's verdict on the turn it checked (troupe ran it,
+// internal/check): its name and state; its output one click away.
+function CheckBadge({ r }: { r: CheckResult }) {
+  const state = r.state.replace("_", " ");
+  return (
+    <details class={`check check-${r.state}`} data-check={r.check} data-check-id={r.id}>
+      <summary><span class="check-badge">{r.check}: {state}</span></summary>
+      <div class="meta">
+        <code>{visible(r.command)}</code>{r.dir ? ` in ${visible(r.dir)}` : ""}
+        {r.exit_code >= 0 ? ` · exit ${r.exit_code}` : ""} · {duration(r.duration_ms)} · <time dateTime={r.started_at}>{clock(r.started_at)}</time>
+        {r.reason ? <> · {visible(r.reason)}</> : null}
+      </div>
+      {r.output_cut && <p class="note">{visible(r.output_cut)}</p>}
+      <Clip text={r.output} />
+    </details>
+  );
+}
+
+function TurnBox({ t, agent, cp, busy, checks }: { t: TurnView; agent: string; cp?: Checkpoint; busy: boolean; checks?: CheckResult[] }) {
   const files = turnFiles(t.items);
   return (
     <li class={`turn ${t.ended ? "ended" : "live"}${t.error ? " failed" : ""}`} data-turn={t.turn}>
@@ -210,6 +228,7 @@ function TurnBox({ t, agent, cp, busy }: { t: TurnView; agent: string; cp?: Chec
       </div>
       {files.length > 0 && <div class="turn-files">changed: {files.map((f, i) => <>{i ? ", " : ""}<code key={f}>{f}</code></>)}</div>}
       {cp && <CheckpointControls agent={agent} cp={cp} busy={busy} label={`checkpoint ${cp.seq}: `} />}
+      {checks && checks.length > 0 && <div class="turn-checks">{checks.map((r) => <CheckBadge key={r.id} r={r} />)}</div>}
       {t.asked && <div class="asked"><Clip text={t.asked} /></div>}
       {t.items.map((it, i) => <ItemView key={i} it={it} />)}
       {t.error && <p class="err">{t.error}</p>}
@@ -223,12 +242,16 @@ function AgentView({ arg }: { arg: string }) {
   // already; loadLog merges them).
   useEffect(() => { if (arg && !a.logBefore.has(arg)) loadLog(arg); }, [arg, a.route.project]);
   useEffect(() => { if (arg) loadCheckpoints(arg); }, [arg, a.route.project]);
+  useEffect(() => { if (arg) loadChecks(arg); }, [arg, a.route.project]);
   const ag = a.agents.find((x) => x.name === arg);
   if (!ag) return <p class="note">No agent {arg} in this project.</p>;
   const turns = a.turns.get(arg) || [];
   const last = a.lastActivity.get(arg);
   const cs = a.checkpoints.get(arg);
   const cps = byTurn(cs?.list || []);
+  // Each turn's check results, newest first.
+  const checks = new Map<string, CheckResult[]>();
+  for (const r of a.checks.get(arg) || []) if (r.turn) checks.set(r.turn, [...(checks.get(r.turn) || []), r]);
   // Rewinding in a turn is refused by the daemon; the button says so first.
   const busy = ag.state === "busy";
   return (
@@ -252,7 +275,7 @@ function AgentView({ arg }: { arg: string }) {
       {a.logBefore.get(arg) ? <button type="button" id="older-turns" onClick={() => loadLog(arg, true)}>load older turns</button> : null}
       <CheckpointList agent={arg} cs={cs} shown={turns.map((t) => t.turn)} busy={busy} />
       <ol id="transcript">
-        {turns.map((t) => <TurnBox key={t.turn} t={t} agent={arg} cp={cps.get(t.turn)} busy={busy} />)}
+        {turns.map((t) => <TurnBox key={t.turn} t={t} agent={arg} cp={cps.get(t.turn)} busy={busy} checks={checks.get(t.turn)} />)}
       </ol>
       {!turns.length && <p class="note">No turns yet.</p>}
     </section>

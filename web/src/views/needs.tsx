@@ -69,6 +69,12 @@ function Needs() {
                 <ul>{g.grants.map((x) => <li key={x.field}><code>{x.field}</code><Clip text={x.old ? `${x.old} → ${x.new || "(removed)"}` : x.new} /></li>)}</ul>
               </div>
             ))}
+            {(c.checks || []).map((g) => (
+              <div key={"check " + g.check} class="team-agent team-check" data-held-check={g.check}>
+                check <strong>{g.check}</strong>{g.new ? " (new check: it runs a command)" : " (keeps its approved definition meanwhile)"}
+                <ul>{g.grants.map((x) => <li key={x.field}><code>{x.field}</code><Clip text={x.old ? `${x.old} → ${x.new || "(removed)"}` : x.new} /></li>)}</ul>
+              </div>
+            ))}
             <button type="button" class="allow" onClick={() => decideTeam(c.project, c.digest, true)}>Approve</button>{" "}
             <button type="button" class="deny" onClick={() => decideTeam(c.project, c.digest, false)}>Reject</button>
           </li>
