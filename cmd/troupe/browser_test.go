@@ -460,6 +460,7 @@ func TestBrowserWorkbench(t *testing.T) {
 	// then catches up (a message sent meanwhile appears) with no new login.
 	p.click("back to the conversation", "#tab-conversation")
 	p.wait("conversation shown", `document.querySelector("#messages")`, 5*time.Second)
+	p.expectConsole("net::ERR_CONNECTION_REFUSED") // the page's requests while it is down
 	if err := d.stop(syscall.SIGTERM); err != nil {
 		t.Logf("daemon exit: %v", err)
 	}
@@ -504,6 +505,7 @@ func TestBrowserWorkbench(t *testing.T) {
 	p.wait("its old and new turns", `(t => t.includes("the speed of light") && t.includes("fresh turn"))(document.querySelector("#transcript")?.innerText || "")`, 20*time.Second)
 
 	// The login link was for one use only.
+	p.expectConsole("status of 401 (Unauthorized)") // the refused link's page
 	p.do("reuse the login link", chromedp.Navigate(d.login))
 	if body := eval[string](p, "document.body.innerText"); !strings.Contains(body, "already used") {
 		t.Errorf("second use of the login link shows %q", body)

@@ -17,11 +17,13 @@ const favicon = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">
 
 // routeStatic serves the few files every browser may fetch unauthenticated.
 func (s *Server) routeStatic() {
-	s.mux.HandleFunc("GET /favicon.ico", serveFavicon)
-	s.mux.HandleFunc("GET /favicon.svg", serveFavicon)
+	s.mux.HandleFunc("GET /favicon.ico", ServeFavicon)
+	s.mux.HandleFunc("GET /favicon.svg", ServeFavicon)
 }
 
-func serveFavicon(w http.ResponseWriter, _ *http.Request) {
+// ServeFavicon answers the icon (tests serving the UI without a daemon
+// mount it too).
+func ServeFavicon(w http.ResponseWriter, _ *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "image/svg+xml")
 	h.Set("Content-Security-Policy", "default-src 'none'")
