@@ -317,3 +317,23 @@ func TestInputterPasteOnlyBelowCursor(t *testing.T) {
 		}
 	})
 }
+
+// TestDriverWithoutInputGetsRender: a Driver that is no Inputter (Claude
+// Code's TUI) is typed engine.Render's text, the turn's tag and headers
+// included, as before the generic engine typed the text alone.
+func TestDriverWithoutInputGetsRender(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ft := newFakeTerm()
+		ft.show("IDLE")
+		s := NewSession(SessionSpec{Name: "a", Term: ft, Driver: screenDriver{}})
+		defer s.Close(context.Background())
+		in := engine.Input{Turn: "t1", Tag: "0123456789abcdef", Messages: []troupe.Message{{From: "lead", Kind: troupe.KindAsk, Request: "r1", Text: "hello"}}}
+		if err := s.Send(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if w := ft.input(); len(w) != 1 || w[0] != "PASTE:"+engine.Render(in) || !strings.HasPrefix(w[0], "PASTE:"+engine.HeaderPrefix(in.Tag)) {
+			t.Fatalf("writes %q, want engine.Render's text", w)
+		}
+	})
+}
