@@ -53,6 +53,7 @@ const html = `<!doctype html>
 <meta charset="utf-8">
 <title>troupe</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/assets/${css}">
 <script type="module" src="/assets/${js}"></script>
 </head>

@@ -146,6 +146,7 @@ func (m *checkpointAPI) handler() http.Handler {
 			}
 		}
 	})
+	mux.HandleFunc("GET /favicon.svg", api.ServeFavicon)
 	mux.Handle("/", web.Handler())
 	return mux
 }
@@ -289,6 +290,7 @@ func TestBrowserCheckpoints(t *testing.T) {
 
 	// The daemon's refusal is shown as it says it.
 	const refusal = "agent a is in a turn: rewind when it is idle (troupe interrupt a stops it)"
+	p.expectConsole("status of 409 (Conflict)") // its answer
 	m.locked(func() { m.conflict = refusal })
 	p.click("rewind t-second", second+" .cp-rewind")
 	p.click("confirm", second+" .cp-rewind-yes")

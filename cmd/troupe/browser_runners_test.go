@@ -66,6 +66,7 @@ func (m *runnersAPI) handler() http.Handler {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
+	mux.HandleFunc("GET /favicon.svg", api.ServeFavicon)
 	mux.Handle("/", web.Handler())
 	return mux
 }
@@ -128,6 +129,7 @@ func TestBrowserRunners(t *testing.T) {
 	p.wait("coder's view says its runner", `document.querySelector('#agent .runs-on').innerText === "on gpu-box"`, 20*time.Second)
 
 	// A daemon without runners says how to have them.
+	p.expectConsole("status of 503 (Service Unavailable)") // its answer
 	m.mu.Lock()
 	m.off = true
 	m.mu.Unlock()

@@ -6,11 +6,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -45,6 +49,99 @@ func chromium(t testing.TB) string {
 type page struct {
 	t   testing.TB
 	ctx context.Context
+	con *consoleFaults
+}
+
+// consoleFaults collects what a page wrote to its console that is a fault:
+// an error (a CSP violation is one: "Refused to apply inline style…"), an
+// uncaught exception, an unhandled rejection. Every browser test fails on
+// them when it ends (newPage), whatever views it opened; a test that
+// causes one on purpose says so with page.expectConsole.
+type consoleFaults struct {
+	added chan struct{} // a fault was logged (buffered 1)
+
+	mu       sync.Mutex
+	faults   []string
+	expected []string // substrings of faults the test causes itself
+}
+
+// listen is the page's event listener (chromedp.WithListener: from the
+// tab's start, on the tab's reading goroutine, so it only appends).
+func (c *consoleFaults) listen(ev any) {
+	var fault string
+	switch e := ev.(type) {
+	case *cdpruntime.EventExceptionThrown:
+		fault = "uncaught: " + e.ExceptionDetails.Text
+		if o := e.ExceptionDetails.Exception; o != nil && o.Description != "" {
+			fault += " " + o.Description
+		}
+	case *cdpruntime.EventConsoleAPICalled:
+		if e.Type != cdpruntime.ConsoleAPICalledTypeError && e.Type != cdpruntime.ConsoleAPICalledTypeAssert {
+			return
+		}
+		var parts []string
+		for _, a := range e.Args {
+			if a.Description != "" {
+				parts = append(parts, a.Description)
+			} else {
+				parts = append(parts, strings.Trim(string(a.Value), `"`))
+			}
+		}
+		fault = "console." + string(e.Type) + ": " + strings.Join(parts, " ")
+	case *cdplog.EventEntryAdded:
+		if e.Entry.Level != cdplog.EntryLevelError {
+			return
+		}
+		fault = string(e.Entry.Source) + " error: " + e.Entry.Text
+		if e.Entry.URL != "" {
+			fault += " (" + e.Entry.URL + ")"
+		}
+	default:
+		return
+	}
+	if r := []rune(fault); len(r) > 300 {
+		fault = string(r[:300]) + "…"
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.faults) < 100 {
+		c.faults = append(c.faults, fault)
+	}
+	select {
+	case c.added <- struct{}{}:
+	default:
+	}
+}
+
+// unexpected returns the faults no expectConsole covers.
+func (c *consoleFaults) unexpected() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, f := range c.faults {
+		if !slices.ContainsFunc(c.expected, func(e string) bool { return strings.Contains(f, e) }) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// expectConsole says the test itself makes the page log a fault holding
+// substr (a refused login link's 401, a dropped connection): it does not
+// fail the test.
+func (p *page) expectConsole(substr string) {
+	p.con.mu.Lock()
+	defer p.con.mu.Unlock()
+	p.con.expected = append(p.con.expected, substr)
+}
+
+// checkConsole fails the test for each fault the page logged that it did
+// not expect.
+func (p *page) checkConsole() {
+	p.t.Helper()
+	if f := p.con.unexpected(); len(f) > 0 {
+		p.t.Errorf("the page logged %d console fault(s) (errors, CSP violations, uncaught exceptions):\n  %s", len(f), strings.Join(f, "\n  "))
+	}
 }
 
 func newPage(t testing.TB, login string) *page {
@@ -61,7 +158,8 @@ func newPage(t testing.TB, login string) *page {
 		chromedp.WindowSize(1280, 900),
 		chromedp.UserDataDir(profile))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	bctx, cancel := chromedp.NewContext(actx)
+	con := &consoleFaults{added: make(chan struct{}, 1)}
+	bctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(con.listen))
 	// The first Do starts the browser, which lives as long as that call's
 	// context: no timeout on it; the later steps get one.
 	if err := chromedp.Do(bctx, chromedp.Navigate(login)); err != nil {
@@ -70,8 +168,9 @@ func newPage(t testing.TB, login string) *page {
 		t.Fatalf("open the login link: %v\n%s", err, machineState(profile))
 	}
 	ctx, cancelT := context.WithTimeout(bctx, 90*time.Second)
-	p := &page{t: t, ctx: ctx}
+	p := &page{t: t, ctx: ctx, con: con}
 	t.Cleanup(func() {
+		p.checkConsole()
 		if t.Failed() {
 			p.screenshot()
 		}
@@ -361,6 +460,7 @@ func TestBrowserWorkbench(t *testing.T) {
 	// then catches up (a message sent meanwhile appears) with no new login.
 	p.click("back to the conversation", "#tab-conversation")
 	p.wait("conversation shown", `document.querySelector("#messages")`, 5*time.Second)
+	p.expectConsole("net::ERR_CONNECTION_REFUSED") // the page's requests while it is down
 	if err := d.stop(syscall.SIGTERM); err != nil {
 		t.Logf("daemon exit: %v", err)
 	}
@@ -405,6 +505,7 @@ func TestBrowserWorkbench(t *testing.T) {
 	p.wait("its old and new turns", `(t => t.includes("the speed of light") && t.includes("fresh turn"))(document.querySelector("#transcript")?.innerText || "")`, 20*time.Second)
 
 	// The login link was for one use only.
+	p.expectConsole("status of 401 (Unauthorized)") // the refused link's page
 	p.do("reuse the login link", chromedp.Navigate(d.login))
 	if body := eval[string](p, "document.body.innerText"); !strings.Contains(body, "already used") {
 		t.Errorf("second use of the login link shows %q", body)
@@ -488,5 +589,67 @@ respond = "!sleep 1h"
 	}
 	if whole != 3 { // the first load, then one per filter change
 		t.Errorf("the page read the newest conversation page %d times, want 3 (load, two filters): %q", whole, urls)
+	}
+}
+
+// faultRecorder is a testing.TB whose Errorf is recorded, not a failure:
+// the console hook's own test sees the hook fail a test.
+type faultRecorder struct {
+	testing.TB
+	mu     sync.Mutex
+	errors []string
+}
+
+func (r *faultRecorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+
+// TestBrowserConsoleFaultsFailTheTest: the browser tests' shared hook
+// (newPage) fails a test whose page logs a CSP violation or an uncaught
+// exception; a clean page fails nothing.
+func TestBrowserConsoleFaultsFailTheTest(t *testing.T) {
+	state := t.TempDir()
+	d := startDaemon(t, state)
+	t.Cleanup(func() { d.stop(syscall.SIGTERM) })
+	for _, c := range []struct {
+		name, script, want string
+	}{
+		{"clean", "", ""},
+		{"inline style", `(() => { const s = document.createElement("style"); s.textContent = "body{color:red}"; document.head.appendChild(s); return true })()`, "Content Security Policy"},
+		{"uncaught", `(setTimeout(() => { throw new Error("boom from the test") }), true)`, "boom from the test"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &faultRecorder{TB: t}
+			t.Cleanup(func() { // runs after newPage's cleanup, which checks the console
+				rec.mu.Lock()
+				defer rec.mu.Unlock()
+				got := strings.Join(rec.errors, "\n")
+				if c.want == "" && got != "" {
+					t.Errorf("a clean page failed the test: %s", got)
+				}
+				if c.want != "" && !strings.Contains(got, c.want) {
+					t.Errorf("the hook did not fail the test on %s; it said %q", c.name, got)
+				}
+			})
+			cl, err := client.FromStateDir(state)
+			if err != nil {
+				t.Fatal(err)
+			}
+			link, err := cl.LoginLink(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := newPage(rec, link)
+			p.wait("the UI", `document.querySelector("#app").children.length > 0`, 20*time.Second)
+			if c.script != "" {
+				eval[bool](p, c.script)
+				select {
+				case <-p.con.added:
+				case <-p.ctx.Done():
+				}
+			}
+		})
 	}
 }

@@ -194,6 +194,7 @@ engine = "claude"
 	if err := os.WriteFile(filepath.Join(proj, "README"), []byte("the person's edit\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	p.expectConsole("status of 409 (Conflict)") // the refused merge's answer
 	p.click("merge", "#merge")
 	p.wait("the refusal", `document.querySelector("#merge-result.err")?.innerText.includes("uncommitted changes")`, 20*time.Second)
 	gitIn(t, proj, "checkout", "--", "README")
@@ -250,6 +251,9 @@ engine = "claude"
 	p.wait("the echo", screen+`.includes("REPL HEARD: HELLO TERM")`, 20*time.Second)
 	if n := eval[int](p, `document.adoptedStyleSheets.reduce((n, s) => n + s.cssRules.length, 0)`); n == 0 {
 		t.Error("xterm's styles were not mirrored into a constructed sheet (the CSP refuses its <style> elements)")
+	}
+	if n := eval[int](p, `document.querySelectorAll("#term style").length`); n != 0 {
+		t.Errorf("xterm made %d <style> elements in the page (the CSP refuses them: a violation each)", n)
 	}
 	p.shot("terminal")
 	// The program is told the view's size, and follows when the box changes.

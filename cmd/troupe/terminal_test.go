@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -404,5 +405,67 @@ busy = "working"
 	}
 	if req.State != troupe.ReqNoReply || !strings.Contains(req.Error, "no reply from spinner") {
 		t.Fatalf("ask to a spinning agent = %s %q (%q), want no reply after its turn_timeout; its log:\n%s", req.State, req.Error, req.Answer, mustTroupe(t, state, proj, "log", "spinner"))
+	}
+}
+
+// TestTerminalBashAgent: bash itself as a generic terminal agent in the
+// daemon, sandboxed: an ask is typed as its text alone (no framing, so no
+// syntax error) and answered by what the command printed; a second agent's
+// input template writes the sender and kind before the text.
+func TestTerminalBashAgent(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash here")
+	}
+	state, proj := t.TempDir(), filepath.Join(t.TempDir(), "app")
+	writeTeam(t, proj, fmt.Sprintf(`
+[[agent]]
+name = "sh"
+engine = "terminal"
+command = %[1]q
+args = ["--norc", "--noprofile"]
+env = { PS1 = "bash$ ", HISTFILE = "/dev/null" }
+[agent.terminal]
+idle = "bash$"
+
+[[agent]]
+name = "framed"
+engine = "terminal"
+command = %[1]q
+args = ["--norc", "--noprofile"]
+env = { PS1 = "bash$ ", HISTFILE = "/dev/null" }
+[agent.terminal]
+idle = "bash$"
+input = "echo '{from} {kind}:'; {text}"
+`, bash))
+	d := startDaemon(t, state, "--project", proj)
+	t.Cleanup(func() {
+		d.stop(syscall.SIGTERM)
+		waitNoProcessIn(t, proj)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := cl.ResolveProject(ctx, proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		agent troupe.AgentID
+		want  string
+	}{
+		{"sh", "hello from 42"},
+		{"framed", "person ask:\nhello from 42"},
+	} {
+		req, err := cl.Ask(ctx, p.ID, c.agent, "echo hello from $((6*7))", 0)
+		if err != nil {
+			t.Fatalf("ask %s: %v", c.agent, err)
+		}
+		if req.State != troupe.ReqAnswered || req.Answer != c.want {
+			t.Errorf("ask %s = %s %q (%s), want the answer %q", c.agent, req.State, req.Answer, req.Error, c.want)
+		}
 	}
 }

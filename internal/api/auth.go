@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"html"
 	"log/slog"
 	"net"
 	"net/http"
@@ -300,7 +301,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "forbidden", "origin "+strconv.Quote(o)+" is not allowed")
 		return
 	}
-	if strings.HasPrefix(r.URL.Path, "/api/") && !s.authorized(r) {
+	if strings.HasPrefix(r.URL.Path, "/api/") && !s.authorize(w, r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="troupe"`)
 		writeError(w, http.StatusUnauthorized, "unauthorized", unauthorizedMessage(r))
 		return
@@ -367,27 +368,68 @@ func (s *Server) originAllowed(o string) bool {
 	return s.hostAllowed(u.Host)
 }
 
-// authorized checks the bearer token, else the session cookie; a request
-// with a valid cookie refreshes its session's last use.
-func (s *Server) authorized(r *http.Request) bool {
+// authorize checks the bearer token, else the session cookie; a request
+// with a valid cookie refreshes its session's last use, and the cookie's
+// lifetime with it (setSession).
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) bool {
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
 		return subtle.ConstantTimeCompare([]byte(h[len("Bearer "):]), []byte(s.o.Token)) == 1
 	}
 	c, err := r.Cookie(cookieName)
-	if err != nil {
+	if err != nil || !s.logins.use(c.Value) {
 		return false
 	}
-	return s.logins.use(c.Value)
+	s.setSession(w, c.Value)
+	return true
 }
+
+// setSession sets the session cookie sess to last as long as its session
+// may stay unused (Options.SessionIdle): Max-Age and Expires, so that it
+// outlives a browser restart, set again at each use as the session's idle
+// time starts again.
+func (s *Server) setSession(w http.ResponseWriter, sess string) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: sess, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		MaxAge: int(s.o.SessionIdle / time.Second), Expires: s.o.Now().Add(s.o.SessionIdle)})
+}
+
+// linkRefused is what a login link that does not log in says.
+const linkRefused = "This login link is unknown, was already used or expired (a link works once, within 10 minutes)."
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	sess, ok := s.logins.redeem(r.URL.Query().Get("token"))
 	if !ok {
-		writeError(w, http.StatusUnauthorized, "unauthorized", "this login link is unknown, was already used or expired (links last 10 minutes): run `troupe status --login` for a new one")
+		loginPage(w, "Login link refused", linkRefused)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: sess, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	s.setSession(w, sess)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// loginPage answers a browser that is not logged in (401) with a small
+// HTML page: what happened, and the command that prints a new login link.
+// It holds no script and no inline style (the UI's CSP applies to it too).
+func loginPage(w http.ResponseWriter, title, what string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", "default-src 'self'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusUnauthorized)
+	fmt.Fprintf(w, `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>troupe: %[1]s</title>
+<link rel="icon" href="/favicon.svg" type="image/svg+xml">
+</head>
+<body>
+<h1>troupe: %[1]s</h1>
+<p>%[2]s</p>
+<p>For a new login link, run this on the daemon's machine and open the link it prints:</p>
+<pre><code>troupe status --login</code></pre>
+</body>
+</html>
+`, html.EscapeString(title), html.EscapeString(what))
 }
 
 func (s *Server) newLoginLink(w http.ResponseWriter, r *http.Request) {
@@ -396,14 +438,12 @@ func (s *Server) newLoginLink(w http.ResponseWriter, r *http.Request) {
 
 // root serves the web UI to logged-in browsers.
 func (s *Server) root(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusUnauthorized)
-		msg := "open the login link printed by `troupe serve` (or run `troupe status --login`)"
+	if !s.authorize(w, r) {
+		title, what := "not logged in", "Open the login link printed by `troupe serve` to use the web UI."
 		if _, err := r.Cookie(cookieName); err == nil {
-			msg = sessionGone
+			title, what = "login expired", "Your browser's login session expired or is unknown."
 		}
-		fmt.Fprintln(w, "troupe: "+msg+".")
+		loginPage(w, title, what)
 		return
 	}
 	if s.o.Web == nil {

@@ -169,6 +169,7 @@ func New(o Options) *Server {
 	s.routeRunners()
 	s.mux.HandleFunc("GET /api/projects/{id}/agents/{agent}/log", s.agentLog)
 	s.mux.HandleFunc("GET /login", s.login)
+	s.routeStatic()
 	if o.MCP != nil {
 		s.mux.Handle("/mcp", o.MCP)
 	}

@@ -83,3 +83,23 @@ func TestExampleTeamsLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestTerminalInputIsATeamError: an [agent.terminal] input template with
+// a placeholder troupe does not fill fails the team load at its line,
+// naming the field and the placeholders there are.
+func TestTerminalInputIsATeamError(t *testing.T) {
+	engines, err := newEngines(Config{FakeAgent: []string{"/bin/false"}}, nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := "[[agent]]\nname = \"sh\"\nengine = \"terminal\"\ncommand = \"bash\"\n[agent.terminal]\nidle = \"$ \"\ninput = \"# {sender}\\n{text}\"\n"
+	_, err = project.ParseTeamChecked(".troupe/team.toml", []byte(src), checkAgent(engines))
+	want := `.troupe/team.toml:7: agent "sh": terminal.input: unknown placeholder {sender}: use {text}, {from}, {kind}, {request} or {tag} ({{ and }} for literal braces)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+	good := strings.Replace(src, "{sender}", "{from}", 1)
+	if _, err := project.ParseTeamChecked(".troupe/team.toml", []byte(good), checkAgent(engines)); err != nil {
+		t.Errorf("a good template: %v", err)
+	}
+}

@@ -28,22 +28,24 @@ const (
 	optDialog    = "dialog"
 	optInterrupt = "interrupt"
 	optQuit      = "quit"
+	optInput     = "input"
 )
 
-var optKeys = []string{optBusy, optDialog, optIdle, optInterrupt, optQuit}
+var optKeys = []string{optBusy, optDialog, optIdle, optInput, optInterrupt, optQuit}
 
 // patterns are an agent's [agent.terminal] table, parsed.
 type patterns struct {
 	idle, busy, dialog []term.Pattern
-	interrupt          string // keys; default Ctrl-C
-	quit               string // typed then Enter; "": Ctrl-D
+	interrupt          string        // keys; default Ctrl-C
+	quit               string        // typed then Enter; "": Ctrl-D
+	input              inputTemplate // nil: the messages' text alone
 }
 
 // parsePatterns parses the [agent.terminal] table: idle (required), busy
 // and dialog, each a pattern or a list of them ("/re/" a regular
 // expression, else a literal matched whitespace-insensitively), interrupt
-// (keys, default Ctrl-C) and quit (a command typed to leave, default
-// Ctrl-D).
+// (keys, default Ctrl-C), quit (a command typed to leave, default
+// Ctrl-D) and input (a template of what a message is typed as: input.go).
 func parsePatterns(opts map[string]any) (patterns, error) {
 	p := patterns{interrupt: "\x03"}
 	keys := make([]string, 0, len(opts))
@@ -80,6 +82,16 @@ func parsePatterns(opts map[string]any) (patterns, error) {
 			} else {
 				p.quit = s
 			}
+		case optInput:
+			s, ok := opts[k].(string)
+			if !ok {
+				return p, &troupe.FieldError{Field: field, Msg: fmt.Sprintf(`must be a string like "{text}", not %v`, opts[k])}
+			}
+			t, err := parseInput(s)
+			if err != nil {
+				return p, &troupe.FieldError{Field: field, Msg: err.Error()}
+			}
+			p.input = t
 		default:
 			return p, &troupe.FieldError{Field: field, Msg: "unknown option: the [agent.terminal] table takes " + strings.Join(optKeys, ", ")}
 		}
@@ -234,6 +246,10 @@ type generic struct {
 func newGeneric(p patterns) *generic { return &generic{p: p, changedAt: time.Now()} }
 
 func (g *generic) Poll() time.Duration { return Settle / 2 }
+
+// Input implements Inputter: the messages' text, through the agent's
+// input template if it has one; never troupe's framing.
+func (g *generic) Input(in engine.Input) string { return g.p.input.render(in) }
 
 // TakeOutput: the turn's rows above the cursor's (finished lines: the
 // cursor's row may still change, a spinner or the prompt) not given yet.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -203,5 +204,109 @@ func TestGenericCheck(t *testing.T) {
 	}
 	if err := e.Check(good); err != nil {
 		t.Errorf("Check(good) = %v", err)
+	}
+}
+
+// bashAgent is bash itself as a generic agent, its prompt "bash$ ".
+func bashAgent(t *testing.T, opts map[string]any) (troupe.AgentSpec, string) {
+	t.Helper()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash here")
+	}
+	o := map[string]any{"idle": "bash$"}
+	for k, v := range opts {
+		o[k] = v
+	}
+	return troupe.AgentSpec{
+		Name: "sh", Engine: troupe.EngineTerminal, Mode: troupe.ModeTerminal,
+		Command: bash, Args: []string{"--norc", "--noprofile"},
+		Env:     map[string]string{"PS1": "bash$ ", "PS2": "", "HISTFILE": "/dev/null"},
+		Options: o,
+	}, t.TempDir()
+}
+
+func startAgent(t *testing.T, agent troupe.AgentSpec, dir string) engine.Session {
+	t.Helper()
+	e := New(Options{StopTimeout: time.Second})
+	if err := e.Check(agent); err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.Start(context.Background(), engine.StartSpec{Key: troupe.RuntimeKey{Project: "p", Agent: troupe.AgentID(agent.Name)}, Agent: agent, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+// TestGenericBash: bash as the agent is typed the message's text, not
+// troupe's framing: no syntax error, and the answer is what the command
+// printed, without the typed command; the same command again answers
+// again.
+func TestGenericBash(t *testing.T) {
+	agent, dir := bashAgent(t, nil)
+	s := startAgent(t, agent, dir)
+	for i, turn := range []troupe.TurnID{"t1", "t2"} {
+		ev := collect(t, s, sendTurn(t, s, turn, "echo hello from $((6*7))"))
+		screen := s.(*Session).t.Screen().All()
+		if strings.Contains(screen, "syntax error") || strings.Contains(screen, "troupe") {
+			t.Fatalf("turn %d: bash was typed troupe's framing; screen:\n%s", i+1, screen)
+		}
+		if ev.Error != "" || ev.Text != "hello from 42" {
+			t.Fatalf("turn %d ended %+v, want the answer %q; screen:\n%s", i+1, ev, "hello from 42", screen)
+		}
+	}
+}
+
+func sendTurn(t *testing.T, s engine.Session, turn troupe.TurnID, text string) troupe.TurnID {
+	t.Helper()
+	if err := s.Send(context.Background(), input(turn, text)); err != nil {
+		t.Fatal(err)
+	}
+	return turn
+}
+
+// TestGenericInputTemplate: [agent.terminal] input writes each message
+// through its placeholders.
+func TestGenericInputTemplate(t *testing.T) {
+	agent, dir := bashAgent(t, map[string]any{"input": `echo "{{{from} {kind} {request}}}"; {text}`})
+	s := startAgent(t, agent, dir)
+	ev := collect(t, s, sendTurn(t, s, "t1", "echo sum $((2+3))"))
+	if want := "{person ask r-t1}\nsum 5"; ev.Error != "" || ev.Text != want {
+		t.Fatalf("turn ended %+v, want the answer %q; screen:\n%s", ev, want, s.(*Session).t.Screen().All())
+	}
+}
+
+// TestInputTemplateParse: the placeholders are filled in; a template with
+// an unknown placeholder, an unclosed or lone brace, or no {text} is a
+// FieldError on terminal.input saying what to write.
+func TestInputTemplateParse(t *testing.T) {
+	tmpl, err := parseInput("{{{tag}}} {from}/{kind}/{request}: {text}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := engine.Input{Tag: "0123456789abcdef", Messages: []troupe.Message{
+		{From: "lead", Kind: troupe.KindAsk, Request: "r1", Text: "one"},
+		{From: troupe.Person, Kind: troupe.KindMessage, Text: "two\nlines"},
+	}}
+	if got, want := tmpl.render(in), "{0123456789abcdef} lead/ask/r1: one\n{0123456789abcdef} person/message/: two\nlines"; got != want {
+		t.Errorf("render = %q, want %q", got, want)
+	}
+	if got := inputTemplate(nil).render(in); got != "one\ntwo\nlines" {
+		t.Errorf("no template: %q, want the texts alone", got)
+	}
+	e := New(Options{})
+	for bad, want := range map[string]string{
+		"{txt}":        "unknown placeholder {txt}",
+		"{text":        "not closed",
+		"a } {text}":   "lone }",
+		"{from} wrote": "must hold {text}",
+	} {
+		agent, _ := bashAgent(t, map[string]any{"input": bad})
+		var fe *troupe.FieldError
+		if err := e.Check(agent); !errors.As(err, &fe) || fe.Field != "terminal.input" || !strings.Contains(fe.Msg, want) {
+			t.Errorf("input %q: Check = %v, want a FieldError on terminal.input saying %q", bad, err, want)
+		}
 	}
 }

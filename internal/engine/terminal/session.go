@@ -104,6 +104,17 @@ type EventDriver interface {
 	TurnLimit() *engine.Limit
 }
 
+// Inputter is a Driver that writes a turn's input its own way, not as
+// engine.Render's framing (the generic engine: the messages' text, or the
+// agent's template). Its text has no tag that only troupe could have put
+// on the screen, so the session looks for the pasted text only from the
+// cursor's row at the paste down: nothing on the screen before the paste
+// (an earlier turn's input, the program's output) can pass for it, and
+// the turn's answer starts below the input it really typed.
+type Inputter interface {
+	Input(in engine.Input) string
+}
+
 // Writer writes the program's input.
 type Writer interface {
 	Write(ctx context.Context, b []byte) error
@@ -281,6 +292,8 @@ type loopState struct {
 	interrupting  bool          // interrupt keys were sent for it
 	pasted        bool          // the pending input is pasted, Enter not yet
 	pastedAt      time.Time
+	pastedText    string    // what was pasted
+	pastedRow     int       // an Inputter's: the cursor's row (Screen.All's) at the paste; -1: the whole screen
 	blocked       string    // the reason last reported with EventBlocked
 	blockedScreen string    // the screen's text then
 	blockedAt     time.Time // when
@@ -440,7 +453,7 @@ func (s *Session) turnStep(ctx context.Context, ls *loopState, scr term.Screen, 
 	if ls.pasted {
 		// It was pasted at an idle moment; its echo may hide the prompt.
 		// Enter once the screen shows the paste (or after pasteSettle).
-		if time.Since(ls.pastedAt) < pasteSettle && !pasteShown(scr, pending) {
+		if time.Since(ls.pastedAt) < pasteSettle && !pasteShown(scr, ls.pastedText, ls.pastedRow) {
 			return pasteSettle - time.Since(ls.pastedAt)
 		}
 		s.d.Submitted(scr)
@@ -464,22 +477,32 @@ func (s *Session) turnStep(ctx context.Context, ls *loopState, scr term.Screen, 
 			return left
 		}
 	}
-	if err := s.t.Paste(ctx, engine.Render(*pending)); err != nil {
+	text, row := engine.Render(*pending), -1
+	if in, ok := s.d.(Inputter); ok {
+		text, row = in.Input(*pending), len(scr.Scrollback)+scr.CursorY
+	}
+	if err := s.t.Paste(ctx, text); err != nil {
 		s.log.Warn("paste input", "err", err)
 		return 0
 	}
-	ls.pasted, ls.pastedAt = true, time.Now()
+	ls.pasted, ls.pastedAt, ls.pastedText, ls.pastedRow = true, time.Now(), text, row
 	return pasteSettle
 }
 
 // pasteShown reports whether the screen shows the start of the pasted
-// input (or Claude Code's "[Pasted text" stand-in for a long paste).
-func pasteShown(scr term.Screen, in *engine.Input) bool {
+// input: anywhere on it when from < 0 (engine.Render's text, whose first
+// line holds the turn's random tag; or Claude Code's "[Pasted text"
+// stand-in for a long paste), else on its rows (Screen.All's) from row
+// from down.
+func pasteShown(scr term.Screen, input string, from int) bool {
 	text := scr.Text()
-	if strings.Contains(text, "[Pasted text") {
+	if from >= 0 {
+		lines := strings.Split(scr.All(), "\n")
+		text = strings.Join(lines[min(from, len(lines)):], "\n")
+	} else if strings.Contains(text, "[Pasted text") {
 		return true
 	}
-	first := strings.TrimSpace(term.PasteSafe(engine.Render(*in)))
+	first := strings.TrimSpace(term.PasteSafe(input))
 	if i := strings.IndexByte(first, '\n'); i >= 0 {
 		first = first[:i]
 	}

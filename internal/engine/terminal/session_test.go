@@ -280,3 +280,60 @@ func TestDialogOneKeyInFlight(t *testing.T) {
 		}
 	})
 }
+
+// textDriver is screenDriver typing the messages' text alone (an
+// Inputter, as the generic engine is).
+type textDriver struct{ screenDriver }
+
+func (textDriver) Input(in engine.Input) string { return in.Messages[0].Text }
+
+// TestInputterPasteOnlyBelowCursor: an Inputter's text has no tag, so the
+// same text already on the screen (an earlier turn's input, the program's
+// output) does not count as the paste shown: Enter waits until the text
+// appears from the cursor's row at the paste down (or pasteSettle).
+func TestInputterPasteOnlyBelowCursor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ft := newFakeTerm()
+		ft.show("$ echo hi", "hi", "IDLE")
+		s := NewSession(SessionSpec{Name: "a", Term: ft, Driver: textDriver{}})
+		defer s.Close(context.Background())
+		in := engine.Input{Turn: "t1", Messages: []troupe.Message{{From: troupe.Person, Kind: troupe.KindAsk, Text: "echo hi"}}}
+		if err := s.Send(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if w := ft.input(); len(w) != 1 || w[0] != "PASTE:echo hi" {
+			t.Fatalf("writes %q, want the message's text alone pasted", w)
+		}
+		ft.show("$ echo hi", "hi", "IDLE") // a redraw: the old "echo hi" is above the cursor
+		synctest.Wait()
+		if w := ft.input(); len(w) != 1 {
+			t.Fatalf("writes %q: Enter pressed on an earlier line's text", w)
+		}
+		ft.show("$ echo hi", "hi", "IDLE echo hi")
+		synctest.Wait()
+		if w := ft.input(); len(w) != 2 || w[1] != "\r" {
+			t.Fatalf("writes %q, want the paste then Enter", w)
+		}
+	})
+}
+
+// TestDriverWithoutInputGetsRender: a Driver that is no Inputter (Claude
+// Code's TUI) is typed engine.Render's text, the turn's tag and headers
+// included, as before the generic engine typed the text alone.
+func TestDriverWithoutInputGetsRender(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ft := newFakeTerm()
+		ft.show("IDLE")
+		s := NewSession(SessionSpec{Name: "a", Term: ft, Driver: screenDriver{}})
+		defer s.Close(context.Background())
+		in := engine.Input{Turn: "t1", Tag: "0123456789abcdef", Messages: []troupe.Message{{From: "lead", Kind: troupe.KindAsk, Request: "r1", Text: "hello"}}}
+		if err := s.Send(context.Background(), in); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if w := ft.input(); len(w) != 1 || w[0] != "PASTE:"+engine.Render(in) || !strings.HasPrefix(w[0], "PASTE:"+engine.HeaderPrefix(in.Tag)) {
+			t.Fatalf("writes %q, want engine.Render's text", w)
+		}
+	})
+}

@@ -11,16 +11,50 @@ import { registerView } from "../router";
 import { app, navigate, useApp } from "../store";
 import { Agent, agentPath } from "../api";
 
-// xterm's DOM renderer writes its theme and cell sizes into <style>
-// elements, which the page's CSP (default-src 'self', no inline style)
-// refuses. mirrorStyles copies their text into a constructed style sheet
-// (CSSOM, which the CSP allows, as it allows element.style) each time
-// xterm changes them.
+// xterm's DOM renderer keeps its theme, cell sizes and scrollbar colours
+// in <style> elements it creates and fills; the page's CSP (default-src
+// 'self', no inline style) refuses each of them, empty or not, with a
+// violation in the console. So xterm is given no <style> to make:
+// inertCreate is createElement but for "style", which makes a <template>
+// instead (inert: never rendered nor applied as style, so no CSP check).
+// xterm creates most of its elements through options.documentOverride
+// (inertStyles: the page's document with inertCreate), the rest through
+// the page's document during open (openInert). mirrorStyles copies those
+// templates' text into a constructed style sheet (CSSOM, which the CSP
+// allows, as it allows element.style) each time xterm changes them.
+const createElement = Document.prototype.createElement;
+
+function inertCreate(doc: Document) {
+  return (tag: string, opts?: ElementCreationOptions): HTMLElement => {
+    if (tag.toLowerCase() !== "style") return createElement.call(doc, tag, opts);
+    const t = createElement.call(doc, "template");
+    t.dataset.xtermStyle = "";
+    return t;
+  };
+}
+
+function inertStyles(doc: Document): Document {
+  const create = inertCreate(doc);
+  return new Proxy(doc, {
+    get(target, prop) {
+      if (prop === "createElement") return create;
+      const v = Reflect.get(target, prop, target);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+}
+
+function openInert(term: Terminal, el: HTMLElement) {
+  const d = document as { createElement: unknown };
+  d.createElement = inertCreate(document);
+  try { term.open(el); } finally { delete d.createElement; }
+}
+
 function mirrorStyles(root: HTMLElement): () => void {
   const sheet = new CSSStyleSheet();
   document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
   const copy = () => {
-    const text = [...root.querySelectorAll("style")].map((s) => s.textContent || "").join("\n");
+    const text = [...root.querySelectorAll("template[data-xterm-style]")].map((s) => s.textContent || "").join("\n");
     try { sheet.replaceSync(text); } catch { /* a rule the browser does not take */ }
   };
   const mo = new MutationObserver(copy);
@@ -42,14 +76,14 @@ function TermScreen({ agent }: { agent: string }) {
     let gone = false;
     // xterm.js is a chunk of its own, fetched the first time a terminal opens.
     import("@xterm/xterm").then(({ Terminal }) => {
-      if (!gone) cleanup = attach(new Terminal({ fontFamily: "ui-monospace, monospace", fontSize: 13, scrollback: 2000 }));
+      if (!gone) cleanup = attach(new Terminal({ fontFamily: "ui-monospace, monospace", fontSize: 13, scrollback: 2000, documentOverride: inertStyles(document) }));
     }, (e) => setSt({ state: "closed", reason: `could not load the terminal: ${(e as Error).message}` }));
     return () => { gone = true; cleanup?.(); };
   }, [project, agent]);
 
   function attach(term: Terminal): () => void {
     const el = box.current!;
-    term.open(el);
+    openInert(term, el);
     const unmirror = mirrorStyles(el);
     let ws: WebSocket | null = null;
     let stopped = false;
