@@ -415,7 +415,7 @@ busy = "working"
 func TestTerminalBashAgent(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	if err != nil {
-		t.Skip("no bash here")
+		t.Fatalf("bash, the program this test runs as an agent: %v", err)
 	}
 	state, proj := t.TempDir(), filepath.Join(t.TempDir(), "app")
 	writeTeam(t, proj, fmt.Sprintf(`

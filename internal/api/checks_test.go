@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/check"
@@ -82,18 +80,7 @@ func TestCheckRoutes(t *testing.T) {
 // TestTeamPendingShowsHeldChecks: a check the team file adds waits for
 // the person, and the pending view says what it would run.
 func TestTeamPendingShowsHeldChecks(t *testing.T) {
-	f := newFixture(t)
-	cl := client.New(f.ts.URL, token)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error)
-	go func() { done <- f.reg.Run(runCtx) }()
-	defer func() { stop(); <-done }()
-
-	dir := t.TempDir()
-	file := filepath.Join(dir, ".troupe", "team.toml")
-	os.MkdirAll(filepath.Dir(file), 0o755)
+	_, cl, ctx, dir, file := teamFixture(t)
 	os.WriteFile(file, []byte("[[agent]]\nname = \"lead\"\nengine = \"fake\"\n"), 0o644)
 	p, err := cl.AddProject(ctx, dir)
 	if err != nil {

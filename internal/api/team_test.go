@@ -21,18 +21,7 @@ import (
 // route and across projects; a decision takes the digest seen (another
 // one: 409, nothing held: 404); the routes want the API token.
 func TestTeamRoutesApproveByDigest(t *testing.T) {
-	f := newFixture(t)
-	cl := client.New(f.ts.URL, token)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error)
-	go func() { done <- f.reg.Run(runCtx) }()
-	defer func() { stop(); <-done }()
-
-	dir := t.TempDir()
-	file := filepath.Join(dir, ".troupe", "team.toml")
-	os.MkdirAll(filepath.Dir(file), 0o755)
+	f, cl, ctx, dir, file := teamFixture(t)
 	os.WriteFile(file, []byte("[[agent]]\nname = \"lead\"\nengine = \"fake\"\nallowed_tools = [\"Read\"]\n"), 0o644)
 	p, err := cl.AddProject(ctx, dir)
 	if err != nil {
@@ -103,4 +92,23 @@ func grantText(gs []api.Grant) string {
 		b = append(b, s)
 	}
 	return strings.Join(b, " ")
+}
+
+// teamFixture is a fixture whose registry runs (it reloads team files)
+// until the test ends, its client, a context of 20 s, and a project
+// folder with its team file's path (the file not written yet).
+func teamFixture(t *testing.T) (f *fixture, cl *client.Client, ctx context.Context, dir, file string) {
+	t.Helper()
+	f = newFixture(t)
+	cl = client.New(f.ts.URL, token)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- f.reg.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	dir = t.TempDir()
+	file = filepath.Join(dir, ".troupe", "team.toml")
+	os.MkdirAll(filepath.Dir(file), 0o755)
+	return f, cl, ctx, dir, file
 }
