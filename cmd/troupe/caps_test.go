@@ -224,6 +224,8 @@ func TestAgentCaps(t *testing.T) {
 		}
 		return ""
 	}
+	// until polls: what it waits for includes the kernel's cgroup files,
+	// which no event announces (a wait bounded at 30 s, not a pace).
 	until := func(what string, ok func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
