@@ -142,3 +142,18 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, name string, maxB
 	}
 	return st, nil
 }
+
+// TooFewPeers reports whether err is JetStream refusing a stream's
+// replicas for want of servers (no suitable peers, insufficient
+// resources, or no cluster at all): the stream can be made with fewer.
+func TooFewPeers(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode {
+	case 10005, 10023, 10074: // JSClusterNoPeersErrF, JSInsufficientResourcesErr, JSStreamReplicasNotSupportedErr
+		return true
+	}
+	return false
+}

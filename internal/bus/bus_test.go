@@ -722,3 +722,26 @@ func TestAuthenticationInProcess(t *testing.T) {
 		}
 	}
 }
+
+// TestTooFewPeers: three replicas asked of a server that is no cluster
+// are refused in words TooFewPeers knows (the daemon then keeps one copy);
+// other errors are not.
+func TestTooFewPeers(t *testing.T) {
+	s := startServer(t, t.TempDir(), false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	djs, err := jetstream.New(s.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = EnsureStream(ctx, djs, "a", 4096, 3)
+	if err == nil || !TooFewPeers(err) {
+		t.Fatalf("three replicas on one server: %v; want an error TooFewPeers recognizes", err)
+	}
+	if _, err := EnsureStream(ctx, djs, "a", 4096, 1); err != nil {
+		t.Fatalf("one replica then: %v", err)
+	}
+	if TooFewPeers(errors.New("something else")) || TooFewPeers(nil) {
+		t.Error("TooFewPeers recognizes an error that is not JetStream's")
+	}
+}

@@ -439,11 +439,13 @@ func (e *External) Runners() []string {
 	return out
 }
 
-// Replicas is how many copies of a runner's stream the cluster keeps: 3
-// when the connection knows of three servers or more (one can be lost),
-// else 1.
+// Replicas is how many copies of a runner's stream to ask the cluster
+// for: 3 when the daemon is connected to a cluster (one server can be
+// lost), else 1. Whether the cluster can place three is JetStream's to
+// say (TooFewPeers), not the servers this connection happens to have
+// heard of: those come asynchronously, after the connection.
 func (e *External) Replicas() int {
-	if len(e.conn.Servers()) >= 3 {
+	if e.conn.ConnectedClusterName() != "" {
 		return 3
 	}
 	return 1

@@ -227,6 +227,10 @@ func (d *Daemon) hello(ctx context.Context, name string, m *nats.Msg) (any, erro
 		replicas = d.o.Replicas()
 	}
 	stream, err := bus.EnsureStream(ctx, d.js, name, d.o.StreamBytes, replicas)
+	if replicas > 1 && bus.TooFewPeers(err) {
+		d.log.Warn("the cluster cannot keep the runner's stream on several servers: one copy only (a server lost can lose its events)", "runner", name, "replicas", replicas, "err", err)
+		stream, err = bus.EnsureStream(ctx, d.js, name, d.o.StreamBytes, 1)
+	}
 	if err != nil {
 		return nil, err
 	}
