@@ -198,6 +198,9 @@ func TestRunnerNatsCluster(t *testing.T) {
 	r := startRunner(t, state, "r1", creds)
 	if b, err := os.ReadFile(creds); err != nil || !strings.Contains(string(b), "jwt: ") || strings.Contains(string(b), "secret: ") {
 		t.Fatalf("the runner's credentials: %v\n%s", err, b)
+	} else if !strings.Contains(string(b), n1.url()+",") || !strings.Contains(string(b), c.nodes[1].url()) || !strings.Contains(string(b), c.nodes[2].url()) {
+		// The daemon was given n1 alone: the others it heard of.
+		t.Fatalf("the runner's credentials do not list the three servers, %s first:\n%s", n1.url(), b)
 	}
 
 	// The test's own look at the cluster, as the daemon's user.

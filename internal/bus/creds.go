@@ -287,8 +287,10 @@ func (c Creds) tlsConfig() (*tls.Config, error) {
 	return tc, nil
 }
 
-// Dial connects runner c to the server. It retries a connection that
-// fails until ctx ends, but returns at once when the server refuses the
+// Dial connects runner c to the first server of c.URL it can reach, in
+// the order the credentials list them (a cluster's credentials list every
+// server the daemon knew of). It retries a connection that fails until ctx
+// ends, but returns at once when the server refuses the
 // credentials. Once connected, the connection reconnects forever, with a
 // backoff from 250 ms to 10 s, and logs each disconnect and reconnect; what
 // is published while disconnected waits in nats.go's reconnect buffer (8
@@ -314,11 +316,15 @@ func Dial(ctx context.Context, c Creds, log *slog.Logger, reconnected func()) (*
 		nats.CustomInboxPrefix(Inbox(c.Name)),
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(backoff),
+		nats.DontRandomize(),
 		nats.PingInterval(10 * time.Second),
 		nats.MaxPingsOutstanding(3),
 		nats.Timeout(5 * time.Second),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			log.Warn("bus disconnected", "err", err)
+		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Debug("bus reconnect failed; trying the next server", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("bus reconnected", "url", nc.ConnectedUrlRedacted())
@@ -347,7 +353,7 @@ func Dial(ctx context.Context, c Creds, log *slog.Logger, reconnected func()) (*
 	for attempt := 1; ; attempt++ {
 		nc, err := nats.Connect(c.URL, opts...)
 		if err == nil {
-			log.Info("bus connected", "url", nc.ConnectedUrlRedacted())
+			log.Info("bus connected", "url", nc.ConnectedUrlRedacted(), "servers", len(nc.Servers()))
 			return nc, nil
 		}
 		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {

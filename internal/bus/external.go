@@ -332,7 +332,30 @@ func (e *External) mint(name string, pub, sub []string, ttl time.Duration) (Cred
 	if err != nil {
 		return Creds{}, fmt.Errorf("sign user: %w", err)
 	}
-	return Creds{URL: e.o.URLs, JWT: tok, Seed: string(seed), CA: e.ca}, nil
+	return Creds{URL: e.clusterURLs(), JWT: tok, Seed: string(seed), CA: e.ca}, nil
+}
+
+// clusterURLs are the URLs a runner's credentials carry: those --nats gave,
+// then the servers of the cluster the daemon's connection has heard of, so
+// that a runner reaches the cluster while the one server it was told of is
+// down, at its start as at a reconnect, without depending on the list the
+// server it happens to be on gossips at that moment.
+func (e *External) clusterURLs() string {
+	var urls []string
+	for one := range strings.SplitSeq(e.o.URLs, ",") {
+		if one = strings.TrimSpace(one); one != "" && !slices.Contains(urls, one) {
+			urls = append(urls, one)
+		}
+	}
+	if e.conn == nil {
+		return strings.Join(urls, ",")
+	}
+	for _, one := range e.conn.DiscoveredServers() {
+		if !slices.Contains(urls, one) {
+			urls = append(urls, one)
+		}
+	}
+	return strings.Join(urls, ",")
 }
 
 // AddRunner mints runner name's credentials: a new user in the daemon's
