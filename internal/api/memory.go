@@ -17,6 +17,7 @@ type Memory interface {
 	List(ctx context.Context, dir string) ([]memory.Note, error)
 	Read(ctx context.Context, dir, name string) (memory.Note, error)
 	Write(ctx context.Context, dir string, n memory.Note) (memory.Note, error)
+	Remove(ctx context.Context, dir, name string) (memory.Note, error)
 	Search(ctx context.Context, p troupe.Project, query string, limit int) ([]memory.Hit, error)
 }
 
@@ -50,6 +51,7 @@ func (s *Server) routeMemory() {
 	s.mux.HandleFunc("GET /api/projects/{id}/memory", s.listMemory)
 	s.mux.HandleFunc("GET /api/projects/{id}/memory/{name}", s.readMemory)
 	s.mux.HandleFunc("PUT /api/projects/{id}/memory/{name}", s.writeMemory)
+	s.mux.HandleFunc("DELETE /api/projects/{id}/memory/{name}", s.removeMemory)
 }
 
 func toNote(n memory.Note, body bool) MemoryNote {
@@ -146,6 +148,20 @@ func (s *Server) writeMemory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := s.o.Memory.Write(r.Context(), p.Path, memory.Note{Name: r.PathValue("name"), Description: in.Description, Type: in.Type, Body: in.Body})
+	if err != nil {
+		s.failNote(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toNote(n, true))
+}
+
+// removeMemory deletes a note; 200 with the note as it was.
+func (s *Server) removeMemory(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.memoryProject(w, r)
+	if !ok {
+		return
+	}
+	n, err := s.o.Memory.Remove(r.Context(), p.Path, r.PathValue("name"))
 	if err != nil {
 		s.failNote(w, err)
 		return

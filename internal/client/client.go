@@ -491,3 +491,53 @@ func (c *Client) CheckResults(ctx context.Context, p troupe.ProjectID, agent tro
 	err := c.do(ctx, "GET", path, nil, &rs)
 	return rs, err
 }
+
+// memoryPath is the path of project p's notes, or of note name in them.
+func memoryPath(p troupe.ProjectID, name string) string {
+	path := "/api/projects/" + url.PathEscape(string(p)) + "/memory"
+	if name != "" {
+		path += "/" + url.PathEscape(name)
+	}
+	return path
+}
+
+// MemoryNotes lists project p's memory notes in name order, or with query
+// the notes matching it, best first (at most limit; 0: the daemon's
+// default).
+func (c *Client) MemoryNotes(ctx context.Context, p troupe.ProjectID, query string, limit int) (api.MemoryList, error) {
+	q := url.Values{}
+	if query != "" {
+		q.Set("q", query)
+		if limit > 0 {
+			q.Set("limit", strconv.Itoa(limit))
+		}
+	}
+	path := memoryPath(p, "")
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out api.MemoryList
+	err := c.do(ctx, "GET", path, nil, &out)
+	return out, err
+}
+
+// MemoryNote reads note name of project p, its body included.
+func (c *Client) MemoryNote(ctx context.Context, p troupe.ProjectID, name string) (api.MemoryNote, error) {
+	var out api.MemoryNote
+	err := c.do(ctx, "GET", memoryPath(p, name), nil, &out)
+	return out, err
+}
+
+// WriteMemoryNote creates or replaces note name of project p.
+func (c *Client) WriteMemoryNote(ctx context.Context, p troupe.ProjectID, name string, in api.WriteNoteRequest) (api.MemoryNote, error) {
+	var out api.MemoryNote
+	err := c.do(ctx, "PUT", memoryPath(p, name), in, &out)
+	return out, err
+}
+
+// RemoveMemoryNote deletes note name of project p and returns it as it was.
+func (c *Client) RemoveMemoryNote(ctx context.Context, p troupe.ProjectID, name string) (api.MemoryNote, error) {
+	var out api.MemoryNote
+	err := c.do(ctx, "DELETE", memoryPath(p, name), nil, &out)
+	return out, err
+}

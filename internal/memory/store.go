@@ -214,6 +214,43 @@ func (s *Store) Write(ctx context.Context, dir string, n Note) (Note, error) {
 	return n, nil
 }
 
+// Remove deletes the note called name (after Sanitize) of the project in
+// folder dir and returns it as it was. A missing note fails with an error
+// matching troupe.ErrNotFound. Like Write, it never touches a file outside
+// .troupe/memory, and the directory is synced after the removal.
+func (s *Store) Remove(ctx context.Context, dir, name string) (Note, error) {
+	clean := Sanitize(name)
+	if clean == "" {
+		return Note{}, fmt.Errorf("remove memory note: %w", badName(name))
+	}
+	n, err := s.Read(ctx, dir, clean)
+	if err != nil {
+		return Note{}, fmt.Errorf("remove memory note: %w", err)
+	}
+	abs, root, err := openDir(dir, false)
+	if err != nil {
+		return Note{}, fmt.Errorf("remove memory note %s: %w", clean, err)
+	}
+	if root == nil {
+		return Note{}, fmt.Errorf("remove memory note %s: no note of this name: %w", clean, troupe.ErrNotFound)
+	}
+	defer root.Close()
+	file := clean + ".md"
+	err = root.Remove(file)
+	s.changed(abs, file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Note{}, fmt.Errorf("remove memory note %s: no note of this name: %w", clean, troupe.ErrNotFound)
+	}
+	if err != nil {
+		return Note{}, fmt.Errorf("remove memory note %s: %w", clean, err)
+	}
+	if d, err := root.Open("."); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return n, nil
+}
+
 // Search returns at most limit notes of project p (limit <= 0 means
 // DefaultSearchLimit, and at most MaxSearchLimit) matching query, most
 // relevant first; see Index.Search for what matches. Before searching it

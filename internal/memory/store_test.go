@@ -652,3 +652,45 @@ func TestSearchAnyQuery(t *testing.T) {
 		t.Errorf("Search without a project id = %v, want invalid", err)
 	}
 }
+
+func TestRemove(t *testing.T) {
+	s, dir, ctx := New(Options{}), project(t), t.Context()
+	p := troupe.Project{ID: "p1", Path: dir}
+	if _, err := s.Write(ctx, dir, Note{Name: "release-steps", Description: "how a release goes out", Body: "tag, then push\n"}); err != nil {
+		t.Fatal(err)
+	}
+	if hits, err := s.Search(ctx, p, "release", 5); err != nil || len(hits) != 1 {
+		t.Fatalf("search before: %v, %v", hits, err)
+	}
+	// Its name as the person types it: sanitized as Read does.
+	got, err := s.Remove(ctx, dir, "Release Steps")
+	if err != nil || got.Name != "release-steps" || got.Body != "tag, then push\n" {
+		t.Fatalf("Remove = %+v, %v; want the note as it was", got, err)
+	}
+	if f := files(t, dir); len(f) != 0 {
+		t.Errorf("memory directory holds %v after the removal", f)
+	}
+	if hits, err := s.Search(ctx, p, "release", 5); err != nil || len(hits) != 0 {
+		t.Errorf("search after the removal: %v, %v; want nothing", hits, err)
+	}
+	if _, err := s.Remove(ctx, dir, "release-steps"); !errors.Is(err, troupe.ErrNotFound) {
+		t.Errorf("removing it again: %v; want not found", err)
+	}
+	if _, err := s.Remove(ctx, dir, "../../etc"); err == nil {
+		t.Errorf("removing a path outside the notes: no error")
+	}
+	// A symlinked note is not followed: the file outside stays.
+	outside := filepath.Join(t.TempDir(), "secret.md")
+	if err := os.WriteFile(outside, []byte(noteText("secret", "d", "b")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, ".troupe", "memory", "secret.md")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Remove(ctx, dir, "secret"); err == nil {
+		t.Errorf("removing a symlinked note: no error")
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("the file a symlinked note points to: %v", err)
+	}
+}
