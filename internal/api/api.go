@@ -53,9 +53,34 @@ type Project struct {
 	Grants []AgentGrants `json:"grants,omitempty"`
 }
 
-// AddProjectRequest is the body of POST /api/projects.
+// AddProjectRequest is the body of POST /api/projects. Digest, when set,
+// is the digest of the team file the person saw (ProjectPreview): the
+// team is approved only if the file still has it, else it is held.
 type AddProjectRequest struct {
-	Path string `json:"path"`
+	Path   string `json:"path"`
+	Digest string `json:"digest,omitempty"`
+}
+
+// ProjectPreview is POST /api/projects/preview: what adding the folder at
+// Path would register, not registered yet: the grants of its team (an
+// empty list with no team file), its checks, or TeamError. Adding it with
+// Digest approves exactly this team.
+type ProjectPreview struct {
+	Path      string         `json:"path"`
+	Grants    []AgentGrants  `json:"grants"`
+	Checks    []troupe.Check `json:"checks,omitempty"`
+	Digest    string         `json:"digest,omitempty"`
+	TeamError string         `json:"team_error,omitempty"`
+}
+
+// TeamFile is GET and PUT /api/projects/{id}/team/file: the team file's
+// text and the digest of the file it was read from (PUT: the file the
+// edit was made from; "" for none). A PUT writes the text if the file
+// still has that digest; what it widens is then held for approval.
+type TeamFile struct {
+	Text   string `json:"text"`
+	Digest string `json:"digest"`
+	Path   string `json:"path,omitempty"`
 }
 
 // VersionHeader names the version of troupe the daemon runs, on every

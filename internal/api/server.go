@@ -146,6 +146,7 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("GET /api/status", s.status)
 	s.mux.HandleFunc("GET /api/projects", s.listProjects)
 	s.mux.HandleFunc("POST /api/projects", s.addProject)
+	s.mux.HandleFunc("POST /api/projects/preview", s.previewProject)
 	s.mux.HandleFunc("GET /api/projects/resolve", s.resolveProject)
 	s.mux.HandleFunc("DELETE /api/projects/{id}", s.removeProject)
 	s.mux.HandleFunc("GET /api/projects/{id}/agents", s.listAgents)
@@ -233,14 +234,45 @@ func (s *Server) addProject(w http.ResponseWriter, r *http.Request) {
 	if !checkPath(w, "path", req.Path, true) {
 		return
 	}
-	info, err := s.o.Registry.Add(r.Context(), req.Path)
+	var info project.Info
+	var err error
+	if req.Digest != "" {
+		info, err = s.o.Registry.AddSeen(r.Context(), req.Path, req.Digest)
+	} else {
+		info, err = s.o.Registry.Add(r.Context(), req.Path)
+	}
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	out := toProject(info)
+	out := s.withHeld(info)
 	out.Grants = teamGrants(info.Team) // what the person approved by adding it
 	writeJSON(w, http.StatusCreated, out)
+}
+
+// previewProject answers what adding a folder would register.
+func (s *Server) previewProject(w http.ResponseWriter, r *http.Request) {
+	var req AddProjectRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Path == "" {
+		writeError(w, http.StatusBadRequest, "invalid", "path: missing: give the project's folder")
+		return
+	}
+	if !checkPath(w, "path", req.Path, true) {
+		return
+	}
+	pv, err := s.o.Registry.Preview(req.Path)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	out := ProjectPreview{Path: pv.Path, Grants: teamGrants(pv.Team), Digest: pv.Digest, TeamError: pv.TeamError}
+	if pv.Team != nil {
+		out.Checks = pv.Team.Checks
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) resolveProject(w http.ResponseWriter, r *http.Request) {

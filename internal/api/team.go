@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"path/filepath"
 
 	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/project"
@@ -71,6 +72,37 @@ func (s *Server) routeTeam() {
 	s.mux.HandleFunc("GET /api/projects/{id}/team/pending", s.teamPending)
 	s.mux.HandleFunc("POST /api/projects/{id}/team/approve", s.decideTeam(true))
 	s.mux.HandleFunc("POST /api/projects/{id}/team/reject", s.decideTeam(false))
+	s.mux.HandleFunc("GET /api/projects/{id}/team/file", s.teamFile)
+	s.mux.HandleFunc("PUT /api/projects/{id}/team/file", s.writeTeamFile)
+}
+
+// teamFile answers the team file's text, for the person to edit it.
+func (s *Server) teamFile(w http.ResponseWriter, r *http.Request) {
+	id := troupe.ProjectID(r.PathValue("id"))
+	src, d, err := s.o.Registry.TeamFile(id)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	info, _ := s.o.Registry.Get(id)
+	writeJSON(w, http.StatusOK, TeamFile{Text: string(src), Digest: d, Path: filepath.Join(info.Path, project.TeamFile)})
+}
+
+// writeTeamFile writes the person's edit of the team file: 200 with the
+// project as it stands after the load (TeamHeld when the edit widens a
+// grant), 409 when the file changed since it was read, 400 when the text
+// does not load.
+func (s *Server) writeTeamFile(w http.ResponseWriter, r *http.Request) {
+	var in TeamFile
+	if !decode(w, r, &in) {
+		return
+	}
+	info, err := s.o.Registry.WriteTeamFile(r.Context(), troupe.ProjectID(r.PathValue("id")), []byte(in.Text), in.Digest)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.withHeld(info))
 }
 
 func teamGrants(t *project.Team) []AgentGrants {

@@ -38,6 +38,8 @@ var wireTypes = map[string]reflect.Type{
 	"Grant":               reflect.TypeFor[api.Grant](),
 	"AgentGrants":         reflect.TypeFor[api.AgentGrants](),
 	"PendingTeam":         reflect.TypeFor[api.PendingTeam](),
+	"ProjectPreview":      reflect.TypeFor[api.ProjectPreview](),
+	"TeamFile":            reflect.TypeFor[api.TeamFile](),
 	"CheckGrants":         reflect.TypeFor[api.CheckGrants](),
 	"CheckResult":         reflect.TypeFor[api.CheckResult](),
 	"Status":              reflect.TypeFor[api.Status](),

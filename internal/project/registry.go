@@ -20,6 +20,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/projfile"
 	"github.com/troupe-dev/troupe/internal/troupe"
 	"github.com/troupe-dev/troupe/internal/worktree"
@@ -420,7 +421,6 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial, appro
 		return troupe.TeamChange{}, false
 	}
 	dir := e.info.Path
-	path := filepath.Join(dir, TeamFile)
 	r.mu.Unlock()
 	e.op.Lock()
 	defer e.op.Unlock()
@@ -436,17 +436,7 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial, appro
 	case readErr != nil:
 		loadErr = readErr
 	default:
-		team, loadErr = ParseTeamChecked(path, src, func(a troupe.AgentSpec) error {
-			if r.check != nil {
-				if err := r.check(a); err != nil {
-					return err
-				}
-			}
-			if err := checkPromptFile(dir, a); err != nil {
-				return err
-			}
-			return checkWorkspace(dir, a)
-		})
+		team, loadErr = r.parseTeam(dir, src)
 	}
 
 	r.mu.Lock()
@@ -507,6 +497,23 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial, appro
 		r.log.Warn("team change held for the person's approval (troupe team diff)", "project", id, "agents", change.Held, "checks", change.HeldChecks)
 	}
 	return change, initial || !change.Empty() || hadErr
+}
+
+// parseTeam parses src, the team file of the project in folder dir, and
+// checks each agent as the registry does (its engine, prompt file and
+// workspace).
+func (r *Registry) parseTeam(dir string, src []byte) (*Team, error) {
+	return ParseTeamChecked(filepath.Join(dir, TeamFile), src, func(a troupe.AgentSpec) error {
+		if r.check != nil {
+			if err := r.check(a); err != nil {
+				return err
+			}
+		}
+		if err := checkPromptFile(dir, a); err != nil {
+			return err
+		}
+		return checkWorkspace(dir, a)
+	})
 }
 
 // saveApproval records team as project e's approved team, with a (whose
@@ -677,33 +684,98 @@ func sameSpec(a, b troupe.AgentSpec) bool {
 	return reflect.DeepEqual(a, b) // not by printing: the sandbox's *bool fields print as addresses
 }
 
+// Preview is what adding a folder would register: its canonical path and
+// the team its team file holds (nil when it has none), with the digest of
+// that file (AddSeen approves the team only when the file still has it),
+// or the reason the team file does not load.
+type Preview struct {
+	Path      string
+	Team      *Team
+	Digest    string
+	TeamError string
+}
+
+// Preview reads the folder at path as Add would register it, without
+// registering it: the same checks of the path, the team file read and
+// checked as a load does.
+func (r *Registry) Preview(path string) (Preview, error) {
+	canon, err := r.checkNew(path)
+	if err != nil {
+		return Preview{}, fmt.Errorf("preview project: %w", err)
+	}
+	out := Preview{Path: canon}
+	src, _, err := projfile.Team.ReadIn(canon, TeamFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return out, nil
+	case err != nil:
+		out.TeamError = err.Error()
+		return out, nil
+	}
+	out.Digest = digest(src)
+	if out.Team, err = r.parseTeam(canon, src); err != nil {
+		out.Team, out.TeamError = nil, err.Error()
+	}
+	return out, nil
+}
+
+// checkNew returns path made canonical if it can be registered: an existing
+// directory, not a pseudo-file system, not registered yet.
+func (r *Registry) checkNew(path string) (string, error) {
+	canon, err := Canonical(path)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(canon)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	if !st.IsDir() {
+		return "", &troupe.FieldError{Field: "path", Msg: canon + " is not a directory: give the project's folder"}
+	}
+	if err := checkPlace(canon); err != nil {
+		return "", err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.projects {
+		if e.info.Path == canon {
+			return "", fmt.Errorf("%s is already registered as project %s: %w", canon, e.info.ID, troupe.ErrAlreadyExists)
+		}
+	}
+	return canon, nil
+}
+
+// AddSeen registers the folder at path as Add does, but approves its team
+// only if its team file still has digest seen (Preview's): a file changed
+// since the person looked at it is loaded held, its grants waiting for
+// the person's approval (Pending) like any change of a team file.
+func (r *Registry) AddSeen(ctx context.Context, path, seen string) (Info, error) {
+	return r.add(ctx, path, func(id troupe.ProjectID) {
+		r.reload(ctx, id, true, false)
+		if _, held := r.Pending(id); held {
+			if err := r.Approve(ctx, id, seen); err != nil {
+				r.log.Warn("team file changed since the person saw it: held for approval", "project", id, "err", err)
+			}
+		}
+	})
+}
+
 // Add registers the folder at path. path is made absolute and its symlinks
 // resolved; it must be an existing directory not yet registered, and
 // neither the file system's root nor in a pseudo-file system (/proc, /sys,
 // /dev...). A home folder is accepted.
 func (r *Registry) Add(ctx context.Context, path string) (Info, error) {
-	canon, err := Canonical(path)
+	// the person adding it approves its team
+	return r.add(ctx, path, func(id troupe.ProjectID) { r.reload(ctx, id, true, true) })
+}
+
+// add registers the folder at path, then loads its team with load.
+func (r *Registry) add(ctx context.Context, path string, load func(troupe.ProjectID)) (Info, error) {
+	canon, err := r.checkNew(path)
 	if err != nil {
-		return Info{}, err
+		return Info{}, fmt.Errorf("add project: %w", err)
 	}
-	st, err := os.Stat(canon)
-	if err != nil {
-		return Info{}, fmt.Errorf("add project %s: %w", path, err)
-	}
-	if !st.IsDir() {
-		return Info{}, fmt.Errorf("add project %s: %w", path, &troupe.FieldError{Field: "path", Msg: canon + " is not a directory: give the project's folder"})
-	}
-	if err := checkPlace(canon); err != nil {
-		return Info{}, fmt.Errorf("add project %s: %w", path, err)
-	}
-	r.mu.Lock()
-	for _, e := range r.projects {
-		if e.info.Path == canon {
-			r.mu.Unlock()
-			return Info{}, fmt.Errorf("add project %s: %s is already registered as project %s: %w", path, canon, e.info.ID, troupe.ErrAlreadyExists)
-		}
-	}
-	r.mu.Unlock()
 	p := troupe.Project{ID: NewProjectID(), Path: canon, Name: filepath.Base(canon), AddedAt: time.Now().UTC()}
 	if err := r.store.AddProject(ctx, p); err != nil {
 		return Info{}, fmt.Errorf("add project %s: %w", path, err)
@@ -712,7 +784,7 @@ func (r *Registry) Add(ctx context.Context, path string) (Info, error) {
 	r.projects[p.ID] = &entry{info: Info{Project: p}}
 	r.mu.Unlock()
 	r.watch(p.ID, canon)
-	r.reload(ctx, p.ID, true, true) // the person adding it approves its team
+	load(p.ID)
 	info, _ := r.Get(p.ID)
 	r.log.Info("project added", "project", p.ID, "path", canon)
 	return info, nil
@@ -921,4 +993,69 @@ func checkWorkspace(dir string, a troupe.AgentSpec) error {
 		return &troupe.FieldError{Field: field, Msg: msg}
 	}
 	return nil
+}
+
+// TeamFile returns the team file of project id as it is on disk, with its
+// digest; a project with no team file gives nil and "".
+func (r *Registry) TeamFile(id troupe.ProjectID) (src []byte, d string, err error) {
+	info, ok := r.Get(id)
+	if !ok {
+		return nil, "", fmt.Errorf("read team file of %s: %w", id, troupe.ErrNotFound)
+	}
+	src, _, err = projfile.Team.ReadIn(info.Path, TeamFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read team file of %s: %w", id, err)
+	}
+	return src, digest(src), nil
+}
+
+// WriteTeamFile replaces the team file of project id with src, the
+// person's edit of the file whose digest was base ("" for no file): a file
+// changed since (by an agent, an editor) is not written over, and the
+// error matches troupe.ErrConflict. src must parse and pass the checks a
+// load makes, and stay within the team file's size limit; nothing is
+// written otherwise. The write is atomic and stays inside the project
+// (.troupe or team.toml leading outside it through a symlink is refused).
+// The file is then loaded as any change of it is: what widens a grant is
+// held for the person's approval (C17), not approved by this write.
+func (r *Registry) WriteTeamFile(ctx context.Context, id troupe.ProjectID, src []byte, base string) (Info, error) {
+	info, ok := r.Get(id)
+	if !ok {
+		return Info{}, fmt.Errorf("write team file of %s: %w", id, troupe.ErrNotFound)
+	}
+	if int64(len(src)) > projfile.Team.Max {
+		return Info{}, fmt.Errorf("write team file of %s: %w: %w", id, &troupe.FieldError{File: TeamFile,
+			Msg: fmt.Sprintf("%d bytes, more than the limit of %d: make it smaller", len(src), projfile.Team.Max)}, troupe.ErrInvalid)
+	}
+	if _, err := r.parseTeam(info.Path, src); err != nil {
+		if !errors.Is(err, troupe.ErrInvalid) {
+			err = fmt.Errorf("%w: %w", err, troupe.ErrInvalid)
+		}
+		return Info{}, fmt.Errorf("write team file of %s: %w", id, err)
+	}
+	_, now, err := r.TeamFile(id)
+	if err != nil {
+		return Info{}, fmt.Errorf("write team file of %s: %w", id, err)
+	}
+	if now != base {
+		return Info{}, fmt.Errorf("write team file of %s: %s changed since you opened it: open it again and redo your change: %w", id, TeamFile, troupe.ErrConflict)
+	}
+	root, err := os.OpenRoot(info.Path)
+	if err != nil {
+		return Info{}, fmt.Errorf("write team file of %s: %w", id, err)
+	}
+	defer root.Close()
+	if err := root.MkdirAll(filepath.Dir(TeamFile), 0o755); err != nil {
+		return Info{}, fmt.Errorf("write team file of %s: %w", id, err)
+	}
+	if err := atomicfile.WriteIn(root, filepath.ToSlash(TeamFile), src, 0o644, atomicfile.Options{}); err != nil {
+		return Info{}, fmt.Errorf("write team file of %s: %w", id, err)
+	}
+	r.log.Info("team file written by the person", "project", id, "digest", digest(src))
+	r.reload(ctx, id, false, false)
+	info, _ = r.Get(id)
+	return info, nil
 }

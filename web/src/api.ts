@@ -34,6 +34,10 @@ export interface AgentGrants { agent: string; engine?: string; new?: boolean; gr
 /** PendingTeam is a team change that widens what agents may do and waits for the person (C17). */
 /** CheckGrants is a held check ([checks]): a new one, or its command, dir or a longer timeout. */
 export interface CheckGrants { check: string; new?: boolean; grants: Grant[] }
+/** ProjectPreview is what adding a folder would register (POST /api/projects/preview); adding it with digest approves exactly this team. */
+export interface ProjectPreview { path: string; grants: AgentGrants[]; checks?: { name: string; command: string; timeout: number; dir?: string }[]; digest?: string; team_error?: string }
+/** TeamFile is the team file's text and the digest of the file it was read from (GET/PUT .../team/file). */
+export interface TeamFile { text: string; digest: string; path?: string }
 export interface PendingTeam { project: string; digest: string; agents: AgentGrants[]; checks?: CheckGrants[]; rejected?: boolean }
 /** Runner is a machine that runs some of the agents (GET /api/runners): connected_since is set
  * while it is connected, last_seen is when the daemon last heard from it. */

@@ -17,6 +17,7 @@ import "./views/changes";
 import "./views/terminal";
 import "./views/sessions";
 import "./views/runners";
+import "./views/team";
 
 // notify shows a browser notification when more waits on the person than
 // before, if the person turned them on (Needs you) and the page is hidden.
@@ -63,6 +64,7 @@ function Sidebar() {
           </li>
         ))}
       </ul>
+      <a id="add-project-link" href={`#/p/${encodeURIComponent(a.route.project)}/team`}>+ add a project</a>
       <h2>Team</h2>
       {cur?.team_error && <p id="team-error" class="err">{cur.team_error}</p>}
       <table id="agents">

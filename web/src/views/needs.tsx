@@ -6,6 +6,7 @@ import { Clip } from "../clip";
 import { ago, prettyJSON } from "../format";
 import { useState } from "preact/hooks";
 import { permissionInput, type Permission } from "../api";
+import { AgentGrantsList, CheckGrantsList } from "../grants";
 
 // Input shows a request's input; one the listing cut is read whole on
 // demand, before the person decides.
@@ -63,18 +64,8 @@ function Needs() {
         {a.teamChanges.map((c) => (
           <li key={c.project + "/" + c.digest} data-team-change={c.project} class="need team">
             <div>{name(c.project)}: the team file gives more than you approved (until you decide, these agents keep what you approved)</div>
-            {c.agents.map((g) => (
-              <div key={g.agent} class="team-agent">
-                <strong>{g.agent}</strong>{g.new ? " (new agent)" : ""}
-                <ul>{g.grants.map((x) => <li key={x.field}><code>{x.field}</code><Clip text={x.old ? `${x.old} → ${x.new || "(removed)"}` : x.new} /></li>)}</ul>
-              </div>
-            ))}
-            {(c.checks || []).map((g) => (
-              <div key={"check " + g.check} class="team-agent team-check" data-held-check={g.check}>
-                check <strong>{g.check}</strong>{g.new ? " (new check: it runs a command)" : " (keeps its approved definition meanwhile)"}
-                <ul>{g.grants.map((x) => <li key={x.field}><code>{x.field}</code><Clip text={x.old ? `${x.old} → ${x.new || "(removed)"}` : x.new} /></li>)}</ul>
-              </div>
-            ))}
+            <AgentGrantsList agents={c.agents} />
+            <CheckGrantsList checks={c.checks || []} />
             <button type="button" class="allow" onClick={() => decideTeam(c.project, c.digest, true)}>Approve</button>{" "}
             <button type="button" class="deny" onClick={() => decideTeam(c.project, c.digest, false)}>Reject</button>
           </li>
