@@ -23,6 +23,9 @@ import (
 
 // Status is the answer of GET /api/status.
 type Status struct {
+	// Running is true in every daemon's answer; `troupe status --json`
+	// prints false, with StateDir alone, when no daemon answers there.
+	Running   bool      `json:"running"`
 	Version   string    `json:"version"`
 	PID       int       `json:"pid"`
 	Addr      string    `json:"addr"`

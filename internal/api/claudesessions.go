@@ -187,13 +187,19 @@ func (s *Server) claudeList(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	writeJSON(w, http.StatusOK, ClaudeListing(l))
+}
+
+// ClaudeListing is a listing of the machine's Claude sessions on the wire:
+// the daemon's answer, and the CLI's own when no daemon runs.
+func ClaudeListing(l claudesessions.Listing) ClaudeSessionList {
 	out := ClaudeSessionList{Sessions: make([]ClaudeSession, 0, len(l.Sessions)), Total: l.Total, Unreadable: l.Unknown,
 		Index: ClaudeIndexReport{Full: l.Sync.Full, Stated: l.Sync.Stated, Read: l.Sync.Read, Bytes: l.Sync.Bytes,
 			TookMS: float64(l.Sync.Took.Microseconds()) / 1000}}
 	for _, c := range l.Sessions {
 		out.Sessions = append(out.Sessions, wireClaude(c))
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out
 }
 
 func (s *Server) claudeGet(w http.ResponseWriter, r *http.Request) {

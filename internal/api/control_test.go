@@ -175,7 +175,7 @@ func TestAPIAgentControlAndPermissions(t *testing.T) {
 	err = cl.Interrupt(ctx, p.ID, "a")
 	var ce *client.Error
 	if !errors.As(err, &ce) || ce.Status != http.StatusConflict || !errors.Is(err, troupe.ErrConflict) ||
-		ce.Msg != "a has no turn in flight: conflict" {
+		ce.Msg != "a has no turn in flight" { // the tag word left out (troupe.Sentence)
 		t.Errorf("interrupt without a turn = %#v, want 409 saying a has no turn in flight", err)
 	}
 

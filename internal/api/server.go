@@ -189,7 +189,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 			n += len(p.Team.Agents)
 		}
 	}
-	writeJSON(w, http.StatusOK, Status{Version: s.o.Version, PID: os.Getpid(), Addr: s.currentAddr(),
+	writeJSON(w, http.StatusOK, Status{Running: true, Version: s.o.Version, PID: os.Getpid(), Addr: s.currentAddr(),
 		StateDir: s.o.StateDir, StartedAt: s.started, Projects: len(ps), Agents: n, LastEvent: s.o.Hub.Last()})
 }
 
@@ -581,7 +581,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, code int, kind, msg string) {
-	writeJSON(w, code, Error{Error: msg, Code: kind})
+	writeJSON(w, code, Error{Error: troupe.Sentence(msg), Code: kind})
 }
 
 // caps are agent a's caps and whether the daemon's machine enforces them.

@@ -16,6 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/claudefmt"
+	"github.com/troupe-dev/troupe/internal/claudesessions"
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -29,14 +31,10 @@ func sessionsCmd(g *globals) *cobra.Command {
 			"A session is live while a Claude Code process runs it; a live one can be observed or forked, never resumed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := g.client()
-			if err != nil {
-				return err
-			}
 			if q.Project != "" {
 				q.Project = abs(q.Project)
 			}
-			l, err := cl.ClaudeSessions(cmd.Context(), q)
+			l, err := g.claudeSessions(cmd.Context(), q)
 			if err != nil {
 				return err
 			}
@@ -300,4 +298,32 @@ func printEntry(w io.Writer, at time.Time, role, text string) {
 		ts = at.Local().Format("15:04:05")
 	}
 	fmt.Fprintf(w, "[%s] %s: %s\n", ts, role, strings.TrimRight(text, "\n"))
+}
+
+// claudeSessions lists the machine's Claude sessions through the daemon,
+// or, when none runs, by reading Claude Code's folder here ($CLAUDE_CONFIG_DIR,
+// else ~/.claude): the same listing, without what only the daemon knows
+// (which troupe agent ran a session, which are held), as a line on stderr
+// says.
+func (g *globals) claudeSessions(ctx context.Context, q client.ClaudeQuery) (api.ClaudeSessionList, error) {
+	cl, err := g.client()
+	if err == nil {
+		l, err := cl.ClaudeSessions(ctx, q)
+		if !errors.Is(err, client.ErrNotRunning) {
+			return l, err
+		}
+	} else if !errors.Is(err, client.ErrNotRunning) {
+		return api.ClaudeSessionList{}, err
+	}
+	dir, err := claudefmt.ConfigDir(os.Getenv)
+	if err != nil {
+		return api.ClaudeSessionList{}, fmt.Errorf("list Claude sessions: %w", err)
+	}
+	fmt.Fprintf(g.errw, "(the daemon is not running: read %s here; which sessions troupe's agents ran is not shown)\n", dir)
+	m := claudesessions.NewMachine(claudesessions.MachineOptions{Dir: dir})
+	l, err := m.List(ctx, claudesessions.Query{Live: q.Live, Project: q.Project, Search: q.Search, Limit: q.Limit})
+	if err != nil {
+		return api.ClaudeSessionList{}, fmt.Errorf("list Claude sessions: %w", err)
+	}
+	return api.ClaudeListing(l), nil
 }

@@ -11,6 +11,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -34,6 +35,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/sandbox"
 	"github.com/troupe-dev/troupe/internal/statedir"
 	"github.com/troupe-dev/troupe/internal/task"
+	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
 // Version is set at build time with -ldflags "-X .../cli.Version=...".
@@ -68,14 +70,71 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, outTTY, errTTY bool) int {
 	root, g := newRoot(stdout, stderr, outTTY, errTTY)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	g.warnVersion()
-	if err != nil {
-		msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", " ")
-		fmt.Fprintln(g.errw, "troupe: "+msg)
-		return 1
+	if err == nil {
+		return ExitOK
 	}
-	return 0
+	fmt.Fprintln(g.errw, "troupe: "+troupe.Sentence(err.Error()))
+	var u usageError
+	var w stoppedWaiting
+	switch {
+	case errors.As(err, &u) || strings.HasPrefix(err.Error(), "unknown command "):
+		if cmd.HasSubCommands() {
+			fmt.Fprintf(g.errw, "usage: %s COMMAND [flags] (%s --help lists the commands)\n", cmd.CommandPath(), cmd.CommandPath())
+		} else {
+			fmt.Fprintf(g.errw, "usage: %s (%s --help says more)\n", cmd.UseLine(), cmd.CommandPath())
+		}
+		return ExitUsage
+	case errors.As(err, &w):
+		return ExitWaited
+	}
+	return ExitError
+}
+
+// The exit codes of every command (README, "Exit codes").
+const (
+	ExitOK    = 0 // done
+	ExitError = 1 // it failed: the last line on stderr says why and what to do
+	ExitUsage = 2 // the command line is wrong: the usage line follows the error
+	// ExitWaited: the command stopped waiting before what it waited for
+	// came (ask --wait, a delegation's --wait): the request goes on, and
+	// the message says where to follow it.
+	ExitWaited = 3
+)
+
+// usageError is a wrong command line: arguments or flags.
+type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+// stoppedWaiting is a command that stopped waiting (ExitWaited); its text
+// says what goes on and where to see it.
+type stoppedWaiting struct{ msg string }
+
+func (w stoppedWaiting) Error() string { return w.msg }
+
+// checkArgsAsUsage makes the argument errors of c and its subcommands
+// usage errors, and so do flag errors.
+func checkArgsAsUsage(c *cobra.Command) {
+	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	if c.HasSubCommands() && !c.Runnable() {
+		// A group (troupe memory, troupe task): alone, its help; with a
+		// word that is none of its commands, a usage error.
+		c.Args = cobra.NoArgs
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	}
+	if a := c.Args; a != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := a(cmd, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, s := range c.Commands() {
+		checkArgsAsUsage(s)
+	}
 }
 
 // warnVersion says, once, when the daemon the command talked to runs
@@ -198,6 +257,7 @@ func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *gl
 	root.AddCommand(serveCmd(g), statusCmd(g), versionCmd(g), projectCmd(g), agentsCmd(g),
 		runnersCmd(g), askCmd(g), sendCmd(g), inboxCmd(g), logCmd(g), doctorCmd(g), tasksCmd(g), taskCmd(g), checkCmd(g), checksCmd(g), mcpBridgeCmd(g), fakeAgentCmd(),
 		fakemodelCmd(g))
+	checkArgsAsUsage(root)
 	return root, g
 }
 
@@ -288,10 +348,17 @@ func statusCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := g.client()
-			if err != nil {
-				return err
+			var st api.Status
+			if err == nil {
+				st, err = cl.Status(cmd.Context())
 			}
-			st, err := cl.Status(cmd.Context())
+			if errors.Is(err, client.ErrNotRunning) && g.json {
+				// Still JSON, for a script: not running, where it looked.
+				dir, _ := g.dir()
+				if perr := g.printJSON(api.Status{StateDir: dir}); perr != nil {
+					return perr
+				}
+			}
 			if err != nil {
 				return err
 			}

@@ -30,25 +30,26 @@ func askCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return g.printJSON(req)
+				if err := g.printJSON(req); err != nil {
+					return err
+				}
+			} else if req.State == troupe.ReqAnswered {
+				fmt.Fprintln(g.out, req.Answer)
 			}
 			switch req.State {
 			case troupe.ReqAnswered:
-				fmt.Fprintln(g.out, req.Answer)
 				return nil
 			case troupe.ReqPending:
-				if req.Unreachable != "" {
-					fmt.Fprintf(g.out, "%s is %s: your question stays in its inbox and runs when its runner is back; the request is %s: see it with `troupe inbox %s`\n",
-						args[0], req.Unreachable, req.ID, args[0])
-					return nil
+				// Stopped waiting: the question goes on (exit code 3).
+				switch {
+				case req.Unreachable != "":
+					return stoppedWaiting{fmt.Sprintf("%s is %s: your question stays in its inbox and runs when its runner is back; the request is %s: see it with `troupe inbox %s`",
+						args[0], req.Unreachable, req.ID, args[0])}
+				case !req.LimitedUntil.IsZero():
+					return stoppedWaiting{fmt.Sprintf("%s is limited until %s (its engine's usage limit): your question stays in its inbox and runs then; the request is %s: see it with `troupe inbox %s`",
+						args[0], req.LimitedUntil.Local().Format("15:04:05"), req.ID, args[0])}
 				}
-				if !req.LimitedUntil.IsZero() {
-					fmt.Fprintf(g.out, "%s is limited until %s (its engine's usage limit): your question stays in its inbox and runs then; the request is %s: see it with `troupe inbox %s`\n",
-						args[0], req.LimitedUntil.Local().Format("15:04:05"), req.ID, args[0])
-					return nil
-				}
-				fmt.Fprintf(g.out, "%s has not answered within %v; the request is %s: see it with `troupe inbox %s`\n", args[0], wait, req.ID, args[0])
-				return nil
+				return stoppedWaiting{fmt.Sprintf("%s has not answered within %v; the request is %s: see it with `troupe inbox %s`", args[0], wait, req.ID, args[0])}
 			}
 			return fmt.Errorf("%s (request %s)", req.Error, req.ID)
 		},

@@ -31,7 +31,7 @@ import (
 )
 
 // ErrNotRunning is returned when no daemon answers at the state dir.
-var ErrNotRunning = errors.New("troupe daemon is not running")
+var ErrNotRunning = errors.New("the daemon is not running")
 
 // Error is an error answer of the API.
 type Error struct {

@@ -45,7 +45,7 @@ export interface Runner { name: string; labels: string[]; connected: boolean; co
 export interface RunnerAgent { project: string; agent: string; state: AgentState }
 /** max_agents: the most the runner takes (0: it has not said). */
 export interface RunnerLoad { agents: number; max_agents: number }
-export interface Status { version: string; pid: number; addr: string; state_dir: string; started_at: string; projects: number; agents: number; last_event: number }
+export interface Status { running: boolean; version: string; pid: number; addr: string; state_dir: string; started_at: string; projects: number; agents: number; last_event: number }
 
 export interface JournalTool { id: string; name?: string; input?: string; output?: string; is_error?: boolean }
 export interface Usage { input_tokens: number; output_tokens: number; cache_read_tokens?: number; cache_write_tokens?: number; cost_usd?: number }
