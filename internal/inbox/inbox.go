@@ -32,10 +32,11 @@ import (
 
 // RequestResult is the outcome a turn gives one request it handled.
 //
-// Check is for a verified delegation (troupe.Request.Verify) whose
-// worker's turn ended without error: the request is not ended but stays
-// pending, Checking, with Answer kept and Tried one more, for troupe to
-// check (Store.Judge); State and Error are then ignored.
+// Check says the answer goes to troupe's check first when the request is
+// a verified delegation (troupe.Request.Verify): such a request is not
+// ended but stays pending, Checking, with Answer kept and Tried one more,
+// for troupe to check (Store.Judge). Other requests end with State as
+// without Check.
 type RequestResult struct {
 	ID     troupe.RequestID
 	State  troupe.RequestState
@@ -94,8 +95,8 @@ type Store interface {
 	StartTurn(ctx context.Context, k troupe.RuntimeKey, ids []int64, turn troupe.TurnID) error
 	// EndTurn moves every in_turn message of turn to state (delivered or
 	// failed) with reason and, in the same transaction, ends each request of
-	// results as FinishRequest would (one with Check is set Checking
-	// instead, if still pending and not Checking already). It returns the requests it ended (those
+	// results as FinishRequest would (a verified delegation's with Check
+	// is set Checking instead, if still pending and not Checking already). It returns the requests it ended (those
 	// still pending), each with its queued outcome message if any. State
 	// queued puts them back in the inbox, in their order, marked
 	// redelivered, with reason (a turn ended on its engine's usage limit:

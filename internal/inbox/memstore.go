@@ -146,8 +146,8 @@ func (s *MemStore) EndTurn(_ context.Context, k troupe.RuntimeKey, turn troupe.T
 	}
 	var out []Finished
 	for _, res := range results {
-		if res.Check {
-			if r := s.requests[res.ID]; r.State == troupe.ReqPending && !r.Checking {
+		if r := s.requests[res.ID]; res.Check && r.Verify != "" {
+			if r.State == troupe.ReqPending && !r.Checking {
 				r.Checking, r.Answer, r.Tried = true, res.Answer, r.Tried+1
 				s.requests[res.ID] = r
 				out = append(out, Finished{Request: r})

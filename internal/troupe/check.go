@@ -50,6 +50,11 @@ const (
 	CheckError    CheckState = "error"     // it could not run (no workspace, bad dir, runner, …)
 )
 
+// CheckSender is the sender of troupe's message to a worker whose work on
+// a verified delegation failed its check (a message of kind delegate on
+// the same request): troupe wrote it, not the delegator.
+const CheckSender AgentID = "@check"
+
 // Bounds of a verified delegation (Request.Verify).
 const (
 	DefaultVerifyTries = 2 // the worker's turns a check judges when the delegation does not say

@@ -245,14 +245,16 @@ func (db *InboxStore) EndTurn(ctx context.Context, k troupe.RuntimeKey, turn tro
 		}
 		for _, res := range results {
 			if res.Check {
-				r, ok, err := checkRequest(ctx, tx, res.ID, res.Answer)
+				r, verified, ok, err := checkRequest(ctx, tx, res.ID, res.Answer)
 				if err != nil {
 					return err
 				}
 				if ok {
 					finished = append(finished, inbox.Finished{Request: r})
 				}
-				continue
+				if verified {
+					continue
+				}
 			}
 			r, queued, done, err := finishRequest(ctx, tx, res.ID, res.State, res.Answer, res.Error)
 			if err != nil {
@@ -573,16 +575,20 @@ func finishRequest(ctx context.Context, tx *sql.Tx, id troupe.RequestID, state t
 	return r, queued, true, nil
 }
 
-// checkRequest sets pending request id Checking with the worker's answer
-// and one more try, inside the caller's transaction (EndTurn); ok is false
-// when it is not pending or is Checking already.
-func checkRequest(ctx context.Context, tx *sql.Tx, id troupe.RequestID, answer string) (r troupe.Request, ok bool, err error) {
-	if r, _, err = readRequest(ctx, tx, id); err != nil || r.State != troupe.ReqPending || r.Checking {
-		return r, false, err
+// checkRequest sets request id, a verified delegation, Checking with the
+// worker's answer and one more try, inside the caller's transaction
+// (EndTurn). verified is false when it is no verified delegation; ok
+// when it was set (it was pending and not Checking already).
+func checkRequest(ctx context.Context, tx *sql.Tx, id troupe.RequestID, answer string) (r troupe.Request, verified, ok bool, err error) {
+	if r, _, err = readRequest(ctx, tx, id); err != nil || r.Verify == "" {
+		return r, false, false, err
+	}
+	if r.State != troupe.ReqPending || r.Checking {
+		return r, true, false, nil
 	}
 	r.Checking, r.Answer, r.Tried = true, answer, r.Tried+1
 	_, err = tx.ExecContext(ctx, `UPDATE requests SET checking = 1, answer = ?, tried = ? WHERE id = ?`, answer, r.Tried, string(id))
-	return r, err == nil, err
+	return r, true, err == nil, err
 }
 
 // Judge implements inbox.Store.
