@@ -150,7 +150,7 @@ type Runtime struct {
 	actors  map[troupe.RuntimeKey]*actor
 	waiters map[troupe.RequestID]waiter
 	holds   map[troupe.RuntimeKey]int // checks of each agent's work running (verify.go): it starts no turn
-	wg      sync.WaitGroup // actors and watchdogs
+	wg      sync.WaitGroup            // actors and watchdogs
 	stopped bool
 
 	perms permTable     // permission requests waiting on the person; its own lock

@@ -25,9 +25,9 @@ type turn struct {
 	// replies are the answers given with reply to verified delegations,
 	// kept for their check at the turn's end; guarded by the actor's mu.
 	replies map[troupe.RequestID]string
-	work   string             // the workspace it ran in, "" for a turn that never reached a session
-	base   string             // the snapshot of work at its start (Checkpoints.Base), "" when none
-	noBase string             // why there is no base ("" when there is, or when there are no checkpoints)
+	work    string // the workspace it ran in, "" for a turn that never reached a session
+	base    string // the snapshot of work at its start (Checkpoints.Base), "" when none
+	noBase  string // why there is no base ("" when there is, or when there are no checkpoints)
 }
 
 // next starts a turn when none is in flight and the inbox has mail.
