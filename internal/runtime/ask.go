@@ -59,7 +59,7 @@ func (r *Runtime) Ask(ctx context.Context, to troupe.RuntimeKey, from troupe.Age
 
 // ask is Ask; asked, when set, is told the request's id before the wait.
 func (r *Runtime) ask(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, question string, wait time.Duration, asked func(troupe.RequestID)) (troupe.Request, error) {
-	req, done, err := r.request(ctx, to, from, troupe.KindAsk, question, Verify{})
+	req, done, err := r.request(ctx, to, from, troupe.KindAsk, question, verifySpec{})
 	if err != nil {
 		return troupe.Request{}, err
 	}
@@ -72,11 +72,12 @@ func (r *Runtime) ask(ctx context.Context, to troupe.RuntimeKey, from troupe.Age
 
 // Delegate gives to a task from the agent from (or troupe.Person) and
 // returns at once; the result comes back to from's inbox as a message of
-// kind result. With v's Check set it is a verified delegation
-// (verify.go): the result carries troupe's own check of the worker's
-// work, and a failed check goes back to the worker while tries are left.
-func (r *Runtime) Delegate(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, task string, v Verify) (troupe.Request, error) {
-	v, err := r.checkVerify(to.Project, v)
+// kind result. With verify set (a check of the project) it is a verified
+// delegation (verify.go): the result carries troupe's own check of the
+// worker's work, and a failed check goes back to the worker while tries
+// are left (0: troupe.DefaultVerifyTries).
+func (r *Runtime) Delegate(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, task string, verify troupe.CheckName, tries int) (troupe.Request, error) {
+	v, err := r.checkVerify(to.Project, verifySpec{Check: verify, Tries: tries})
 	if err != nil {
 		return troupe.Request{}, fmt.Errorf("delegate to %s: %w", to.Agent, err)
 	}
@@ -88,7 +89,7 @@ func (r *Runtime) Delegate(ctx context.Context, to troupe.RuntimeKey, from troup
 // the target. done is closed when the request ends. An ask is first added
 // to the wait-for graph (the caller ends that wait), which refuses it if it
 // would close a cycle.
-func (r *Runtime) request(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, kind troupe.MessageKind, text string, v Verify) (req troupe.Request, done <-chan struct{}, err error) {
+func (r *Runtime) request(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, kind troupe.MessageKind, text string, v verifySpec) (req troupe.Request, done <-chan struct{}, err error) {
 	if err := r.checkTarget(to, from); err != nil {
 		return troupe.Request{}, nil, err
 	}

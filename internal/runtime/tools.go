@@ -207,7 +207,7 @@ func (r *Runtime) delegateTool(ctx context.Context, c tool.Caller, args json.Raw
 	if err := tool.DecodeArgs(args, &in, "to", "task"); err != nil {
 		return "", err
 	}
-	req, err := r.Delegate(ctx, target(c, in.To), c.Key.Agent, in.Task, Verify{Check: in.Verify, Tries: in.Tries})
+	req, err := r.Delegate(ctx, target(c, in.To), c.Key.Agent, in.Task, in.Verify, in.Tries)
 	if err != nil {
 		return "", err
 	}

@@ -42,11 +42,11 @@ type Verifier interface {
 	Verify(ctx context.Context, k troupe.RuntimeKey, name troupe.CheckName, turn troupe.TurnID) (troupe.Verdict, error)
 }
 
-// Verify is what a delegation asks troupe to check: check Check of the
-// project on the worker's workspace when each of its turns on the task
-// ends, for at most Tries turns (0: troupe.DefaultVerifyTries). The zero
-// Verify is an unverified delegation.
-type Verify struct {
+// verifySpec is what a delegation asks troupe to check: check Check of
+// the project on the worker's workspace when each of its turns on the
+// task ends, for at most Tries turns (0: troupe.DefaultVerifyTries). The
+// zero verifySpec is an unverified delegation.
+type verifySpec struct {
 	Check troupe.CheckName
 	Tries int
 }
@@ -54,7 +54,7 @@ type Verify struct {
 // checkVerify returns v with its tries set, or an error naming the field
 // and the fix: an unknown check (listing the project's), tries out of
 // range, or a daemon that runs no checks.
-func (r *Runtime) checkVerify(p troupe.ProjectID, v Verify) (Verify, error) {
+func (r *Runtime) checkVerify(p troupe.ProjectID, v verifySpec) (verifySpec, error) {
 	if v.Check == "" {
 		if v.Tries != 0 {
 			return v, &troupe.FieldError{Field: "tries", Msg: "given without verify: name the check that judges each try"}

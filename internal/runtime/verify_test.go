@@ -94,7 +94,7 @@ func TestVerifiedDelegationRetriesUntilTheCheckPasses(t *testing.T) {
 		fv := &fakeVerifier{states: []troupe.CheckState{troupe.CheckFailed, troupe.CheckPassed}}
 		h := newHarnessOn(t, twoAgents(10*time.Minute), Options{Verifier: fv})
 		r := key(p1, "researcher")
-		req, err := h.rt.Delegate(t.Context(), r, "lead", "answer all tests pass", Verify{Check: "test"})
+		req, err := h.rt.Delegate(t.Context(), r, "lead", "answer all tests pass", "test", 0)
 		if err != nil || req.Verify != "test" || req.Tries != troupe.DefaultVerifyTries {
 			t.Fatalf("Delegate = %+v, %v; want a verified delegation with the default tries", req, err)
 		}
@@ -144,7 +144,7 @@ func TestVerifiedDelegationThatNeverPassesIsReportedFailed(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			fv := &fakeVerifier{states: []troupe.CheckState{troupe.CheckFailed}}
 			h := newHarnessOn(t, twoAgents(10*time.Minute), Options{Verifier: fv})
-			req, err := h.rt.Delegate(t.Context(), key(p1, "researcher"), "lead", "answer all tests pass", Verify{Check: "test", Tries: tries})
+			req, err := h.rt.Delegate(t.Context(), key(p1, "researcher"), "lead", "answer all tests pass", "test", tries)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +180,7 @@ func TestVerifiedDelegationWhoseTurnFailsIsNotChecked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fv := &fakeVerifier{states: []troupe.CheckState{troupe.CheckPassed}}
 		h := newHarnessOn(t, twoAgents(10*time.Minute), Options{Verifier: fv})
-		req, err := h.rt.Delegate(t.Context(), key(p1, "researcher"), "lead", "fail the compiler crashed", Verify{Check: "test"})
+		req, err := h.rt.Delegate(t.Context(), key(p1, "researcher"), "lead", "fail the compiler crashed", "test", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func TestVerifiedDelegationReplyWaitsForTheCheck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fv := &fakeVerifier{states: []troupe.CheckState{troupe.CheckPassed}}
 		h := newHarnessOn(t, twoAgents(10*time.Minute), Options{Verifier: fv})
-		req, err := h.rt.Delegate(t.Context(), key(p1, "researcher"), "lead", `tool reply {"text":"done, tests pass"}`, Verify{Check: "test", Tries: 1})
+		req, err := h.rt.Delegate(t.Context(), key(p1, "researcher"), "lead", `tool reply {"text":"done, tests pass"}`, "test", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,15 +232,15 @@ func TestVerifiedDelegationRefusesBadArguments(t *testing.T) {
 		h := newHarnessOn(t, twoAgents(10*time.Minute), Options{Verifier: &fakeVerifier{states: []troupe.CheckState{troupe.CheckPassed}}})
 		r := key(p1, "researcher")
 		for _, tc := range []struct {
-			v    Verify
+			v    verifySpec
 			want []string
 		}{
-			{Verify{Check: "tests"}, []string{"verify", `no check named "tests"`, "build, test"}},
-			{Verify{Check: "test", Tries: 6}, []string{"tries", "6", "1 to 5"}},
-			{Verify{Check: "test", Tries: -1}, []string{"tries", "1 to 5"}},
-			{Verify{Tries: 2}, []string{"tries", "without verify"}},
+			{verifySpec{"tests", 0}, []string{"verify", `no check named "tests"`, "build, test"}},
+			{verifySpec{"test", 6}, []string{"tries", "6", "1 to 5"}},
+			{verifySpec{"test", -1}, []string{"tries", "1 to 5"}},
+			{verifySpec{"", 2}, []string{"tries", "without verify"}},
 		} {
-			_, err := h.rt.Delegate(t.Context(), r, "lead", "do it", tc.v)
+			_, err := h.rt.Delegate(t.Context(), r, "lead", "do it", tc.v.Check, tc.v.Tries)
 			if !errors.Is(err, troupe.ErrInvalid) {
 				t.Errorf("Delegate(%+v) = %v, want troupe.ErrInvalid", tc.v, err)
 				continue
@@ -257,7 +257,7 @@ func TestVerifiedDelegationRefusesBadArguments(t *testing.T) {
 	})
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, twoAgents(10*time.Minute), 0)
-		_, err := h.rt.Delegate(t.Context(), key(p1, "researcher"), "lead", "do it", Verify{Check: "test"})
+		_, err := h.rt.Delegate(t.Context(), key(p1, "researcher"), "lead", "do it", "test", 0)
 		if !errors.Is(err, troupe.ErrInvalid) || !strings.Contains(err.Error(), "runs no checks") {
 			t.Errorf("Delegate with verify and no Verifier = %v, want refused saying so", err)
 		}
@@ -279,7 +279,7 @@ func TestVerifiedDelegationHoldsTheWorkerWhileItsCheckRuns(t *testing.T) {
 		}}
 		h := newHarnessOn(t, twoAgents(time.Minute), Options{Verifier: fv})
 		r := key(p1, "researcher")
-		req, err := h.rt.Delegate(t.Context(), r, "lead", "answer done", Verify{Check: "test"})
+		req, err := h.rt.Delegate(t.Context(), r, "lead", "answer done", "test", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -316,7 +316,7 @@ func TestVerifiedDelegationCheckedAgainAfterARestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fv := &fakeVerifier{states: []troupe.CheckState{troupe.CheckPassed}, run: func(ctx context.Context) { <-ctx.Done() }}
 		h := newHarnessOn(t, twoAgents(10*time.Minute), Options{Store: store, Verifier: fv})
-		req, err := h.rt.Delegate(t.Context(), key(p1, "researcher"), "lead", "answer done", Verify{Check: "test"})
+		req, err := h.rt.Delegate(t.Context(), key(p1, "researcher"), "lead", "answer done", "test", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
