@@ -77,7 +77,7 @@ func (r *Runtime) ask(ctx context.Context, to troupe.RuntimeKey, from troupe.Age
 // worker's work, and a failed check goes back to the worker while tries
 // are left (0: troupe.DefaultVerifyTries).
 func (r *Runtime) Delegate(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, task string, verify troupe.CheckName, tries int) (troupe.Request, error) {
-	v, err := r.checkVerify(to.Project, verifySpec{Check: verify, Tries: tries})
+	v, err := r.checkVerify(to, verifySpec{Check: verify, Tries: tries})
 	if err != nil {
 		return troupe.Request{}, fmt.Errorf("delegate to %s: %w", to.Agent, err)
 	}

@@ -51,10 +51,12 @@ type verifySpec struct {
 	Tries int
 }
 
-// checkVerify returns v with its tries set, or an error naming the field
-// and the fix: an unknown check (listing the project's), tries out of
-// range, or a daemon that runs no checks.
-func (r *Runtime) checkVerify(p troupe.ProjectID, v verifySpec) (verifySpec, error) {
+// checkVerify returns v, a delegation to to, with its tries set, or an
+// error naming the field and the fix: an unknown check (listing the
+// project's), tries out of range, a worker on a runner, or a daemon that
+// runs no checks.
+func (r *Runtime) checkVerify(to troupe.RuntimeKey, v verifySpec) (verifySpec, error) {
+	p := to.Project
 	if v.Check == "" {
 		if v.Tries != 0 {
 			return v, &troupe.FieldError{Field: "tries", Msg: "given without verify: name the check that judges each try"}
@@ -70,6 +72,9 @@ func (r *Runtime) checkVerify(p troupe.ProjectID, v verifySpec) (verifySpec, err
 	}
 	if r.o.Verifier == nil {
 		return v, &troupe.FieldError{Field: "verify", Msg: "this daemon runs no checks: delegate without verify"}
+	}
+	if spec, _, ok := r.o.Teams.Agent(to); ok && spec.Remote() {
+		return v, &troupe.FieldError{Field: "verify", Msg: fmt.Sprintf("%s runs on a runner, and checks run on the daemon's machine only: delegate to it without verify", to.Agent)}
 	}
 	var names []string
 	for _, c := range r.o.Verifier.Checks(p) {

@@ -256,6 +256,15 @@ func TestVerifiedDelegationRefusesBadArguments(t *testing.T) {
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
+		remote := spec("researcher", time.Minute)
+		remote.Runner = "gpu-box"
+		h := newHarnessOn(t, staticTeams{p1: {spec("lead", time.Minute), remote}}, Options{Verifier: &fakeVerifier{states: []troupe.CheckState{troupe.CheckPassed}}})
+		_, err := h.rt.Delegate(t.Context(), key(p1, "researcher"), "lead", "do it", "test", 0)
+		if !errors.Is(err, troupe.ErrInvalid) || !strings.Contains(err.Error(), "runs on a runner") {
+			t.Errorf("verified delegation to an agent on a runner = %v, want refused saying so", err)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, twoAgents(10*time.Minute), 0)
 		_, err := h.rt.Delegate(t.Context(), key(p1, "researcher"), "lead", "do it", "test", 0)
 		if !errors.Is(err, troupe.ErrInvalid) || !strings.Contains(err.Error(), "runs no checks") {

@@ -88,6 +88,7 @@ func RunStore(t *testing.T, open func(t *testing.T) inbox.Store) {
 		{"VerifiedDelegation", testVerifiedDelegation},
 		{"VerifiedDelegationFails", testVerifiedDelegationFails},
 		{"JudgeUnknown", testJudgeUnknown},
+		{"CheckOfAnUnverifiedRequest", testCheckOfAnUnverifiedRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}

@@ -164,3 +164,19 @@ func testJudgeUnknown(t *testing.T, s inbox.Store) {
 		t.Errorf("Conversation after them = %q, want none", texts(ms))
 	}
 }
+
+// testCheckOfAnUnverifiedRequest: Check on a request that names no check
+// ends it as without Check.
+func testCheckOfAnUnverifiedRequest(t *testing.T, s inbox.Store) {
+	k := key(p1, "dev")
+	r, m := delegation("r-plain", k, "lead", "do it")
+	dm := mustAsk(t, s, r, m)
+	mustStart(t, s, k, "t1", dm)
+	fs, err := s.EndTurn(t.Context(), k, "t1", troupe.MsgDelivered, "", []inbox.RequestResult{{ID: "r-plain", State: troupe.ReqAnswered, Answer: "done", Check: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 1 || fs[0].Request.State != troupe.ReqAnswered || fs[0].Request.Checking || fs[0].Queued == nil || fs[0].Queued.Text != "done" {
+		t.Errorf("EndTurn with Check of an unverified delegation = %+v, want it answered at once", fs)
+	}
+}
