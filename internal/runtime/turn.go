@@ -263,6 +263,10 @@ func (a *actor) finishTurn(ctx context.Context, text, errText string, failState 
 	if errText != "" {
 		state = troupe.MsgFailed
 	}
+	a.mu.Lock()
+	replies := t.replies // a reply tool call may still end (its client gave up on it)
+	t.replies = nil
+	a.mu.Unlock()
 	var results []inbox.RequestResult
 	for _, m := range t.msgs {
 		if m.Request == "" || (m.Kind != troupe.KindAsk && m.Kind != troupe.KindDelegate) {
@@ -270,7 +274,7 @@ func (a *actor) finishTurn(ctx context.Context, text, errText string, failState 
 		}
 		if errText == "" {
 			answer := text
-			if r, ok := t.replies[m.Request]; ok {
+			if r, ok := replies[m.Request]; ok {
 				answer = r
 			}
 			// A verified delegation's answer waits for troupe's check
