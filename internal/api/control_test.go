@@ -48,6 +48,9 @@ func (f *fakeRuntime) Ask(context.Context, troupe.RuntimeKey, troupe.AgentID, st
 func (f *fakeRuntime) Await(context.Context, troupe.ProjectID, troupe.RequestID, time.Duration) (troupe.Request, error) {
 	return troupe.Request{}, errors.New("not in this test")
 }
+func (f *fakeRuntime) Delegate(context.Context, troupe.RuntimeKey, troupe.AgentID, string, troupe.CheckName, int) (troupe.Request, error) {
+	return troupe.Request{}, errors.New("not in this test")
+}
 func (f *fakeRuntime) Send(context.Context, troupe.RuntimeKey, troupe.AgentID, troupe.MessageKind, string) (troupe.Message, error) {
 	return troupe.Message{}, errors.New("not in this test")
 }

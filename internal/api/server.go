@@ -34,6 +34,9 @@ type Runtime interface {
 	Doing(k troupe.RuntimeKey) (string, time.Time)
 	Ask(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, question string, wait time.Duration) (troupe.Request, error)
 	Await(ctx context.Context, p troupe.ProjectID, id troupe.RequestID, wait time.Duration) (troupe.Request, error)
+	// Delegate gives a task and returns the pending request; verify, when
+	// set, names the check that judges the work (tries: how many turns).
+	Delegate(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, task string, verify troupe.CheckName, tries int) (troupe.Request, error)
 	Send(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, kind troupe.MessageKind, text string) (troupe.Message, error)
 	// Conversation returns one page of a project's messages, oldest
 	// first (inbox.Store.Conversation).
@@ -153,6 +156,7 @@ func New(o Options) *Server {
 	s.routeTeam()
 	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/ask", s.ask)
 	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/send", s.send)
+	s.mux.HandleFunc("POST /api/projects/{id}/agents/{agent}/delegate", s.delegate)
 	s.mux.HandleFunc("GET /api/projects/{id}/requests/{req}", s.request)
 	s.mux.HandleFunc("GET /api/projects/{id}/messages", s.messages)
 	s.mux.HandleFunc("GET /api/projects/{id}/messages/{msg}", s.messageText)

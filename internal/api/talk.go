@@ -20,6 +20,18 @@ type AskRequest struct {
 	WaitSeconds float64 `json:"wait_seconds,omitempty"`
 }
 
+// DelegateRequest is the body of POST .../agents/{agent}/delegate: the
+// person delegates a task, answered at once with the pending request;
+// its result comes later (GET .../requests/{req}). Verify names one of
+// the project's checks: troupe runs it on the agent's workspace when its
+// turn ends, and the result carries troupe's verdict; Tries (with Verify:
+// 1 to 5, default 2) is how many of its turns the check may judge.
+type DelegateRequest struct {
+	Text   string           `json:"text"`
+	Verify troupe.CheckName `json:"verify,omitempty"`
+	Tries  int              `json:"tries,omitempty"`
+}
+
 // SendRequest is the body of POST .../agents/{agent}/send.
 type SendRequest struct {
 	Text string `json:"text"`
@@ -59,6 +71,23 @@ func (s *Server) ask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, req)
+}
+
+func (s *Server) delegate(w http.ResponseWriter, r *http.Request) {
+	var in DelegateRequest
+	if !decode(w, r, &in) {
+		return
+	}
+	k, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	req, err := s.o.Runtime.Delegate(r.Context(), k, troupe.Person, in.Text, in.Verify, in.Tries)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, req)
 }
 
 func (s *Server) send(w http.ResponseWriter, r *http.Request) {

@@ -32,6 +32,7 @@ var wireTypes = map[string]reflect.Type{
 	"MessageText":         reflect.TypeFor[api.MessageText](),
 	"MessagePage":         reflect.TypeFor[api.Messages](),
 	"Request":             reflect.TypeFor[troupe.Request](),
+	"Verdict":             reflect.TypeFor[troupe.Verdict](),
 	"Task":                reflect.TypeFor[api.Task](),
 	"Permission":          reflect.TypeFor[troupe.Permission](),
 	"PermissionInputPage": reflect.TypeFor[api.PermissionInput](),

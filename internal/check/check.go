@@ -162,6 +162,12 @@ func New(o Options) *Checker {
 // (a dir out of the workspace, a sandbox that cannot be made, ctx ended
 // mid-run) is a recorded Result in state error.
 func (c *Checker) Run(ctx context.Context, k troupe.RuntimeKey, name troupe.CheckName) (Result, error) {
+	return c.RunOn(ctx, k, name, "")
+}
+
+// RunOn is Run recording the result on turn, the agent's turn whose work
+// it checks (a verified delegation's); "" is its latest turn, as Run.
+func (c *Checker) RunOn(ctx context.Context, k troupe.RuntimeKey, name troupe.CheckName, turn troupe.TurnID) (Result, error) {
 	def, _, ok := c.o.Teams.Check(k.Project, name)
 	if !ok {
 		return Result{}, fmt.Errorf("run check %s: project %s has no check %q in its approved team ([checks] in .troupe/team.toml; a new check waits for your approval: troupe team diff): %w",
@@ -184,8 +190,11 @@ func (c *Checker) Run(ctx context.Context, k troupe.RuntimeKey, name troupe.Chec
 	}
 	defer release()
 
+	if turn == "" {
+		turn = c.latestTurn(ctx, k)
+	}
 	r := Result{Project: k.Project, Agent: k.Agent, Check: name, Command: def.Command, Dir: def.Dir,
-		ExitCode: -1, Turn: c.latestTurn(ctx, k), StartedAt: time.Now().UTC()}
+		ExitCode: -1, Turn: turn, StartedAt: time.Now().UTC()}
 	c.run(ctx, k, spec, dir, def, &r)
 	r.DurationMS = time.Since(r.StartedAt).Milliseconds()
 	r.Reason, _ = clip.Ellipsis(r.Reason, maxReason)

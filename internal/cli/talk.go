@@ -60,6 +60,69 @@ func askCmd(g *globals) *cobra.Command {
 	return c
 }
 
+// delegateCmd is `troupe delegate AGENT TASK...`: the person delegates a
+// task, checked by one of the project's checks with --verify.
+func delegateCmd(g *globals) *cobra.Command {
+	var wait time.Duration
+	var verify string
+	var tries int
+	c := &cobra.Command{
+		Use:   "delegate AGENT TASK...",
+		Short: "Give an agent a task; with --verify troupe checks its work before you get its answer",
+		Long: "Give AGENT a task and return (or wait for its result with --wait). With --verify NAME, troupe runs\n" +
+			"check NAME of the project ([checks] in team.toml) on the agent's workspace when its turn ends: a failure\n" +
+			"goes back to the agent with the check's output while --tries are left, and the result starts with\n" +
+			"troupe's verdict. Exits 1 when the delegation failed (its check too), 0 otherwise.",
+		Example: `  troupe delegate dev "make go test pass in ./internal/add" --verify test --wait 30m`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return fmt.Errorf("delegate takes the agent and the task, like: troupe delegate dev \"fix the build\" --verify test")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, p, err := g.projectClient(cmd.Context())
+			if err != nil {
+				return err
+			}
+			agent := troupe.AgentID(args[0])
+			req, err := cl.Delegate(cmd.Context(), p.ID, agent, api.DelegateRequest{Text: strings.Join(args[1:], " "),
+				Verify: troupe.CheckName(verify), Tries: tries})
+			if err != nil {
+				return err
+			}
+			if wait > 0 {
+				if req, err = cl.Request(cmd.Context(), p.ID, req.ID, wait.Seconds()); err != nil {
+					return err
+				}
+			}
+			if g.json {
+				if err := g.printJSON(req); err != nil {
+					return err
+				}
+			} else if req.State == troupe.ReqPending {
+				how := ""
+				if req.Verify != "" {
+					how = fmt.Sprintf(", verified by check %s (%d tries)", req.Verify, req.Tries)
+				}
+				fmt.Fprintf(g.out, "delegated to %s as request %s%s; its result comes to your inbox: troupe inbox %s\n", agent, req.ID, how, agent)
+			} else {
+				fmt.Fprintln(g.out, req.Outcome().Text)
+			}
+			if req.State != troupe.ReqPending && req.State != troupe.ReqAnswered {
+				return fmt.Errorf("delegation %s to %s %s", req.ID, agent, req.State)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&verify, "verify", "", "a check of the project that judges the work (troupe checks lists the checks run)")
+	c.Flags().IntVar(&tries, "tries", 0, fmt.Sprintf("with --verify: the agent's turns the check may judge, 1 to %d (default %d; 1: no retry)", troupe.MaxVerifyTries, troupe.DefaultVerifyTries))
+	c.Flags().DurationVar(&wait, "wait", 0, "wait this long for the result and print it (0: return at once)")
+	c.Flags().BoolVar(&g.json, "json", false, "print the request as JSON")
+	c.Flags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
+	return c
+}
+
 func sendCmd(g *globals) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "send AGENT TEXT...",

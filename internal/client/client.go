@@ -305,6 +305,14 @@ func (c *Client) Ask(ctx context.Context, p troupe.ProjectID, agent troupe.Agent
 	return r, err
 }
 
+// Delegate gives agent a task from the person and returns the pending
+// request (see api.DelegateRequest): follow it with Request.
+func (c *Client) Delegate(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, in api.DelegateRequest) (troupe.Request, error) {
+	var r troupe.Request
+	err := c.do(ctx, "POST", agentPath(p, agent)+"/delegate", in, &r)
+	return r, err
+}
+
 // Send puts a message from the person into agent's inbox.
 func (c *Client) Send(ctx context.Context, p troupe.ProjectID, agent troupe.AgentID, text string) (troupe.Message, error) {
 	var m troupe.Message

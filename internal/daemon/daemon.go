@@ -320,20 +320,21 @@ func Run(ctx context.Context, cfg Config) error {
 		retention.Keep = DefaultCheckpointsKeep
 	}
 	cps := checkpoints{trees: trees, retention: retention}
-	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db.Inbox(), Sessions: db.Sessions(), Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
-		Sandbox: sandboxes(cfg.StateDir, reg, cgroups, log),
-		Grants:  tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
-		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db.Journal(),
-		MessageDir: filepath.Join(cfg.StateDir, "messages"), MaxSessions: cfg.MaxSessions,
-		Checkpoints: cps, Remote: remoteEngine})
 	// The project's checks, run by troupe in an agent's workspace as tasks
 	// of its own (internal/check): the approved team's, in the agent's
-	// sandbox, their results kept and on the feed.
+	// sandbox, their results kept and on the feed; they verify delegations
+	// that name one (verifier).
 	checks := check.New(check.Options{Teams: reg, Tasks: tasks, Store: db.Checks(), Workspace: trees.Dir,
 		Sandbox: sandboxes(cfg.StateDir, reg, cgroups, log), Journal: db.Journal(), Logger: log,
 		Publish: func(r check.Result) {
 			hub.Publish(r.Key(), events.CheckEnded{ID: r.ID, Check: r.Check, State: r.State, ExitCode: r.ExitCode, Turn: r.Turn, DurationMS: r.DurationMS})
 		}})
+	rt := runtime.New(runtime.Options{ClaimSession: claimClaude(claude), Store: db.Inbox(), Sessions: db.Sessions(), Teams: reg, Hub: hub, Logger: log, Ceiling: cfg.AskCeiling, Workspace: trees.Dir,
+		Sandbox: sandboxes(cfg.StateDir, reg, cgroups, log),
+		Grants:  tokens, MCPURL: "http://" + local + "/mcp", Briefing: notes.Briefing,
+		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db.Journal(),
+		MessageDir: filepath.Join(cfg.StateDir, "messages"), MaxSessions: cfg.MaxSessions,
+		Checkpoints: cps, Remote: remoteEngine, Verifier: verifier{checks}})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
 	tasks.OnChange(func(t task.Task) { publishTask(hub, t) })
 	pruneNow := make(chan struct{}, 1)

@@ -119,6 +119,9 @@ func header(m troupe.Message, tag string) string {
 		h = fmt.Sprintf("question from %s (request %s): your final answer in this turn is sent back to it; or call reply]", from, m.Request)
 	case troupe.KindDelegate:
 		h = fmt.Sprintf("task delegated by %s (request %s): do it; your final message in this turn is reported back as its result]", from, m.Request)
+		if m.From == troupe.CheckSender {
+			h = fmt.Sprintf("troupe's check of your work on the task of request %s failed: fix it; your final message in this turn is reported back as its result, with the check's new verdict]", m.Request)
+		}
 	case troupe.KindReply:
 		h = fmt.Sprintf("answer from %s to your question (request %s)]", from, m.Request)
 	case troupe.KindResult:

@@ -31,18 +31,34 @@ import (
 )
 
 // RequestResult is the outcome a turn gives one request it handled.
+//
+// Check says the answer goes to troupe's check first when the request is
+// a verified delegation (troupe.Request.Verify): such a request is not
+// ended but stays pending, Checking, with Answer kept and Tried one more,
+// for troupe to check (Store.Judge). Other requests end with State as
+// without Check.
 type RequestResult struct {
 	ID     troupe.RequestID
 	State  troupe.RequestState
 	Answer string
 	Error  string
+	Check  bool
 }
 
 // Finished is a request a store call ended, and the outcome message it
-// queued in the asker's inbox (nil when none).
+// queued in the asker's inbox (nil when none). For a RequestResult with
+// Check it is the request now being checked (Request.Checking set,
+// Queued nil), not ended.
 type Finished struct {
 	Request troupe.Request
 	Queued  *troupe.Message
+}
+
+// Judged is what Store.Judge did: the request it ended (with its queued
+// outcome, as Finished), or the message it sent back to the worker.
+type Judged struct {
+	Finished *Finished
+	Retry    *troupe.Message
 }
 
 // Store keeps inboxes, requests and conversations durably (contract C6).
@@ -79,7 +95,8 @@ type Store interface {
 	StartTurn(ctx context.Context, k troupe.RuntimeKey, ids []int64, turn troupe.TurnID) error
 	// EndTurn moves every in_turn message of turn to state (delivered or
 	// failed) with reason and, in the same transaction, ends each request of
-	// results as FinishRequest would. It returns the requests it ended (those
+	// results as FinishRequest would (a verified delegation's with Check
+	// is set Checking instead, if still pending and not Checking already). It returns the requests it ended (those
 	// still pending), each with its queued outcome message if any. State
 	// queued puts them back in the inbox, in their order, marked
 	// redelivered, with reason (a turn ended on its engine's usage limit:
@@ -117,6 +134,18 @@ type Store interface {
 	// is still queued (its recipient never started on it), with errText as
 	// reason.
 	FinishRequest(ctx context.Context, id troupe.RequestID, state troupe.RequestState, answer, errText string) (r troupe.Request, queued *troupe.Message, done bool, err error)
+	// Judge records troupe's verdict v on the answer of a verified
+	// delegation being checked (pending, Checking, and Tried == tried),
+	// in one transaction. With retry nil it ends the request as
+	// FinishRequest would: answered with the answer it kept when v
+	// passed, else failed with errText, the answer still kept; Checking
+	// is cleared and Verdict set either way. With retry set (a message to
+	// the worker about the failure, for request id) the request stays
+	// pending, no longer Checking, with Verdict v, and retry is queued in
+	// the worker's inbox. A request that is not so (ended meanwhile, or
+	// judged already) is left as it is: Judged is zero. An unknown id
+	// fails with troupe.ErrNotFound.
+	Judge(ctx context.Context, id troupe.RequestID, tried int, v troupe.Verdict, errText string, retry *troupe.Message) (Judged, error)
 	// Detach marks a pending request detached. It returns the request as
 	// it is; if it is no longer pending, its outcome is final and the caller
 	// returns it instead of a request id.

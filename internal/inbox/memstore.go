@@ -146,6 +146,14 @@ func (s *MemStore) EndTurn(_ context.Context, k troupe.RuntimeKey, turn troupe.T
 	}
 	var out []Finished
 	for _, res := range results {
+		if r := s.requests[res.ID]; res.Check && r.Verify != "" {
+			if r.State == troupe.ReqPending && !r.Checking {
+				r.Checking, r.Answer, r.Tried = true, res.Answer, r.Tried+1
+				s.requests[res.ID] = r
+				out = append(out, Finished{Request: r})
+			}
+			continue
+		}
 		r, queued, done := s.finishLocked(res.ID, res.State, res.Answer, res.Error)
 		if done {
 			out = append(out, Finished{Request: r, Queued: queued})
@@ -258,7 +266,7 @@ func (s *MemStore) finishLocked(id troupe.RequestID, state troupe.RequestState, 
 		return r, nil, false
 	}
 	now := time.Now().UTC()
-	r.State, r.Answer, r.Error, r.DoneAt = state, answer, errText, now
+	r.State, r.Answer, r.Error, r.DoneAt, r.Checking = state, answer, errText, now, false
 	s.requests[id] = r
 	if state != troupe.ReqAnswered {
 		for i := range s.msgs {
@@ -272,6 +280,36 @@ func (s *MemStore) finishLocked(id troupe.RequestID, state troupe.RequestState, 
 		return r, nil, true
 	}
 	return r, &m, true
+}
+
+// Judge implements Store.
+func (s *MemStore) Judge(_ context.Context, id troupe.RequestID, tried int, v troupe.Verdict, errText string, retry *troupe.Message) (Judged, error) {
+	if retry != nil {
+		if err := CheckKey(*retry); err != nil {
+			return Judged{}, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.requests[id]
+	if !ok {
+		return Judged{}, fmt.Errorf("judge request %s: %w", id, troupe.ErrNotFound)
+	}
+	if r.State != troupe.ReqPending || !r.Checking || r.Tried != tried {
+		return Judged{}, nil
+	}
+	r.Checking, r.Verdict = false, &v
+	s.requests[id] = r
+	if retry != nil {
+		m := s.appendLocked(*retry)
+		return Judged{Retry: &m}, nil
+	}
+	state := troupe.ReqFailed
+	if v.Passed() {
+		state, errText = troupe.ReqAnswered, ""
+	}
+	r, queued, _ := s.finishLocked(id, state, r.Answer, errText)
+	return Judged{Finished: &Finished{Request: r, Queued: queued}}, nil
 }
 
 // Detach implements Store.

@@ -59,7 +59,7 @@ func (r *Runtime) Ask(ctx context.Context, to troupe.RuntimeKey, from troupe.Age
 
 // ask is Ask; asked, when set, is told the request's id before the wait.
 func (r *Runtime) ask(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, question string, wait time.Duration, asked func(troupe.RequestID)) (troupe.Request, error) {
-	req, done, err := r.request(ctx, to, from, troupe.KindAsk, question)
+	req, done, err := r.request(ctx, to, from, troupe.KindAsk, question, verifySpec{})
 	if err != nil {
 		return troupe.Request{}, err
 	}
@@ -70,10 +70,18 @@ func (r *Runtime) ask(ctx context.Context, to troupe.RuntimeKey, from troupe.Age
 	return r.await(ctx, req, done, wait)
 }
 
-// Delegate gives to a task from the agent from and returns at once; the
-// result comes back to from's inbox as a message of kind result.
-func (r *Runtime) Delegate(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, task string) (troupe.Request, error) {
-	req, _, err := r.request(ctx, to, from, troupe.KindDelegate, task)
+// Delegate gives to a task from the agent from (or troupe.Person) and
+// returns at once; the result comes back to from's inbox as a message of
+// kind result. With verify set (a check of the project) it is a verified
+// delegation (verify.go): the result carries troupe's own check of the
+// worker's work, and a failed check goes back to the worker while tries
+// are left (0: troupe.DefaultVerifyTries).
+func (r *Runtime) Delegate(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, task string, verify troupe.CheckName, tries int) (troupe.Request, error) {
+	v, err := r.checkVerify(to, verifySpec{Check: verify, Tries: tries})
+	if err != nil {
+		return troupe.Request{}, fmt.Errorf("delegate to %s: %w", to.Agent, err)
+	}
+	req, _, err := r.request(ctx, to, from, troupe.KindDelegate, task, v)
 	return req, err
 }
 
@@ -81,7 +89,7 @@ func (r *Runtime) Delegate(ctx context.Context, to troupe.RuntimeKey, from troup
 // the target. done is closed when the request ends. An ask is first added
 // to the wait-for graph (the caller ends that wait), which refuses it if it
 // would close a cycle.
-func (r *Runtime) request(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, kind troupe.MessageKind, text string) (req troupe.Request, done <-chan struct{}, err error) {
+func (r *Runtime) request(ctx context.Context, to troupe.RuntimeKey, from troupe.AgentID, kind troupe.MessageKind, text string, v verifySpec) (req troupe.Request, done <-chan struct{}, err error) {
 	if err := r.checkTarget(to, from); err != nil {
 		return troupe.Request{}, nil, err
 	}
@@ -97,7 +105,7 @@ func (r *Runtime) request(ctx context.Context, to troupe.RuntimeKey, from troupe
 	}
 	req = troupe.Request{ID: troupe.RequestID(newID("r")), Project: to.Project, From: from, To: to.Agent,
 		Kind: kind, Question: text, State: troupe.ReqPending, Detached: kind == troupe.KindDelegate,
-		CreatedAt: time.Now().UTC()}
+		CreatedAt: time.Now().UTC(), Verify: v.Check, Tries: v.Tries}
 	if kind == troupe.KindAsk {
 		if err := r.waits.wait(req.Project, req.ID, from, to.Agent); err != nil {
 			return troupe.Request{}, nil, err
@@ -216,6 +224,13 @@ func (r *Runtime) watchdog(ctx context.Context, req troupe.Request, done <-chan 
 			r.finish(ctx, req.ID, troupe.ReqNoReply, "", msg)
 			return
 		case <-idle.C:
+			if r.held(to) {
+				// troupe checks the target's work (verify.go): its
+				// silence is troupe's, bounded by the check's timeout.
+				armed = time.Now()
+				idle.Reset(window)
+				continue
+			}
 			last := armed
 			if a := r.Activity(to); a.At.After(last) {
 				last = a.At

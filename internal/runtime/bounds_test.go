@@ -35,7 +35,7 @@ func TestAMessageOverTheCapIsRefusedWhereItEnters(t *testing.T) {
 		doors := map[string]func() error{
 			"Send":     func() error { _, err := h.rt.Send(ctx, r, troupe.Person, troupe.KindMessage, over); return err },
 			"Ask":      func() error { _, err := h.rt.Ask(ctx, r, troupe.Person, over, time.Second); return err },
-			"Delegate": func() error { _, err := h.rt.Delegate(ctx, r, "lead", over); return err },
+			"Delegate": func() error { _, err := h.rt.Delegate(ctx, r, "lead", over, "", 0); return err },
 			"Reply":    func() error { return h.rt.Reply(ctx, r, over) },
 			"send_message": func() error {
 				_, err := tools.Call(ctx, "send_message", arg("text", over))
@@ -169,7 +169,7 @@ func TestAnAnswerOverTheCapIsCutAndKept(t *testing.T) {
 		if b, err := os.ReadFile(path); err != nil || string(b) != whole {
 			t.Errorf("the answer's file: %d bytes, %v; want the whole %d", len(b), err, len(whole))
 		}
-		dreq, err := h.rt.Delegate(ctx, r, "lead", fmt.Sprint("big ", n))
+		dreq, err := h.rt.Delegate(ctx, r, "lead", fmt.Sprint("big ", n), "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

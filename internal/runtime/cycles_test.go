@@ -98,7 +98,7 @@ func TestC13_ReverseAskAllowedOnceTheAskEnded(t *testing.T) {
 			}
 		})
 		synctest.Wait() // the researcher is in the ask's turn
-		del, err := h.rt.Delegate(t.Context(), key(p1, "researcher"), "critic", askScript("lead", "answer back"))
+		del, err := h.rt.Delegate(t.Context(), key(p1, "researcher"), "critic", askScript("lead", "answer back"), "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +142,7 @@ func TestC13_DelegationsAreNeverRefused(t *testing.T) {
 			}
 		})
 		synctest.Wait()
-		if _, err := h.rt.Delegate(t.Context(), key(p1, "lead"), "researcher", "answer done"); err != nil {
+		if _, err := h.rt.Delegate(t.Context(), key(p1, "lead"), "researcher", "answer done", "", 0); err != nil {
 			t.Fatalf("delegation against a waiting asker refused: %v", err)
 		}
 		if _, err := h.rt.Send(t.Context(), key(p1, "lead"), "researcher", troupe.KindMessage, "hello"); err != nil {

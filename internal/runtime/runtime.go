@@ -23,6 +23,8 @@
 // No map here is keyed by an agent id alone: actors are keyed by RuntimeKey
 // (C1), waiters by RequestID. runtime imports inbox, engine, project,
 // events, troupe; internal/daemon wires it; internal/api and internal/mcp call it.
+// A delegation may name a check: its worker's answer then goes back only
+// with troupe's verdict (verify.go).
 package runtime
 
 import (
@@ -125,6 +127,9 @@ type Options struct {
 	// process); the others wait for a slot (slots.go). 0:
 	// DefaultMaxSessions.
 	MaxSessions int
+	// Verifier runs the checks of verified delegations (verify.go); nil:
+	// a delegation that names a check is refused.
+	Verifier Verifier
 	// Remote starts the sessions of the agents that run on a runner
 	// (AgentSpec.Runner): their processes, sandbox and files are the
 	// runner's; nil: such an agent cannot start, saying why.
@@ -144,7 +149,8 @@ type Runtime struct {
 	ctx     context.Context // Run's context; nil before Run
 	actors  map[troupe.RuntimeKey]*actor
 	waiters map[troupe.RequestID]waiter
-	wg      sync.WaitGroup // actors and watchdogs
+	holds   map[troupe.RuntimeKey]int // checks of each agent's work running (verify.go): it starts no turn
+	wg      sync.WaitGroup            // actors and watchdogs
 	stopped bool
 
 	perms permTable     // permission requests waiting on the person; its own lock
@@ -182,7 +188,7 @@ func New(o Options) *Runtime {
 		o.MaxSessions = DefaultMaxSessions
 	}
 	r := &Runtime{o: o, log: o.Logger, hub: o.Hub, actors: map[troupe.RuntimeKey]*actor{},
-		waiters: map[troupe.RequestID]waiter{}, perms: newPermTable(), waits: newWaitGraph(), slots: newSessionSlots(o.MaxSessions)}
+		waiters: map[troupe.RequestID]waiter{}, holds: map[troupe.RuntimeKey]int{}, perms: newPermTable(), waits: newWaitGraph(), slots: newSessionSlots(o.MaxSessions)}
 	r.tools = tool.NewCatalog(r.ownTools(), o.Tools)
 	if o.Journal != nil {
 		r.jw = journal.NewWriter(journal.WriterOptions{Store: o.Journal, Logger: o.Logger})
@@ -214,6 +220,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 	for _, req := range reqs {
 		r.watch(req, r.waiterFor(req.Project, req.ID))
 	}
+	r.recoverChecks(reqs)
 	for _, k := range keys {
 		r.wake(k)
 	}

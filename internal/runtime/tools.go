@@ -125,8 +125,12 @@ func (r *Runtime) ownTools() []tool.Tool {
 		{Spec: tool.Spec{Name: "send_message", Description: "Send a message to another agent of your team without waiting. It is delivered into its inbox and read at the start of its next turn.",
 			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"the agent's name"},"text":{"type":"string","description":"the message"}},"required":["to","text"],"additionalProperties":false}`)},
 			Handle: r.sendTool, Class: permission.Talk},
-		{Spec: tool.Spec{Name: "delegate", Description: "Give a task to another agent and carry on. When it finishes, its result arrives in your inbox and wakes you.",
-			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"the agent's name"},"task":{"type":"string","description":"what to do, and what result to report"}},"required":["to","task"],"additionalProperties":false}`)},
+		{Spec: tool.Spec{Name: "delegate", Description: "Give a task to another agent and carry on. When it finishes, its result arrives in your inbox and wakes you. " +
+			"Name one of the project's checks in verify to have troupe run it on the agent's workspace when its turn ends: a failure goes back to the agent with the check's output while tries are left, " +
+			"and the result you get starts with troupe's verdict (passed, or failed with the output), never the agent's claim alone.",
+			Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string","description":"the agent's name"},"task":{"type":"string","description":"what to do, and what result to report"},` +
+				`"verify":{"type":"string","description":"a check of the project ([checks] in its team file, e.g. test) that judges the work"},` +
+				`"tries":{"type":"integer","minimum":1,"maximum":5,"description":"with verify: how many of the agent's turns the check may judge (default 2; 1: check once, no retry)"}},"required":["to","task"],"additionalProperties":false}`)},
 			Handle: r.delegateTool, Class: permission.Talk},
 		{Spec: tool.Spec{Name: "list_agents", Description: "List the agents of your team with their engine and state (idle, busy, waiting, stopped, failed, blocked).",
 			Schema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)},
@@ -195,13 +199,21 @@ func (r *Runtime) sendTool(ctx context.Context, c tool.Caller, args json.RawMess
 }
 
 func (r *Runtime) delegateTool(ctx context.Context, c tool.Caller, args json.RawMessage) (string, error) {
-	var in struct{ To, Task string }
+	var in struct {
+		To, Task string
+		Verify   troupe.CheckName `json:"verify"`
+		Tries    int              `json:"tries"`
+	}
 	if err := tool.DecodeArgs(args, &in, "to", "task"); err != nil {
 		return "", err
 	}
-	req, err := r.Delegate(ctx, target(c, in.To), c.Key.Agent, in.Task)
+	req, err := r.Delegate(ctx, target(c, in.To), c.Key.Agent, in.Task, in.Verify, in.Tries)
 	if err != nil {
 		return "", err
+	}
+	if req.Verify != "" {
+		return fmt.Sprintf("delegated to %s as request %s, verified by check %s (%d tries); its result, with troupe's verdict, will arrive in your inbox and wake you",
+			in.To, req.ID, req.Verify, req.Tries), nil
 	}
 	return fmt.Sprintf("delegated to %s as request %s; its result will arrive in your inbox and wake you", in.To, req.ID), nil
 }
@@ -211,7 +223,14 @@ func (r *Runtime) replyTool(ctx context.Context, c tool.Caller, args json.RawMes
 	if err := tool.DecodeArgs(args, &in, "text"); err != nil {
 		return "", err
 	}
-	return "your answer was delivered", r.Reply(ctx, c.Key, in.Text)
+	checked, err := r.reply(ctx, c.Key, in.Text)
+	switch {
+	case err != nil:
+		return "", err
+	case checked != "":
+		return fmt.Sprintf("your answer is kept: when this turn ends troupe runs check %s on your workspace, and your answer goes back with its verdict", checked), nil
+	}
+	return "your answer was delivered", nil
 }
 
 func (r *Runtime) listTool(_ context.Context, c tool.Caller, args json.RawMessage) (string, error) {
@@ -234,9 +253,18 @@ func (r *Runtime) listTool(_ context.Context, c tool.Caller, args json.RawMessag
 }
 
 // Reply answers, with text, the ask that k's current turn is handling.
+// The answer to a verified delegation is kept for troupe's check at the
+// turn's end instead (verify.go).
 func (r *Runtime) Reply(ctx context.Context, k troupe.RuntimeKey, text string) error {
+	_, err := r.reply(ctx, k, text)
+	return err
+}
+
+// reply is Reply; checked names the check a verified delegation's answer
+// waits for ("" when the answer went out).
+func (r *Runtime) reply(ctx context.Context, k troupe.RuntimeKey, text string) (checked troupe.CheckName, err error) {
 	if err := checkSize("text", text); err != nil {
-		return fmt.Errorf("reply: %w", err)
+		return "", fmt.Errorf("reply: %w", err)
 	}
 	a := r.actor(k)
 	var t *turn
@@ -245,13 +273,29 @@ func (r *Runtime) Reply(ctx context.Context, k troupe.RuntimeKey, text string) e
 	}
 	if t != nil {
 		for _, m := range t.msgs {
-			if m.Kind == troupe.KindAsk || m.Kind == troupe.KindDelegate {
-				r.finish(ctx, m.Request, troupe.ReqAnswered, text, "")
-				return nil
+			if m.Kind != troupe.KindAsk && m.Kind != troupe.KindDelegate {
+				continue
 			}
+			if m.Kind == troupe.KindDelegate {
+				req, err := r.o.Store.Request(ctx, k.Project, m.Request)
+				if err != nil {
+					return "", fmt.Errorf("reply: %w", err)
+				}
+				if req.Verify != "" {
+					a.mu.Lock()
+					if t.replies == nil {
+						t.replies = map[troupe.RequestID]string{}
+					}
+					t.replies[m.Request] = text
+					a.mu.Unlock()
+					return req.Verify, nil
+				}
+			}
+			r.finish(ctx, m.Request, troupe.ReqAnswered, text, "")
+			return "", nil
 		}
 	}
-	return errors.New("there is no question to answer in this turn: reply answers an ask_agent question you were given; to write to an agent, use send_message")
+	return "", errors.New("there is no question to answer in this turn: reply answers an ask_agent question you were given; to write to an agent, use send_message")
 }
 
 // workspace is the folder agent k works in (Options.Workspace).

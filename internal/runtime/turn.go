@@ -22,9 +22,12 @@ type turn struct {
 	msgs   []troupe.Message
 	window time.Duration      // the agent's turn_timeout: silence longer than this cuts the turn
 	asks   []troupe.RequestID // asks it made through troupe's ask tool, guarded by the actor's mu (noteAsk)
-	work   string             // the workspace it ran in, "" for a turn that never reached a session
-	base   string             // the snapshot of work at its start (Checkpoints.Base), "" when none
-	noBase string             // why there is no base ("" when there is, or when there are no checkpoints)
+	// replies are the answers given with reply to verified delegations,
+	// kept for their check at the turn's end; guarded by the actor's mu.
+	replies map[troupe.RequestID]string
+	work    string // the workspace it ran in, "" for a turn that never reached a session
+	base    string // the snapshot of work at its start (Checkpoints.Base), "" when none
+	noBase  string // why there is no base ("" when there is, or when there are no checkpoints)
 }
 
 // next starts a turn when none is in flight and the inbox has mail.
@@ -34,6 +37,9 @@ func (a *actor) next(ctx context.Context) {
 	}
 	if until, _ := a.limited(); !until.IsZero() {
 		return // its mail waits for the limit's reset (limit.go)
+	}
+	if a.rt.held(a.key) {
+		return // troupe checks its work (verify.go); the check's end wakes it
 	}
 	a.mu.Lock()
 	restart := a.restart && a.sess != nil
@@ -257,13 +263,24 @@ func (a *actor) finishTurn(ctx context.Context, text, errText string, failState 
 	if errText != "" {
 		state = troupe.MsgFailed
 	}
+	a.mu.Lock()
+	replies := t.replies // a reply tool call may still end (its client gave up on it)
+	t.replies = nil
+	a.mu.Unlock()
 	var results []inbox.RequestResult
 	for _, m := range t.msgs {
 		if m.Request == "" || (m.Kind != troupe.KindAsk && m.Kind != troupe.KindDelegate) {
 			continue
 		}
 		if errText == "" {
-			results = append(results, inbox.RequestResult{ID: m.Request, State: troupe.ReqAnswered, Answer: a.rt.capAnswer(a.key.Project, m.Request, text)})
+			answer := text
+			if r, ok := replies[m.Request]; ok {
+				answer = r
+			}
+			// A verified delegation's answer waits for troupe's check
+			// (Check; verify.go).
+			results = append(results, inbox.RequestResult{ID: m.Request, State: troupe.ReqAnswered,
+				Answer: a.rt.capAnswer(a.key.Project, m.Request, answer), Check: true})
 		} else {
 			results = append(results, inbox.RequestResult{ID: m.Request, State: failState, Error: failMsg})
 		}
@@ -273,6 +290,10 @@ func (a *actor) finishTurn(ctx context.Context, text, errText string, failState 
 		a.log.Error("end turn", "turn", t.id, "err", err)
 	}
 	for _, f := range finished {
+		if f.Request.Checking {
+			a.rt.startVerify(f.Request, t.id)
+			continue
+		}
 		a.rt.finished(f)
 	}
 	a.rt.publish(a.key, events.TurnEnded{Turn: t.id, Error: errText})

@@ -1,7 +1,9 @@
 package troupe
 
 import (
+	"fmt"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -47,3 +49,72 @@ const (
 	CheckTimedOut CheckState = "timed_out" // its timeout ended it
 	CheckError    CheckState = "error"     // it could not run (no workspace, bad dir, runner, …)
 )
+
+// CheckSender is the sender of troupe's message to a worker whose work on
+// a verified delegation failed its check (a message of kind delegate on
+// the same request): troupe wrote it, not the delegator.
+const CheckSender AgentID = "@check"
+
+// Bounds of a verified delegation (Request.Verify).
+const (
+	DefaultVerifyTries = 2 // the worker's turns a check judges when the delegation does not say
+	MaxVerifyTries     = 5
+	// MaxVerdictOutput is the tail of a check's output a Verdict keeps:
+	// what the worker is sent back and the delegator receives.
+	MaxVerdictOutput = 4 << 10
+)
+
+// Verdict is troupe's own check of a worker's answer to a verified
+// delegation: the run of the delegation's check on the worker's
+// workspace when its turn ended (internal/check), as troupe measured it.
+type Verdict struct {
+	Check      CheckName  `json:"check"`
+	State      CheckState `json:"state"`
+	ExitCode   int        `json:"exit_code"`            // -1 when the command did not exit by itself
+	DurationMS int64      `json:"duration_ms"`          // the run's own time
+	Result     int64      `json:"result,omitempty"`     // the check result's id (troupe checks)
+	Turn       TurnID     `json:"turn,omitempty"`       // the worker's turn it checked
+	Try        int        `json:"try"`                  // which of the delegation's tries it judged, from 1
+	Reason     string     `json:"reason,omitempty"`     // why it failed without an exit code, timed out or could not run
+	Output     string     `json:"output,omitempty"`     // the tail of its output, at most MaxVerdictOutput bytes
+	OutputCut  bool       `json:"output_cut,omitempty"` // Output is only the tail
+}
+
+// Passed reports whether the check passed.
+func (v Verdict) Passed() bool { return v.State == CheckPassed }
+
+// Header is the verdict in one line, as the delegator and the worker
+// read it: [check test: passed, exit 0, 1.2 s, try 1 of 2, by troupe].
+func (v Verdict) Header(tries int) string {
+	exit := fmt.Sprintf("exit %d", v.ExitCode)
+	if v.ExitCode < 0 {
+		exit = "no exit code"
+	}
+	try := ""
+	if tries > 0 {
+		try = fmt.Sprintf(", try %d of %d", v.Try, tries)
+	}
+	return fmt.Sprintf("[check %s: %s, %s, %.1f s%s, by troupe]", v.Check, strings.ReplaceAll(string(v.State), "_", " "),
+		exit, float64(v.DurationMS)/1000, try)
+}
+
+// Details is what a failed verdict says beyond its header: why, and the
+// tail of the check's output.
+func (v Verdict) Details() string {
+	var b strings.Builder
+	if v.Reason != "" {
+		fmt.Fprintf(&b, "why: %s\n", v.Reason)
+	}
+	switch {
+	case v.Output == "":
+		b.WriteString("the check printed nothing\n")
+	case v.OutputCut:
+		fmt.Fprintf(&b, "the last %d bytes of the check's output:\n%s", len(v.Output), v.Output)
+	default:
+		fmt.Fprintf(&b, "the check's output:\n%s", v.Output)
+	}
+	if !strings.HasSuffix(b.String(), "\n") {
+		b.WriteString("\n")
+	}
+	return b.String()
+}

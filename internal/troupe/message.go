@@ -105,10 +105,30 @@ type Request struct {
 	// reached (the agent's state reason): the question waits in its inbox
 	// for the runner to come back. Not stored.
 	Unreachable string `json:"unreachable,omitempty"`
+
+	// A verified delegation (Verify set): when a turn of the worker on it
+	// ends, troupe runs check Verify on the worker's workspace. Tries is
+	// how many of its turns the check may judge (DefaultVerifyTries,
+	// 1..MaxVerifyTries), Tried how many it judged or is judging. A
+	// failure with tries left goes back to the worker; the request ends
+	// answered only when the check passed, else failed with the worker's
+	// last answer kept in Answer.
+	Verify CheckName `json:"verify,omitempty"`
+	Tries  int       `json:"tries,omitempty"`
+	Tried  int       `json:"tried,omitempty"`
+	// Checking says the worker's turn ended and troupe checks its answer
+	// (in Answer) now. It is stored before the check runs: a daemon that
+	// dies meanwhile runs the check again when it restarts.
+	Checking bool `json:"checking,omitempty"`
+	// Verdict is troupe's last check of the worker's work; nil before the
+	// first.
+	Verdict *Verdict `json:"verdict,omitempty"`
 }
 
 // Outcome is the message that carries a finished request's outcome to an
 // asker that stopped waiting (kind reply), or to a delegator (kind result).
+// A verified delegation's outcome starts with troupe's verdict (Verdict.Header)
+// and, when the check failed, its output's tail.
 func (r Request) Outcome() Message {
 	kind := KindReply
 	if r.Kind == KindDelegate {
@@ -117,6 +137,18 @@ func (r Request) Outcome() Message {
 	text := r.Answer
 	if r.State != ReqAnswered {
 		text = fmt.Sprintf("%s (request %s): %s", r.State, r.ID, r.Error)
+	}
+	if v := r.Verdict; v != nil && r.Verify != "" {
+		// Troupe's verdict comes first: never the worker's claim alone.
+		switch {
+		case r.State == ReqAnswered:
+			text = v.Header(r.Tries) + "\n\n" + r.Answer
+		case !v.Passed():
+			text += "\n\n" + v.Header(r.Tries) + "\n" + v.Details()
+			if r.Answer != "" {
+				text += fmt.Sprintf("\n%s's last answer, which did not pass the check:\n%s", r.To, r.Answer)
+			}
+		}
 	}
 	return Message{Project: r.Project, To: r.From, From: r.To, Kind: kind, Text: text, Request: r.ID}
 }

@@ -17,7 +17,9 @@ export interface Message {
 }
 export interface MessageText { message: Message; offset: number; next?: number }
 export interface MessagePage { messages: Message[]; before?: number; after?: number }
-export interface Request { id: string; project: string; from: string; to?: string; kind: string; question: string; state: string; answer?: string; error?: string; detached?: boolean; created_at: string; done_at?: string; limited_until?: string; unreachable?: string }
+export interface Request { id: string; project: string; from: string; to?: string; kind: string; question: string; state: string; answer?: string; error?: string; detached?: boolean; created_at: string; done_at?: string; limited_until?: string; unreachable?: string; verify?: string; tries?: number; tried?: number; checking?: boolean; verdict?: Verdict }
+/** troupe's check of a verified delegation's work (troupe.Verdict). */
+export interface Verdict { check: string; state: string; exit_code: number; duration_ms: number; result?: number; turn?: string; try: number; reason?: string; output?: string; output_cut?: boolean }
 export interface Task {
   id: string; project: string; owner: string; command: string; cwd: string; state: string; exit_code: number;
   signal?: string; reason?: string; started_at: string; ended_at?: string; timeout: string;

@@ -3,7 +3,7 @@
 // pending mail (append.go), turns (turns.go), expiry and recovery after a
 // crash (recovery.go), conversations (conversation.go), the life of asks
 // and delegations (requests.go), concurrent use (concurrency.go) and
-// idempotent appends (idempotency.go). Every Store implementation runs it,
+// idempotent appends (idempotency.go), verified delegations (verify.go). Every Store implementation runs it,
 // so the SQLite store is held to the behaviour of inbox.MemStore, the
 // reference.
 //
@@ -85,6 +85,10 @@ func RunStore(t *testing.T, open func(t *testing.T) inbox.Store) {
 		{"AppendOnceScopedByProject", testAppendOnceScopedByProject},
 		{"AppendOnceInvalid", testAppendOnceInvalid},
 		{"ConcurrentAppendOnce", testConcurrentAppendOnce},
+		{"VerifiedDelegation", testVerifiedDelegation},
+		{"VerifiedDelegationFails", testVerifiedDelegationFails},
+		{"JudgeUnknown", testJudgeUnknown},
+		{"CheckOfAnUnverifiedRequest", testCheckOfAnUnverifiedRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t)) })
 	}

@@ -35,7 +35,8 @@ var _ inbox.Store = (*InboxStore)(nil)
 
 const messageCols = `id, project, to_agent, from_agent, kind, text, request, state, reason, turn, redelivered, created_at, done_at`
 
-const requestCols = `id, project, from_agent, to_agent, kind, question, state, answer, error, detached, message_id, created_at, done_at`
+const requestCols = `id, project, from_agent, to_agent, kind, question, state, answer, error, detached, message_id, created_at, done_at,
+	verify, tries, tried, checking, verdict`
 
 // Append implements inbox.Store. A CreatedAt (or DoneAt) outside the
 // years 1677 to 2262 is refused with troupe.ErrInvalid. Concurrent Appends
@@ -243,6 +244,18 @@ func (db *InboxStore) EndTurn(ctx context.Context, k troupe.RuntimeKey, turn tro
 			return err
 		}
 		for _, res := range results {
+			if res.Check {
+				r, verified, ok, err := checkRequest(ctx, tx, res.ID, res.Answer)
+				if err != nil {
+					return err
+				}
+				if ok {
+					finished = append(finished, inbox.Finished{Request: r})
+				}
+				if verified {
+					continue
+				}
+			}
 			r, queued, done, err := finishRequest(ctx, tx, res.ID, res.State, res.Answer, res.Error)
 			if err != nil {
 				return err
@@ -460,9 +473,10 @@ func (db *InboxStore) Ask(ctx context.Context, r troupe.Request, m troupe.Messag
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO requests (`+requestCols+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			string(r.ID), string(r.Project), string(r.From), string(r.To), string(r.Kind), r.Question,
-			string(r.State), r.Answer, r.Error, r.Detached, m.ID, created, done)
+			string(r.State), r.Answer, r.Error, r.Detached, m.ID, created, done,
+			string(r.Verify), r.Tries, r.Tried, r.Checking, verdictJSON(r.Verdict))
 		return err
 	})
 	if err != nil {
@@ -487,11 +501,29 @@ func scanRequest(sc scanner) (troupe.Request, int64, error) {
 		msgID   int64
 		created int64
 		done    sql.NullInt64
+		verdict sql.NullString
 	)
 	err := sc.Scan(&r.ID, &r.Project, &r.From, &r.To, &r.Kind, &r.Question, &r.State,
-		&r.Answer, &r.Error, &r.Detached, &msgID, &created, &done)
+		&r.Answer, &r.Error, &r.Detached, &msgID, &created, &done,
+		&r.Verify, &r.Tries, &r.Tried, &r.Checking, &verdict)
 	r.CreatedAt, r.DoneAt = fromNanos(created), fromNullNanos(done)
+	if err == nil && verdict.Valid {
+		var v troupe.Verdict
+		if err = json.Unmarshal([]byte(verdict.String), &v); err != nil {
+			err = fmt.Errorf("read the verdict of request %s: %w", r.ID, err)
+		}
+		r.Verdict = &v
+	}
 	return r, msgID, err
+}
+
+// verdictJSON is v as the verdict column keeps it: NULL for none.
+func verdictJSON(v *troupe.Verdict) any {
+	if v == nil {
+		return nil
+	}
+	b, _ := json.Marshal(v) // plain fields: cannot fail
+	return string(b)
 }
 
 // FinishRequest implements inbox.Store. An unknown id fails with
@@ -521,9 +553,9 @@ func finishRequest(ctx context.Context, tx *sql.Tx, id troupe.RequestID, state t
 	}
 	now := time.Now().UTC()
 	nanos, _ := toNanos(now)
-	r.State, r.Answer, r.Error, r.DoneAt = state, answer, errText, now
-	if _, err := tx.ExecContext(ctx, `UPDATE requests SET state = ?, answer = ?, error = ?, done_at = ? WHERE id = ?`,
-		string(state), answer, errText, nanos, string(id)); err != nil {
+	r.State, r.Answer, r.Error, r.DoneAt, r.Checking = state, answer, errText, now, false
+	if _, err := tx.ExecContext(ctx, `UPDATE requests SET state = ?, answer = ?, error = ?, done_at = ?, checking = 0, verdict = ? WHERE id = ?`,
+		string(state), answer, errText, nanos, verdictJSON(r.Verdict), string(id)); err != nil {
 		return r, nil, false, err
 	}
 	if state != troupe.ReqAnswered {
@@ -541,6 +573,68 @@ func finishRequest(ctx context.Context, tx *sql.Tx, id troupe.RequestID, state t
 		queued = &out
 	}
 	return r, queued, true, nil
+}
+
+// checkRequest sets request id, a verified delegation, Checking with the
+// worker's answer and one more try, inside the caller's transaction
+// (EndTurn). verified is false when it is no verified delegation; ok
+// when it was set (it was pending and not Checking already).
+func checkRequest(ctx context.Context, tx *sql.Tx, id troupe.RequestID, answer string) (r troupe.Request, verified, ok bool, err error) {
+	if r, _, err = readRequest(ctx, tx, id); err != nil || r.Verify == "" {
+		return r, false, false, err
+	}
+	if r.State != troupe.ReqPending || r.Checking {
+		return r, true, false, nil
+	}
+	r.Checking, r.Answer, r.Tried = true, answer, r.Tried+1
+	_, err = tx.ExecContext(ctx, `UPDATE requests SET checking = 1, answer = ?, tried = ? WHERE id = ?`, answer, r.Tried, string(id))
+	return r, true, err == nil, err
+}
+
+// Judge implements inbox.Store.
+func (db *InboxStore) Judge(ctx context.Context, id troupe.RequestID, tried int, v troupe.Verdict, errText string, retry *troupe.Message) (inbox.Judged, error) {
+	if retry != nil {
+		if err := inbox.CheckKey(*retry); err != nil {
+			return inbox.Judged{}, err
+		}
+	}
+	var j inbox.Judged
+	err := db.write(ctx, func(tx *sql.Tx) error {
+		j = inbox.Judged{}
+		r, _, err := readRequest(ctx, tx, id)
+		if err != nil || r.State != troupe.ReqPending || !r.Checking || r.Tried != tried {
+			return err
+		}
+		r.Verdict = &v
+		if retry != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE requests SET checking = 0, verdict = ? WHERE id = ?`, verdictJSON(r.Verdict), string(id)); err != nil {
+				return err
+			}
+			m, err := insertMessage(ctx, tx, inbox.Admit(*retry, time.Now().UTC()))
+			if err != nil {
+				return err
+			}
+			j.Retry = &m
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE requests SET verdict = ? WHERE id = ?`, verdictJSON(r.Verdict), string(id)); err != nil {
+			return err
+		}
+		state := troupe.ReqFailed
+		if v.Passed() {
+			state, errText = troupe.ReqAnswered, ""
+		}
+		r, queued, _, err := finishRequest(ctx, tx, id, state, r.Answer, errText)
+		if err != nil {
+			return err
+		}
+		j.Finished = &inbox.Finished{Request: r, Queued: queued}
+		return nil
+	})
+	if err != nil {
+		return inbox.Judged{}, fmt.Errorf("judge request %s: %w", id, err)
+	}
+	return j, nil
 }
 
 // Detach implements inbox.Store. An unknown id fails with

@@ -356,6 +356,23 @@ var migrations = []migration{
 			`CREATE INDEX check_results_agent ON check_results (project, agent, id)`,
 		},
 	},
+	// version 15
+	{
+		name: "verified delegations",
+		stmts: []string{
+			// troupe.Request.Verify, Tries, Tried, Checking and Verdict:
+			// the check a delegation names ('' none), the worker's turns
+			// it may judge and has judged, whether troupe checks the
+			// answer now (stored before the check runs, so a restart
+			// runs it again), and the last verdict (troupe.Verdict as
+			// JSON, NULL before the first).
+			`ALTER TABLE requests ADD COLUMN verify TEXT NOT NULL DEFAULT ''`,
+			`ALTER TABLE requests ADD COLUMN tries INTEGER NOT NULL DEFAULT 0`,
+			`ALTER TABLE requests ADD COLUMN tried INTEGER NOT NULL DEFAULT 0`,
+			`ALTER TABLE requests ADD COLUMN checking INTEGER NOT NULL DEFAULT 0`,
+			`ALTER TABLE requests ADD COLUMN verdict TEXT`,
+		},
+	},
 }
 
 // latestVersion is the schema version this binary writes.
