@@ -72,7 +72,7 @@ func delegateCmd(g *globals) *cobra.Command {
 		Long: "Give AGENT a task and return (or wait for its result with --wait). With --verify NAME, troupe runs\n" +
 			"check NAME of the project ([checks] in team.toml) on the agent's workspace when its turn ends: a failure\n" +
 			"goes back to the agent with the check's output while --tries are left, and the result starts with\n" +
-			"troupe's verdict. Exits 1 when the delegation failed (its check too), 0 otherwise.",
+			"troupe's verdict. Exits 1 when the delegation failed (its check too), 3 when --wait ended first, 0 otherwise.",
 		Example: `  troupe delegate dev "make go test pass in ./internal/add" --verify test --wait 30m`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) < 2 {
@@ -111,6 +111,9 @@ func delegateCmd(g *globals) *cobra.Command {
 			}
 			if req.State != troupe.ReqPending && req.State != troupe.ReqAnswered {
 				return fmt.Errorf("delegation %s to %s %s", req.ID, agent, req.State)
+			}
+			if req.State == troupe.ReqPending && wait > 0 {
+				return stoppedWaiting{fmt.Sprintf("%s has not finished within %v; the delegation %s goes on: its result comes to your inbox (troupe inbox %s)", agent, wait, req.ID, agent)}
 			}
 			return nil
 		},
