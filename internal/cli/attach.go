@@ -57,7 +57,7 @@ func attach(ctx context.Context, g *globals, cl *client.Client, p troupe.Project
 		return err
 	}
 	defer a.Close()
-	fmt.Fprintf(g.errw, "attached to %s (its terminal is %d×%d); Ctrl-] detaches\r\n", agent, a.Cols, a.Rows)
+	fmt.Fprintf(g.stderr, "attached to %s (its terminal is %d×%d); Ctrl-] detaches\r\n", agent, a.Cols, a.Rows)
 
 	raw := *saved
 	makeRaw(&raw)
@@ -123,12 +123,12 @@ func attach(ctx context.Context, g *globals, cl *client.Client, p troupe.Project
 		case <-detached:
 			cancel()
 			unix.IoctlSetTermios(inFd, unix.TCSETS, saved)
-			fmt.Fprintf(g.errw, "\r\ndetached from %s; it keeps running\n", agent)
+			fmt.Fprintf(g.stderr, "\r\ndetached from %s; it keeps running\n", agent)
 			return nil
 		case err := <-outErr:
 			unix.IoctlSetTermios(inFd, unix.TCSETS, saved)
 			if errors.Is(err, io.EOF) {
-				fmt.Fprintf(g.errw, "\r\n%s: %v\n", agent, err)
+				fmt.Fprintf(g.stderr, "\r\n%s: %v\n", agent, safeText(err.Error()))
 				return nil
 			}
 			return fmt.Errorf("attach to %s: %w", agent, err)

@@ -151,6 +151,9 @@ func (g *globals) warnVersion() {
 }
 
 type globals struct {
+	// stderr is standard error as it is, for troupe's own terminal
+	// control (attach's line ends); errw escapes what others wrote.
+	stderr   io.Writer
 	stateDir string
 	json     bool
 	raw      bool // --raw: print agents' text to a terminal as it is
@@ -235,7 +238,7 @@ func (g *globals) printJSON(v any) error {
 // newRoot builds the commands; outTTY and errTTY tell whether stdout and
 // stderr are terminals.
 func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *globals) {
-	g := &globals{stdout: stdout}
+	g := &globals{stdout: stdout, stderr: stderr}
 	g.out = &safeWriter{w: stdout, on: func() bool { return outTTY && !g.raw }}
 	g.errw = &safeWriter{w: stderr, on: func() bool { return errTTY && !g.raw }}
 	root := &cobra.Command{
@@ -336,7 +339,7 @@ func serveCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&natsCfg.CA, "nats-ca", "", "with --nats: the PEM of the CA of the cluster's TLS certificates; it goes into the runners' credentials too")
 	c.Flags().DurationVar(&runnerBeat, "runner-beat", remote.DefaultBeat, "how often runners say they are alive; one silent for 3 beats is unreachable")
 	_ = c.Flags().MarkHidden("runner-beat")
-	c.Flags().StringVar(&claudeDir, "claude-dir", "", "Claude Code's config folder whose sessions `troupe sessions` lists (default $CLAUDE_CONFIG_DIR, else ~/.claude)")
+	c.Flags().StringVar(&claudeDir, "claude-dir", "", "Claude Code's config folder whose sessions 'troupe sessions' lists (default $CLAUDE_CONFIG_DIR, else ~/.claude)")
 	return c
 }
 

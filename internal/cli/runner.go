@@ -74,7 +74,7 @@ func runnerCmd(g *globals) *cobra.Command {
 	}
 	c.AddCommand(runnerAdminCmds(g)...)
 	c.Flags().StringVar(&server, "server", "", "the daemon's bus URL (default: the one in the credentials file)")
-	c.Flags().StringVar(&credsFile, "creds", "", "the runner's credentials file, from `troupe runner add NAME` on the daemon's machine")
+	c.Flags().StringVar(&credsFile, "creds", "", "the runner's credentials file, from 'troupe runner add NAME' on the daemon's machine")
 	c.Flags().StringVar(&name, "name", "", "the runner's name (default: the credentials file's)")
 	c.Flags().StringVar(&labels, "labels", "", "labels agents may ask for with runner_labels, comma separated")
 	c.Flags().StringVar(&root, "root", "", "where the runner keeps its clones of projects and its agents' worktrees (default <state dir>/runner)")
