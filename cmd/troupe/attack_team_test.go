@@ -318,7 +318,7 @@ func TestAttackTeamKeyNeverReachesAgentsServer(t *testing.T) {
 		t.Fatalf("x answered %q after the restart", got)
 	}
 	var list []api.Project
-	json.Unmarshal([]byte(mustTroupe(t, r.state, r.proj, "project", "list", "--json")), &list)
+	listJSON(mustTroupe(t, r.state, r.proj, "project", "list", "--json"), "projects", &list)
 	if len(list) != 1 || !list[0].TeamHeld {
 		t.Errorf("project list = %+v; want the change shown held", list)
 	}

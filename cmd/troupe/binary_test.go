@@ -239,7 +239,7 @@ func TestBinaryServeProjectAgentsAndCleanStop(t *testing.T) {
 		t.Fatalf("project add said %q", out)
 	}
 	var agents []api.Agent
-	if err := json.Unmarshal([]byte(mustTroupe(t, state, proj, "agents", "--json")), &agents); err != nil {
+	if err := listJSON(mustTroupe(t, state, proj, "agents", "--json"), "agents", &agents); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -343,12 +343,12 @@ func TestBinaryProjectAddErrors(t *testing.T) {
 	}
 	out := mustTroupe(t, state, proj, "project", "list", "--json")
 	var ps []api.Project
-	json.Unmarshal([]byte(out), &ps)
+	listJSON(out, "projects", &ps)
 	if len(ps) != 1 || ps[0].Path != proj {
 		t.Fatalf("projects = %+v; want one, at the real path %s", ps, proj)
 	}
 	mustTroupe(t, state, proj, "project", "remove")
-	if out := mustTroupe(t, state, proj, "project", "list", "--json"); strings.TrimSpace(out) != "[]" {
+	if out := mustTroupe(t, state, proj, "project", "list", "--json"); strings.Join(strings.Fields(out), "") != `{"projects":[]}` {
 		t.Fatalf("after remove: %s", out)
 	}
 }
@@ -372,7 +372,7 @@ func TestBinaryFIFOTeamFileStallsNothing(t *testing.T) {
 			t.Fatal("the good project's agent gave no answer")
 		}
 		var ps []api.Project
-		if err := json.Unmarshal([]byte(mustTroupe(t, state, good, "project", "list", "--json")), &ps); err != nil {
+		if err := listJSON(mustTroupe(t, state, good, "project", "list", "--json"), "projects", &ps); err != nil {
 			t.Fatal(err)
 		}
 		var badErr string
@@ -410,7 +410,7 @@ func TestBinaryCopiedProjectIsAnotherProject(t *testing.T) {
 	mustTroupe(t, state, a, "project", "add")
 	mustTroupe(t, state, b, "project", "add")
 	var ps []api.Project
-	json.Unmarshal([]byte(mustTroupe(t, state, a, "project", "list", "--json")), &ps)
+	listJSON(mustTroupe(t, state, a, "project", "list", "--json"), "projects", &ps)
 	if len(ps) != 2 || ps[0].ID == ps[1].ID {
 		t.Fatalf("projects = %+v; want two distinct ids", ps)
 	}
@@ -471,7 +471,7 @@ func TestBinaryTeamReloadKeepsLastGoodTeam(t *testing.T) {
 	}
 	names := []string{}
 	var agents []api.Agent
-	json.Unmarshal([]byte(mustTroupe(t, state, proj, "agents", "--json")), &agents)
+	listJSON(mustTroupe(t, state, proj, "agents", "--json"), "agents", &agents)
 	for _, a := range agents {
 		names = append(names, string(a.Name))
 	}
@@ -599,4 +599,18 @@ func startModel(t testing.TB) *fakemodel.Server {
 	}
 	t.Cleanup(func() { model.Close() })
 	return model
+}
+
+// listJSON decodes out, the --json of a listing ({"KEY": [...], ...}),
+// into v: the list under key.
+func listJSON(out, key string, v any) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		return err
+	}
+	raw, ok := m[key]
+	if !ok {
+		return fmt.Errorf("no %q in %s", key, out)
+	}
+	return json.Unmarshal(raw, v)
 }

@@ -82,7 +82,7 @@ func TestCheckPassesThenFailsAfterTheAgentBreaksTheCode(t *testing.T) {
 		t.Fatalf("troupe checks w:\n%s\nwant the failed run, then the passed one", out)
 	}
 	var listed []api.CheckResult
-	if err := json.Unmarshal([]byte(mustTroupe(t, state, proj, "checks", "--json")), &listed); err != nil || len(listed) != 2 || listed[0].ID != failed.ID {
+	if err := listJSON(mustTroupe(t, state, proj, "checks", "--json"), "checks", &listed); err != nil || len(listed) != 2 || listed[0].ID != failed.ID {
 		t.Fatalf("troupe checks --json = %+v, %v", listed, err)
 	}
 	msgs, err := cl.Messages(ctx, p.ID, "w", 0, 0)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -70,7 +69,7 @@ func TestBinaryInterruptResetAndPermissions(t *testing.T) {
 		t.Errorf("reset printed %q", out)
 	}
 	var as []api.Agent
-	json.Unmarshal([]byte(mustTroupe(t, state, proj, "agents", "--json")), &as)
+	listJSON(mustTroupe(t, state, proj, "agents", "--json"), "agents", &as)
 	if len(as) != 2 || as[1].State != troupe.StateStopped || as[1].SessionID != "" {
 		t.Fatalf("agents after reset = %+v, want worker stopped, no conversation", as)
 	}
@@ -84,7 +83,7 @@ func TestBinaryInterruptResetAndPermissions(t *testing.T) {
 	if out := mustTroupe(t, state, proj, "permissions"); !strings.Contains(out, "no permission request waits on you") {
 		t.Errorf("permissions printed %q", out)
 	}
-	if out := mustTroupe(t, state, proj, "permissions", "--json"); strings.TrimSpace(out) != "[]" {
+	if out := mustTroupe(t, state, proj, "permissions", "--json"); strings.Join(strings.Fields(out), "") != `{"permissions":[]}` {
 		t.Errorf("permissions --json printed %q, want []", out)
 	}
 	if _, errs, code := runCLI(t, state, proj, "allow", "perm-nope"); code == 0 || !strings.Contains(errs, "troupe permissions") {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -121,7 +120,7 @@ func TestRunnerTaskEndsWhileTheDaemonIsKilled(t *testing.T) {
 	}
 	out, errOut, code := runCLI(t, state, proj, "tasks", "--json")
 	var ts []api.Task
-	if code != 0 || json.Unmarshal([]byte(out), &ts) != nil {
+	if code != 0 || listJSON(out, "tasks", &ts) != nil {
 		t.Fatalf("troupe tasks --json: %d\n%s%s", code, out, errOut)
 	}
 	found := false

@@ -50,7 +50,7 @@ func TestBinaryDemoTeamAnswersAnAsk(t *testing.T) {
 	p, _ := cl.ResolveProject(ctx, demo)
 	waitTaskMessages(t, ctx, cl, p.ID, "lead", 1)
 	var ms []troupe.Message
-	json.Unmarshal([]byte(mustTroupe(t, state, demo, "inbox", "lead", "--json")), &ms)
+	listJSON(mustTroupe(t, state, demo, "inbox", "lead", "--json"), "messages", &ms)
 	last := ms[len(ms)-1]
 	if last.Kind != troupe.KindTask || last.State != troupe.MsgDelivered || !strings.Contains(last.Text, "all 42 checks passed") {
 		t.Fatalf("lead's last message = %+v; want the delivered completion of its background job", last)
@@ -96,7 +96,7 @@ func TestBinaryAgentCrashMidTurn(t *testing.T) {
 		t.Fatalf("ask of a crashing agent: exit %d, stderr %q; want a clear error", code, errs)
 	}
 	var as []api.Agent
-	json.Unmarshal([]byte(mustTroupe(t, state, proj, "agents", "--json")), &as)
+	listJSON(mustTroupe(t, state, proj, "agents", "--json"), "agents", &as)
 	if as[1].Name != "worker" || as[1].State != troupe.StateFailed || !strings.Contains(as[1].Reason, "exit status 3") {
 		t.Fatalf("worker after crash = %+v, want failed with the reason", as[1])
 	}

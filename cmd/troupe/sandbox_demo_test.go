@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -73,7 +72,7 @@ func TestBinaryDemoAgentsRunSandboxed(t *testing.T) {
 	}
 
 	var as []api.Agent
-	if err := json.Unmarshal([]byte(mustTroupe(t, state, demo, "agents", "--json")), &as); err != nil {
+	if err := listJSON(mustTroupe(t, state, demo, "agents", "--json"), "agents", &as); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]bool{}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +39,7 @@ func TestBinaryProjectListJSONHasTeamStatus(t *testing.T) {
 	mustTroupe(t, state, good, "project", "add")
 	mustTroupe(t, state, bad, "project", "add")
 	var ps []api.Project
-	if err := json.Unmarshal([]byte(mustTroupe(t, state, good, "project", "list", "--json")), &ps); err != nil || len(ps) != 2 {
+	if err := listJSON(mustTroupe(t, state, good, "project", "list", "--json"), "projects", &ps); err != nil || len(ps) != 2 {
 		t.Fatalf("project list --json: %v %+v", err, ps)
 	}
 	for _, p := range ps {

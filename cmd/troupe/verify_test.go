@@ -102,7 +102,7 @@ func TestVerifiedDelegationOnTheFakeEngine(t *testing.T) {
 		t.Errorf("fixer's conversation %+v: no message from troupe with the failed check and its output", ms)
 	}
 	var runs []api.CheckResult
-	if err := json.Unmarshal([]byte(mustTroupe(t, state, proj, "checks", "fixer", "--json")), &runs); err != nil {
+	if err := listJSON(mustTroupe(t, state, proj, "checks", "fixer", "--json"), "checks", &runs); err != nil {
 		t.Fatal(err)
 	}
 	if len(runs) != 2 || runs[0].State != troupe.CheckPassed || runs[1].State != troupe.CheckFailed || runs[0].Turn == "" || runs[0].Turn == runs[1].Turn ||

@@ -168,7 +168,7 @@ func TestWorktreeNeedsGitRepository(t *testing.T) {
 	startDaemon(t, state)
 	mustTroupe(t, state, proj, "project", "add")
 	var ps []api.Project
-	json.Unmarshal([]byte(mustTroupe(t, state, proj, "project", "list", "--json")), &ps)
+	listJSON(mustTroupe(t, state, proj, "project", "list", "--json"), "projects", &ps)
 	if len(ps) != 1 || !strings.Contains(ps[0].TeamError, "workspace") || !strings.Contains(ps[0].TeamError, "not a git repository") ||
 		!strings.Contains(ps[0].TeamError, "team.toml:5") {
 		t.Fatalf("projects = %+v; want a team error at workspace", ps)

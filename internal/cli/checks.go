@@ -103,7 +103,7 @@ func checksCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return g.printJSON(rs)
+				return g.printJSON(map[string]any{"checks": rs})
 			}
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tAGENT\tCHECK\tSTATE\tEXIT\tTOOK\tTURN\tSTARTED\tCOMMAND")

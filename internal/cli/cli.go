@@ -453,7 +453,7 @@ func projectCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return g.printJSON(ps)
+				return g.printJSON(map[string]any{"projects": ps})
 			}
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tNAME\tAGENTS\tPATH\tTEAM")
@@ -511,7 +511,7 @@ func agentsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return g.printJSON(as)
+				return g.printJSON(map[string]any{"agents": as})
 			}
 			if p.TeamError != "" {
 				fmt.Fprintf(g.errw, "warning: team file not loaded, showing the last good team: %s\n", p.TeamError)

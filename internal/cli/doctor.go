@@ -44,7 +44,7 @@ func doctorCmd(g *globals) *cobra.Command {
 			cs = append(cs, doctor.Sandbox(sandboxInfo()))
 			var err error
 			if g.json {
-				err = g.printJSON(cs)
+				err = g.printJSON(map[string]any{"checks": cs})
 			} else if err = doctor.Table(g.out, cs); err == nil {
 				if dir, derr := g.dir(); derr == nil {
 					storeSize(g.out, dir)

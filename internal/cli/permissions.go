@@ -39,7 +39,7 @@ func permissionsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return g.printJSON(ps)
+				return g.printJSON(map[string]any{"permissions": ps})
 			}
 			projects, err := cl.Projects(cmd.Context())
 			if err != nil {

@@ -33,7 +33,7 @@ func runnersCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return g.printJSON(rs)
+				return g.printJSON(map[string]any{"runners": rs})
 			}
 			if len(rs) == 0 {
 				fmt.Fprintln(g.out, "no runners: add one with troupe runner add NAME")

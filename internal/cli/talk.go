@@ -185,7 +185,7 @@ func inboxCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return g.printJSON(page.Messages)
+				return g.printJSON(page)
 			}
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tTIME\tFROM\tTO\tKIND\tSTATE\tTEXT")

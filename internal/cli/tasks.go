@@ -29,7 +29,7 @@ func tasksCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return g.printJSON(ts)
+				return g.printJSON(map[string]any{"tasks": ts})
 			}
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tOWNER\tSTATE\tEXIT\tSTARTED\tRUNS ON\tCOMMAND")
