@@ -260,4 +260,6 @@ func reason(prev, m Member, check troupe.CheckName) string {
 	return after + "a tie on verdict, change, time and cost: by name"
 }
 
-func ms(n int64) string { return (time.Duration(n) * time.Millisecond).Round(time.Millisecond).String() }
+func ms(n int64) string {
+	return (time.Duration(n) * time.Millisecond).Round(time.Millisecond).String()
+}

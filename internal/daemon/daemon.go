@@ -29,6 +29,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/atomicfile"
 	"github.com/troupe-dev/troupe/internal/cgroup"
+	"github.com/troupe-dev/troupe/internal/attempt"
 	"github.com/troupe-dev/troupe/internal/check"
 	"github.com/troupe-dev/troupe/internal/claudefmt"
 	"github.com/troupe-dev/troupe/internal/claudesessions"
@@ -334,6 +335,11 @@ func Run(ctx context.Context, cfg Config) error {
 		Publish: func(r check.Result) {
 			hub.Publish(r.Key(), events.CheckEnded{ID: r.ID, Check: r.Check, State: r.State, ExitCode: r.ExitCode, Turn: r.Turn, DurationMS: r.DurationMS})
 		}})
+	// Best-of-N attempts (internal/attempt): one task delegated to several
+	// worktree agents from the project's HEAD, each checked when it ends,
+	// ranked; resumed after a restart.
+	attempts := attempt.New(attempt.Options{Teams: reg, Worktrees: trees, Requests: rt, Checks: checks,
+		Store: db.Attempts(), Journal: db.Journal(), Logger: log})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
 	tasks.OnChange(func(t task.Task) { publishTask(hub, t) })
 	pruneNow := make(chan struct{}, 1)
@@ -365,7 +371,7 @@ func Run(ctx context.Context, cfg Config) error {
 	mcpHandler := mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log})
 	removed := &removal{ctx: ctx, log: log, reg: reg, hub: hub, rt: rt, notes: notes, tasks: tasks, trees: trees, cgroups: cgroups, cps: cps, pruneNow: pruneNow}
 
-	srv := api.New(api.Options{Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Checks: checks, Journal: db.Journal(), Token: token, Logger: log,
+	srv := api.New(api.Options{Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Checks: checks, Attempts: attempts, Journal: db.Journal(), Token: token, Logger: log,
 		MCP:       mcpHandler,
 		Worktrees: trees, Checkpoints: cps, Memory: notes, Claude: claude, RemoveProject: removed.Remove,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
@@ -394,6 +400,11 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := rt.Run(runCtx); err != nil {
 			log.Error("runtime stopped", "err", err)
 			cancel()
+		}
+	})
+	wg.Go(func() {
+		if err := attempts.Run(runCtx); err != nil {
+			log.Error("attempts stopped", "err", err)
 		}
 	})
 	wg.Go(func() {
