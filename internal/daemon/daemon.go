@@ -28,8 +28,8 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/atomicfile"
-	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/attempt"
+	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/check"
 	"github.com/troupe-dev/troupe/internal/claudefmt"
 	"github.com/troupe-dev/troupe/internal/claudesessions"
