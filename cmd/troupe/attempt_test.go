@@ -1,0 +1,187 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/attempt"
+	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/troupe"
+)
+
+// attemptDemo copies examples/attempt-demo into a git repository of one
+// commit, extra appended to its team, and returns its folder.
+func attemptDemo(t testing.TB, extra string) string {
+	t.Helper()
+	proj := filepath.Join(t.TempDir(), "demo")
+	copyDir(t, "../../examples/attempt-demo", proj)
+	os.Remove(filepath.Join(proj, "run.sh")) // as run.sh does
+	team, err := os.ReadFile(filepath.Join(proj, ".troupe", "team.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeTeam(t, proj, string(team)+extra)
+	gitIn(t, proj, "init", "-q", "-b", "main")
+	gitIn(t, proj, "add", "-A")
+	gitIn(t, proj, "commit", "-q", "-m", "start")
+	return proj
+}
+
+func attemptJSON(t testing.TB, out string) api.Attempt {
+	t.Helper()
+	var a api.Attempt
+	if err := json.Unmarshal([]byte(out), &a); err != nil {
+		t.Fatalf("attempt --json printed %q: %v", out, err)
+	}
+	return a
+}
+
+// TestAttemptRanksThreeAgentsByTheCheck: the attempt demo's three fake
+// agents get the same task from the project's HEAD: fixer makes `sh
+// test.sh` pass, breaker changes add.sh and still fails it, idle changes
+// nothing. troupe checks each one's worktree and ranks them fixer,
+// breaker, idle (a failing change ranks before no change), fixer the
+// winner. A project-folder agent is refused naming the fix; so is an agent
+// whose worktree holds work. `troupe merge fixer` takes the winner;
+// `troupe attempt discard` resets the others through the person's reset,
+// after which they start from the new HEAD, where the unchanged agent now
+// passes (ranked first, but no winner: it changed nothing).
+func TestAttemptRanksThreeAgentsByTheCheck(t *testing.T) {
+	proj := attemptDemo(t, "\n[[agent]]\nname = \"home\"\nengine = \"fake\"\n")
+	state := t.TempDir()
+	ctx, _, cl, p := serveProject(t, state, proj, nil, 2*time.Minute)
+	base := strings.TrimSpace(gitIn(t, proj, "rev-parse", "HEAD"))
+
+	_, errs, code := runCLI(t, state, proj, "attempt", "make sh test.sh pass", "--agents", "fixer,home")
+	if code == 0 || !strings.Contains(errs, `home works in the project folder`) || !strings.Contains(errs, `workspace = "worktree"`) {
+		t.Fatalf("attempt with a project-folder agent: exit %d: %s", code, errs)
+	}
+
+	a := attemptJSON(t, mustTroupe(t, state, proj, "attempt", "make sh test.sh pass", "--agents", "idle,breaker,fixer", "--wait", "--json"))
+	if a.State != attempt.Done || a.Winner != "fixer" || a.Base != base || a.Check != "test" || len(a.Members) != 3 {
+		t.Fatalf("attempt = %+v; want done from %s, won by fixer", a, base)
+	}
+	want := []struct {
+		agent   troupe.AgentID
+		verdict troupe.CheckState
+		output  string
+		files   int
+		reason  string
+	}{
+		{"fixer", troupe.CheckPassed, "2 + 2 = 4", 1, "best: passed test with +1 -1 in 1 file"},
+		{"breaker", troupe.CheckFailed, "2 + 2 = 5", 1, "after fixer: failed test (exit 1)"},
+		{"idle", troupe.CheckFailed, "2 + 2 = 0", 0, "after breaker: changed nothing"},
+	}
+	for i, w := range want {
+		m := a.Members[i]
+		if m.Agent != w.agent || m.Rank != i+1 || m.Verdict != w.verdict || !strings.Contains(m.Output, w.output) || m.Change.Files != w.files ||
+			!strings.Contains(m.Reason, w.reason) || m.Request == "" || m.RequestState != troupe.ReqAnswered || m.Check == 0 || m.DurationMS <= 0 {
+			t.Fatalf("rank %d = %+v; want %s, %s, %q, %d file(s), reason %q", i+1, m, w.agent, w.verdict, w.output, w.files, w.reason)
+		}
+		// The check's result is troupe's own record, of this worktree.
+		rs, err := cl.CheckResults(ctx, p.ID, m.Agent, 1)
+		if err != nil || len(rs) != 1 || rs[0].ID != m.Check || rs[0].State != w.verdict {
+			t.Fatalf("%s's check results = %+v, %v; want result %d", m.Agent, rs, err, m.Check)
+		}
+	}
+
+	id := fmt.Sprint(a.ID)
+	show := mustTroupe(t, state, proj, "attempt", "show", id)
+	for _, re := range []string{`(?m)^1\s+fixer\s+fake\s+done\s+passed\s+0\s+\+1 -1\s+1\s`, `(?m)^2\s+breaker\s+fake\s+done\s+failed\s+1\s`,
+		`(?m)^3\s+idle\s+fake\s+done\s+failed\s+1\s+\+0 -0\s+0\s`, `│ 2 \+ 2 = 4`, `merge the winner: troupe merge fixer`} {
+		if !regexp.MustCompile(re).MatchString(show) {
+			t.Fatalf("troupe attempt show %s:\n%s\nwant a line matching %s", id, show, re)
+		}
+	}
+	list := mustTroupe(t, state, proj, "attempts")
+	if !regexp.MustCompile(`(?m)^` + id + `\s+done\s+fixer,breaker,idle\s+test\s+fixer\s`).MatchString(list) {
+		t.Fatalf("troupe attempts:\n%s", list)
+	}
+
+	// breaker's worktree holds its work: a new attempt is refused, naming
+	// the reset.
+	_, errs, code = runCLI(t, state, proj, "attempt", "again", "--agents", "breaker")
+	if code == 0 || !strings.Contains(errs, "troupe worktree reset breaker") {
+		t.Fatalf("attempt over breaker's work: exit %d: %s", code, errs)
+	}
+
+	mustTroupe(t, state, proj, "merge", "fixer")
+	if b, _ := os.ReadFile(filepath.Join(proj, "add.sh")); !strings.Contains(string(b), "$1 + $2") {
+		t.Fatalf("after merge, add.sh = %q", b)
+	}
+	if _, errs, code := runCLI(t, state, proj, "attempt", "discard", id); code == 0 || !strings.Contains(errs, "--yes") {
+		t.Fatalf("discard without --yes: exit %d: %s", code, errs)
+	}
+	out := mustTroupe(t, state, proj, "attempt", "discard", id, "--yes")
+	if !strings.Contains(out, "breaker: worktree reset") || !strings.Contains(out, "idle: worktree reset") || strings.Contains(out, "fixer: worktree reset") {
+		t.Fatalf("discard:\n%s", out)
+	}
+
+	// From the new HEAD (fixer's work merged), the same task again.
+	b := attemptJSON(t, mustTroupe(t, state, proj, "attempt", "make sh test.sh pass", "--agents", "breaker,idle", "--wait", "--json"))
+	if b.Base == base || b.Winner != "" || b.Members[0].Agent != "idle" || !b.Members[0].Passed() || b.Members[0].Change.Files != 0 ||
+		!strings.Contains(b.Members[0].Reason, "nothing to merge") || b.Members[1].Agent != "breaker" || b.Members[1].Passed() {
+		t.Fatalf("second attempt = %+v; want idle passing with no change, no winner, breaker failing", b)
+	}
+}
+
+// TestAttemptResumesAfterARestart: the daemon stops while one member
+// still works (a slow fake agent); the attempt, saved, is resumed by the
+// next daemon: the slow agent's task is redelivered, it finishes, its
+// check runs, and the attempt is ranked.
+func TestAttemptResumesAfterARestart(t *testing.T) {
+	slow := "\n[[agent]]\nname = \"slow\"\nengine = \"fake\"\nworkspace = \"worktree\"\nallowed_tools = [\"Bash\"]\n\n[agent.fake]\nrespond = '''\n!sleep 2s\n!sh printf 'echo 4\\n' > add.sh\n'''\n"
+	proj := attemptDemo(t, slow)
+	state := t.TempDir()
+	ctx, d, cl, p := serveProject(t, state, proj, nil, 2*time.Minute)
+	a, err := cl.StartAttempt(ctx, p.ID, api.AttemptRequest{Task: "make sh test.sh pass", Agents: []troupe.AgentID{"fixer", "slow"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// fixer ends; slow is still asleep in its turn.
+	for {
+		got, err := cl.Attempt(ctx, p.ID, int64(a.ID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Members[0].State == attempt.Finished {
+			if got.Members[1].State != attempt.Working {
+				t.Fatalf("slow is %s already; the test needs it working", got.Members[1].State)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("fixer did not finish: %+v", got)
+		case <-time.After(50 * time.Millisecond): // a poll of another process's state
+		}
+	}
+	d.stop(syscall.SIGTERM)
+	startDaemon(t, state, "--project", proj)
+	cl2, err := client.FromStateDir(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		got, err := cl2.Attempt(ctx, p.ID, int64(a.ID))
+		if err == nil && got.State == attempt.Done {
+			if got.Winner != "fixer" || got.Members[1].Agent != "slow" || !got.Members[1].Passed() || got.Members[1].Check == 0 {
+				t.Fatalf("after the restart: %+v; want slow checked (passing, the larger change), fixer first", got)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the attempt was not resumed: %+v, %v", got, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
