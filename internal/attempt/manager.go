@@ -61,6 +61,9 @@ type Options struct {
 	Head func(ctx context.Context, dir string) (string, error)
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// Publish, if set, is told of each attempt saved (the event feed). It
+	// must not block.
+	Publish func(Attempt)
 	// LimitedPoll bounds a wait for a member limited by its engine's
 	// usage limit before its request is read again; 0: a minute.
 	LimitedPoll time.Duration
@@ -153,6 +156,17 @@ func (m *Manager) spawn(a Attempt) bool {
 	return true
 }
 
+// save saves a, then tells Publish.
+func (m *Manager) save(ctx context.Context, a Attempt) error {
+	if err := m.o.Store.SaveAttempt(ctx, a); err != nil {
+		return err
+	}
+	if m.o.Publish != nil {
+		m.o.Publish(a)
+	}
+	return nil
+}
+
 // Request is what the person asks of an attempt.
 type Request struct {
 	Task   string           `json:"task"`
@@ -220,7 +234,7 @@ func (m *Manager) Start(ctx context.Context, p troupe.ProjectID, r Request) (Att
 		}
 		a.Members[i].Request, a.Members[i].RequestState = req.ID, req.State
 	}
-	if err := m.o.Store.SaveAttempt(context.WithoutCancel(ctx), a); err != nil {
+	if err := m.save(context.WithoutCancel(ctx), a); err != nil {
 		m.log.Error("save attempt", "project", p, "attempt", a.ID, "err", err)
 	}
 	m.mu.Lock()
@@ -352,7 +366,7 @@ func (m *Manager) drive(ctx context.Context, a Attempt) {
 		mu.Lock()
 		defer mu.Unlock()
 		a.Members[i] = mem
-		if err := m.o.Store.SaveAttempt(context.WithoutCancel(ctx), a); err != nil {
+		if err := m.save(context.WithoutCancel(ctx), a); err != nil {
 			m.log.Error("save attempt", "project", a.Project, "attempt", a.ID, "err", err)
 		}
 	}
@@ -369,7 +383,7 @@ func (m *Manager) drive(ctx context.Context, a Attempt) {
 	}
 	a.Members, a.Winner = Rank(a.Members, a.Check)
 	a.State, a.EndedAt = Done, m.o.Now().UTC()
-	if err := m.o.Store.SaveAttempt(context.WithoutCancel(ctx), a); err != nil {
+	if err := m.save(context.WithoutCancel(ctx), a); err != nil {
 		m.log.Error("save attempt", "project", a.Project, "attempt", a.ID, "err", err)
 	}
 	m.log.Info("attempt done", "project", a.Project, "attempt", a.ID, "winner", a.Winner)
@@ -525,7 +539,7 @@ func (m *Manager) Discard(ctx context.Context, p troupe.ProjectID, id ID, reset 
 	}
 	if len(errs) == 0 {
 		a.Discarded = true
-		if err := m.o.Store.SaveAttempt(ctx, a); err != nil {
+		if err := m.save(ctx, a); err != nil {
 			return a, done, fmt.Errorf("discard attempt %d: %w", id, err)
 		}
 	}

@@ -339,7 +339,10 @@ func Run(ctx context.Context, cfg Config) error {
 	// worktree agents from the project's HEAD, each checked when it ends,
 	// ranked; resumed after a restart.
 	attempts := attempt.New(attempt.Options{Teams: reg, Worktrees: trees, Requests: rt, Checks: checks,
-		Store: db.Attempts(), Journal: db.Journal(), Logger: log})
+		Store: db.Attempts(), Journal: db.Journal(), Logger: log,
+		Publish: func(a attempt.Attempt) {
+			hub.Publish(troupe.RuntimeKey{Project: a.Project}, events.AttemptChanged{ID: int64(a.ID), State: string(a.State), Winner: a.Winner})
+		}})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
 	tasks.OnChange(func(t task.Task) { publishTask(hub, t) })
 	pruneNow := make(chan struct{}, 1)
