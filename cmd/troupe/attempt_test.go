@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/attempt"
 	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
 
@@ -147,22 +150,9 @@ func TestAttemptResumesAfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// fixer ends; slow is still asleep in its turn.
-	for {
-		got, err := cl.Attempt(ctx, p.ID, int64(a.ID))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Members[0].State == attempt.Finished {
-			if got.Members[1].State != attempt.Working {
-				t.Fatalf("slow is %s already; the test needs it working", got.Members[1].State)
-			}
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("fixer did not finish: %+v", got)
-		case <-time.After(50 * time.Millisecond): // a poll of another process's state
-		}
+	got := waitAttempt(t, ctx, cl, p.ID, a.ID, func(a api.Attempt) bool { return a.Members[0].State == attempt.Finished })
+	if got.Members[1].State != attempt.Working {
+		t.Fatalf("slow is %s already; the test needs it working", got.Members[1].State)
 	}
 	d.stop(syscall.SIGTERM)
 	startDaemon(t, state, "--project", proj)
@@ -170,18 +160,40 @@ func TestAttemptResumesAfterARestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		got, err := cl2.Attempt(ctx, p.ID, int64(a.ID))
-		if err == nil && got.State == attempt.Done {
-			if got.Winner != "fixer" || got.Members[1].Agent != "slow" || !got.Members[1].Passed() || got.Members[1].Check == 0 {
-				t.Fatalf("after the restart: %+v; want slow checked (passing, the larger change), fixer first", got)
-			}
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the attempt was not resumed: %+v, %v", got, err)
-		case <-time.After(50 * time.Millisecond):
-		}
+	got = waitAttempt(t, ctx, cl2, p.ID, a.ID, func(a api.Attempt) bool { return a.State == attempt.Done })
+	if got.Winner != "fixer" || got.Members[1].Agent != "slow" || !got.Members[1].Passed() || got.Members[1].Check == 0 {
+		t.Fatalf("after the restart: %+v; want slow checked (passing, the larger change), fixer first", got)
 	}
+}
+
+// waitAttempt follows the event feed until attempt id of p satisfies
+// done: it reads it first, then at each attempt.changed (no polling).
+func waitAttempt(t testing.TB, ctx context.Context, cl *client.Client, p troupe.ProjectID, id attempt.ID, done func(api.Attempt) bool) api.Attempt {
+	t.Helper()
+	st, err := cl.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a api.Attempt
+	check := func() bool {
+		got, err := cl.Attempt(ctx, p, int64(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a = got
+		return done(a)
+	}
+	if check() {
+		return a
+	}
+	_, err = cl.Events(ctx, st.LastEvent, nil, func(ev events.Event) error {
+		if ev.Type == events.TypeAttemptChanged && check() {
+			return errStop
+		}
+		return nil
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("waiting for attempt %d: %v; it is %+v", id, err, a)
+	}
+	return a
 }
