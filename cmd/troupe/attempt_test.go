@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -196,4 +197,51 @@ func waitAttempt(t testing.TB, ctx context.Context, cl *client.Client, p troupe.
 		t.Fatalf("waiting for attempt %d: %v; it is %+v", id, err, a)
 	}
 	return a
+}
+
+// TestAttemptDemo runs examples/attempt-demo as its README says: run.sh
+// makes a git repository of it and adds it to the running daemon; then the
+// README's commands, each checked for what the README says it prints.
+func TestAttemptDemo(t *testing.T) {
+	state := t.TempDir()
+	startDaemon(t, state)
+	script, _ := filepath.Abs("../../examples/attempt-demo/run.sh")
+	cmd := exec.Command("sh", script, "--state-dir", state)
+	cmd.Env = append(os.Environ(), "TROUPE="+binary, "TMPDIR="+t.TempDir(), "HOME="+t.TempDir(), "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("run.sh: %v\n%s", err, out)
+	}
+	_, rest, ok := strings.Cut(string(out), "demo repository: ")
+	if !ok || !strings.Contains(string(out), "registered ") || !strings.Contains(string(out), "attempt 'make sh test.sh pass' --agents fixer,breaker,idle --wait") {
+		t.Fatalf("run.sh said:\n%s", out)
+	}
+	demo, _, _ := strings.Cut(rest, "\n")
+	if st := gitIn(t, demo, "status", "--porcelain"); st != "" {
+		t.Fatalf("the demo repository is not committed:\n%s", st)
+	}
+	for _, step := range []struct {
+		args []string
+		want []string // regular expressions
+	}{
+		{[]string{"attempt", "make sh test.sh pass", "--agents", "fixer,breaker,idle", "--wait"}, []string{
+			`(?m)^1\s+fixer\s+fake\s+done\s+passed\s+0\s+\+1 -1\s+1\s`, `(?m)^2\s+breaker\s+fake\s+done\s+failed\s+1\s+\+1 -1\s+1\s`, `(?m)^3\s+idle\s+fake\s+done\s+failed\s+1\s+\+0 -0\s+0\s`,
+			`best: passed test with \+1 -1 in 1 file`, `after fixer: failed test \(exit 1\)`,
+			`after breaker: changed nothing \(an empty change ranks after any change with the same verdict\)`,
+			`│ 2 \+ 2 = 4`, `│ 2 \+ 2 = 5`, `│ 2 \+ 2 = 0`}},
+		{[]string{"attempts"}, []string{`(?m)^1\s+done\s+fixer,breaker,idle\s+test\s+fixer\s`}},
+		{[]string{"diff", "fixer"}, []string{`(?m)^-echo \$\(\(\$1 - \$2\)\)$`, `(?m)^\+echo \$\(\(\$1 \+ \$2\)\)$`}},
+		{[]string{"merge", "fixer"}, []string{`fixer: merged troupe/fixer into main`}},
+		{[]string{"attempt", "discard", "1", "--yes"}, []string{`breaker: worktree reset to its base`, `idle: worktree reset to its base`}},
+	} {
+		got := mustTroupe(t, state, demo, step.args...)
+		for _, re := range step.want {
+			if !regexp.MustCompile(re).MatchString(got) {
+				t.Fatalf("troupe %s:\n%s\nwant a match of %s", strings.Join(step.args, " "), got, re)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(demo, "add.sh")); !strings.Contains(string(b), "$1 + $2") {
+		t.Fatalf("add.sh = %q", b)
+	}
 }
