@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -135,7 +136,7 @@ func (s *Server) discardAttempt(w http.ResponseWriter, r *http.Request) {
 	reset := func(ctx context.Context, k troupe.RuntimeKey) error {
 		spec, dir, ok := s.worktreeOf(k)
 		if !ok {
-			return nil // neither in the team nor a worktree kept: nothing to reset
+			return fmt.Errorf("%s is not in the team and has no worktree: %w", k.Agent, troupe.ErrNotFound)
 		}
 		return s.resetWorktree(ctx, k, spec, dir)
 	}

@@ -510,7 +510,8 @@ func (m *Manager) List(ctx context.Context, p troupe.ProjectID, limit int) ([]At
 // Discard resets the worktrees of attempt id's losers (every member but
 // the winner) with reset, the person's own reset of a worktree, and marks
 // the attempt discarded. A running attempt is refused (troupe.ErrConflict),
-// and so is a loser now in another running attempt. It returns the
+// and so is a loser now in another running attempt; one whose reset says
+// troupe.ErrNotFound has no worktree left and is skipped. It returns the
 // attempt and the agents reset; an error names the agents not reset.
 func (m *Manager) Discard(ctx context.Context, p troupe.ProjectID, id ID, reset func(ctx context.Context, k troupe.RuntimeKey) error) (Attempt, []troupe.AgentID, error) {
 	a, err := m.o.Store.Attempt(ctx, p, id)
@@ -531,7 +532,9 @@ func (m *Manager) Discard(ctx context.Context, p troupe.ProjectID, id ID, reset 
 			errs = append(errs, fmt.Errorf("%s is in attempt %d, still running: its worktree is that attempt's now: %w", ag, other, troupe.ErrConflict))
 			continue
 		}
-		if err := reset(ctx, k); err != nil {
+		if err := reset(ctx, k); errors.Is(err, troupe.ErrNotFound) {
+			continue // no worktree left (removed, or the agent gone): nothing to drop
+		} else if err != nil {
 			errs = append(errs, fmt.Errorf("reset %s: %w", ag, err))
 			continue
 		}

@@ -319,26 +319,33 @@ func TestStartRefuses(t *testing.T) {
 }
 
 // TestDiscardResetsTheLosers: a running attempt is refused; a done one
-// resets every member but the winner and is marked discarded.
+// resets every member but the winner (one with no worktree left is
+// skipped) and is marked discarded.
 func TestDiscardResetsTheLosers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakes("a", "b", "c")
+		f := newFakes("a", "b", "c", "gone")
 		f.verdict["a"] = troupe.CheckPassed
 		f.stat["a"] = worktree.Stat{Files: 1, Added: 1}
 		st := &MemStore{}
 		m := newManager(f, st)
 		defer run(m)()
 		ctx := context.Background()
-		a, err := m.Start(ctx, proj, Request{Task: "t", Agents: []troupe.AgentID{"a", "b", "c"}})
+		a, err := m.Start(ctx, proj, Request{Task: "t", Agents: []troupe.AgentID{"a", "b", "c", "gone"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var reset []troupe.AgentID
-		resetFn := func(_ context.Context, k troupe.RuntimeKey) error { reset = append(reset, k.Agent); return nil }
+		resetFn := func(_ context.Context, k troupe.RuntimeKey) error {
+			if k.Agent == "gone" {
+				return fmt.Errorf("gone has no worktree yet: %w", troupe.ErrNotFound)
+			}
+			reset = append(reset, k.Agent)
+			return nil
+		}
 		if _, _, err := m.Discard(ctx, proj, a.ID, resetFn); !errors.Is(err, troupe.ErrConflict) || len(reset) != 0 {
 			t.Fatalf("discard of a running attempt: %v, reset %v", err, reset)
 		}
-		for _, ag := range []troupe.AgentID{"a", "b", "c"} {
+		for _, ag := range []troupe.AgentID{"a", "b", "c", "gone"} {
 			f.end(t, ag, troupe.ReqAnswered)
 		}
 		synctest.Wait()
