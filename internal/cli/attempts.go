@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,11 +15,10 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/attempt"
+	"github.com/troupe-dev/troupe/internal/client"
+	"github.com/troupe-dev/troupe/internal/events"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
-
-// attemptPoll is how often `troupe attempt --wait` reads the attempt.
-const attemptPoll = 250 * time.Millisecond
 
 // outputLines is how many of a member's check output lines `troupe
 // attempt show` prints (--json has the kept tail).
@@ -58,22 +59,21 @@ func attemptCmd(g *globals) *cobra.Command {
 			for _, a := range agents {
 				req.Agents = append(req.Agents, troupe.AgentID(strings.TrimSpace(a)))
 			}
+			var since uint64
+			if wait { // the feed's position before the start: no event of the attempt is missed
+				st, err := cl.Status(cmd.Context())
+				if err != nil {
+					return err
+				}
+				since = st.LastEvent
+			}
 			a, err := cl.StartAttempt(cmd.Context(), p.ID, req)
 			if err != nil {
 				return err
 			}
 			if wait {
-				t := time.NewTicker(attemptPoll)
-				defer t.Stop()
-				for a.State != attempt.Done {
-					select {
-					case <-cmd.Context().Done():
-						return cmd.Context().Err()
-					case <-t.C:
-					}
-					if a, err = cl.Attempt(cmd.Context(), p.ID, int64(a.ID)); err != nil {
-						return err
-					}
+				if a, err = waitDone(cmd.Context(), cl, a, since); err != nil {
+					return err
 				}
 			}
 			if g.json {
@@ -158,6 +158,42 @@ func attemptCmd(g *globals) *cobra.Command {
 	}
 	c.AddCommand(show, discard)
 	return c
+}
+
+// waitDone follows the event feed from since until attempt a is done and
+// returns it as then read.
+func waitDone(ctx context.Context, cl *client.Client, a api.Attempt, since uint64) (api.Attempt, error) {
+	stop := errors.New("done")
+	read := func() (bool, error) {
+		got, err := cl.Attempt(ctx, a.Project, int64(a.ID))
+		if err != nil {
+			return false, err
+		}
+		a = got
+		return a.State == attempt.Done, nil
+	}
+	if done, err := read(); err != nil || done {
+		return a, err
+	}
+	_, err := cl.Events(ctx, since, nil, func(ev events.Event) error {
+		if ev.Type != events.TypeAttemptChanged || ev.Project != a.Project {
+			return nil
+		}
+		var c events.AttemptChanged
+		if json.Unmarshal(ev.Data, &c) != nil || c.ID != int64(a.ID) || c.State != string(attempt.Done) {
+			return nil
+		}
+		if done, err := read(); err != nil {
+			return err
+		} else if done {
+			return stop
+		}
+		return nil
+	})
+	if errors.Is(err, stop) {
+		return a, nil
+	}
+	return a, fmt.Errorf("wait for attempt %d: %w (the attempt goes on: troupe attempt show %d)", a.ID, err, a.ID)
 }
 
 func parseAttemptID(s string) (int64, error) {
