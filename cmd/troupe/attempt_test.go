@@ -128,6 +128,11 @@ func TestAttemptRanksThreeAgentsByTheCheck(t *testing.T) {
 	if !strings.Contains(out, "breaker: worktree reset") || !strings.Contains(out, "idle: worktree reset") || strings.Contains(out, "fixer: worktree reset") {
 		t.Fatalf("discard:\n%s", out)
 	}
+	// As troupe worktree reset does: a checkpoint of the work first.
+	cps, err := cl.Checkpoints(ctx, p.ID, "breaker")
+	if err != nil || len(cps.Checkpoints) == 0 || cps.Checkpoints[len(cps.Checkpoints)-1].Reason != "worktree reset" {
+		t.Fatalf("breaker's checkpoints = %+v, %v; want the last one made by the reset", cps, err)
+	}
 
 	// From the new HEAD (fixer's work merged), the same task again.
 	b := attemptJSON(t, mustTroupe(t, state, proj, "attempt", "make sh test.sh pass", "--agents", "breaker,idle", "--wait", "--json"))
