@@ -29,6 +29,8 @@ type fakes struct {
 	bases    map[troupe.AgentID]string
 	ran      map[troupe.AgentID]int // checks run
 	requests map[troupe.RequestID]chan troupe.RequestState
+	limited  map[troupe.RequestID]time.Time // Await answers pending, limited until then, once
+	awaits   int
 	states   map[troupe.RequestID]troupe.RequestState
 	n        int
 }
@@ -37,7 +39,7 @@ func newFakes(agents ...string) *fakes {
 	f := &fakes{specs: map[troupe.AgentID]troupe.AgentSpec{}, checks: []troupe.Check{{Name: "test", Command: "true"}},
 		verdict: map[troupe.AgentID]troupe.CheckState{}, stat: map[troupe.AgentID]worktree.Stat{}, refuse: map[troupe.AgentID]error{},
 		bases: map[troupe.AgentID]string{}, ran: map[troupe.AgentID]int{}, requests: map[troupe.RequestID]chan troupe.RequestState{},
-		states: map[troupe.RequestID]troupe.RequestState{}}
+		states: map[troupe.RequestID]troupe.RequestState{}, limited: map[troupe.RequestID]time.Time{}}
 	for _, a := range agents {
 		f.specs[troupe.AgentID(a)] = troupe.AgentSpec{Name: troupe.AgentID(a), Engine: "fake", Workspace: worktree.Worktree}
 	}
@@ -96,6 +98,14 @@ func (f *fakes) Await(ctx context.Context, p troupe.ProjectID, id troupe.Request
 	f.mu.Unlock()
 	if !ok {
 		return troupe.Request{}, troupe.ErrNotFound
+	}
+	f.mu.Lock()
+	f.awaits++
+	until, lim := f.limited[id]
+	delete(f.limited, id)
+	f.mu.Unlock()
+	if lim {
+		return troupe.Request{ID: id, State: troupe.ReqPending, LimitedUntil: until}, nil
 	}
 	if st != "" {
 		return troupe.Request{ID: id, State: st}, nil
@@ -357,6 +367,51 @@ func TestDiscardResetsTheLosers(t *testing.T) {
 		}
 		if saved, _ := st.Attempt(ctx, proj, a.ID); !saved.Discarded {
 			t.Fatalf("saved %+v, want discarded", saved)
+		}
+	})
+}
+
+// TestALimitedMemberIsReadAgainAtItsReset: a member's request returned
+// pending because its engine is limited is read again at the limit's
+// reset (sooner than the poll's bound of a minute), not before, then
+// followed to its end.
+func TestALimitedMemberIsReadAgainAtItsReset(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakes("a")
+		st := &MemStore{}
+		m := New(Options{Teams: f, Worktrees: f, Requests: f, Checks: f, Store: st,
+			Head: func(context.Context, string) (string, error) { return "c0ffee", nil }})
+		defer run(m)()
+		ctx := context.Background()
+		awaits := func() int { f.mu.Lock(); defer f.mu.Unlock(); return f.awaits }
+		// The first read of the request the attempt makes says limited
+		// for 30 seconds.
+		f.mu.Lock()
+		id := troupe.RequestID(fmt.Sprintf("r-a-%d", f.n+1))
+		f.limited[id] = time.Now().Add(30 * time.Second)
+		f.mu.Unlock()
+		a, err := m.Start(ctx, proj, Request{Task: "t", Agents: []troupe.AgentID{"a"}})
+		if err != nil || a.Members[0].Request != id {
+			t.Fatalf("Start = %+v, %v; want request %s", a, err, id)
+		}
+		synctest.Wait()
+		if n := awaits(); n != 1 {
+			t.Fatalf("%d reads of the request; want 1 (limited, waiting for the reset)", n)
+		}
+		time.Sleep(29 * time.Second)
+		synctest.Wait()
+		if n := awaits(); n != 1 {
+			t.Fatalf("%d reads before the reset; want 1", n)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := awaits(); n != 2 {
+			t.Fatalf("%d reads at the reset; want 2", n)
+		}
+		f.end(t, "a", troupe.ReqAnswered)
+		synctest.Wait()
+		if got, _ := st.Attempt(ctx, proj, a.ID); got.State != Done || got.Members[0].RequestState != troupe.ReqAnswered {
+			t.Fatalf("attempt = %+v; want done", got)
 		}
 	})
 }
