@@ -114,20 +114,21 @@ func New(o Options) *Manager {
 // attempt's goroutine has stopped. What was not done is done by the next
 // Run.
 func (m *Manager) Run(ctx context.Context) error {
-	m.mu.Lock()
-	m.ctx = ctx
-	m.mu.Unlock()
 	as, err := m.o.Store.RunningAttempts(ctx)
 	if err != nil {
 		m.log.Error("read running attempts: they resume at the next start", "err", err)
 	}
+	// The resumed attempts' agents are taken before Start may run.
+	m.mu.Lock()
 	for _, a := range as {
-		m.mu.Lock()
 		m.running[a.Project]++
 		for _, mem := range a.Members {
 			m.busy[mem.Key(a.Project)] = a.ID
 		}
-		m.mu.Unlock()
+	}
+	m.ctx = ctx
+	m.mu.Unlock()
+	for _, a := range as {
 		m.log.Info("attempt resumed", "project", a.Project, "attempt", a.ID)
 		m.spawn(a)
 	}
