@@ -27,7 +27,7 @@ XTERM          := $(XTERM_DIR)/node_modules/@xterm/headless/package.json
 # The tests find the pinned CLIs and the reference emulator here.
 TOOL_ENV       := TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_OPENCODE_BIN=$(OPENCODE_BIN) TROUPE_XTERM_DIR=$(XTERM_DIR)
 
-.PHONY: build run worktree-demo runner-demo test bench fuzz clean tools web
+.PHONY: build run worktree-demo attempt-demo runner-demo test bench fuzz clean tools web
 
 # The web UI (web/, TypeScript + Preact) bundled by esbuild into
 # internal/web/dist, which the binary embeds. `npm ci` runs only when the
@@ -59,6 +59,11 @@ run: build
 # repository of it, served in the foreground (or added to the running daemon).
 worktree-demo: build
 	TROUPE=$(CURDIR)/$(BIN) examples/worktree-demo/run.sh
+
+# The attempt demo (examples/attempt-demo/README.md): three agents, one
+# task, ranked by the check; a throwaway git repository, served likewise.
+attempt-demo: build
+	TROUPE=$(CURDIR)/$(BIN) examples/attempt-demo/run.sh
 
 # The runner demo (examples/runner-demo/README.md): a daemon and a runner
 # on this machine as if they were two, in the foreground until Ctrl-C.
@@ -115,6 +120,7 @@ bench: build tools
 	$(BENCH) -benchtime 10x -bench '^BenchmarkStartup$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 200x -bench '^BenchmarkTaskExitToOwnerTurn$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 30x -bench '^BenchmarkCheckRun$$' ./cmd/troupe | tee -a bench.out
+	$(BENCH) -benchtime 5x -bench '^BenchmarkAttemptThree$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 10x -bench '^BenchmarkWebFirstLoad$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 2x -bench '^BenchmarkWebEventBurst$$' ./cmd/troupe | tee -a bench.out
 	$(BENCH) -benchtime 5x -bench '^BenchmarkClaude' ./cmd/troupe | tee -a bench.out

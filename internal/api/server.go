@@ -72,6 +72,8 @@ type Options struct {
 	Runtime  Runtime // nil: agents are listed stopped; asks and sends fail
 	Tasks    Tasks   // nil: no background tasks
 	Checks   Checks  // nil: no checks
+	// Attempts runs best-of-N attempts (attempts.go); nil: none.
+	Attempts Attempts
 	Journal  Journal // nil: no agent logs
 	// Worktrees serves the agents' worktrees (worktrees.go); nil: none.
 	Worktrees Worktrees
@@ -164,6 +166,7 @@ func New(o Options) *Server {
 	s.mux.HandleFunc("GET /api/events", s.events)
 	s.routeTasks()
 	s.routeChecks()
+	s.routeAttempts()
 	s.routeAgentControl()
 	s.routeTerminal()
 	s.routePermissions()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/api"
+	"github.com/troupe-dev/troupe/internal/attempt"
 	"github.com/troupe-dev/troupe/internal/journal"
 	"github.com/troupe-dev/troupe/internal/troupe"
 	"github.com/troupe-dev/troupe/internal/worktree"
@@ -26,35 +27,40 @@ import (
 // wireTypes maps each interface of web/src/api.ts to the Go type whose JSON
 // it reads.
 var wireTypes = map[string]reflect.Type{
-	"Project":             reflect.TypeFor[api.Project](),
-	"Agent":               reflect.TypeFor[api.Agent](),
-	"Message":             reflect.TypeFor[troupe.Message](),
-	"MessageText":         reflect.TypeFor[api.MessageText](),
-	"MessagePage":         reflect.TypeFor[api.Messages](),
-	"Request":             reflect.TypeFor[troupe.Request](),
-	"Verdict":             reflect.TypeFor[troupe.Verdict](),
-	"Task":                reflect.TypeFor[api.Task](),
-	"Permission":          reflect.TypeFor[troupe.Permission](),
-	"PermissionInputPage": reflect.TypeFor[api.PermissionInput](),
-	"Grant":               reflect.TypeFor[api.Grant](),
-	"AgentGrants":         reflect.TypeFor[api.AgentGrants](),
-	"PendingTeam":         reflect.TypeFor[api.PendingTeam](),
-	"ProjectPreview":      reflect.TypeFor[api.ProjectPreview](),
-	"TeamFile":            reflect.TypeFor[api.TeamFile](),
-	"CheckGrants":         reflect.TypeFor[api.CheckGrants](),
-	"CheckResult":         reflect.TypeFor[api.CheckResult](),
-	"Status":              reflect.TypeFor[api.Status](),
-	"JournalTool":         reflect.TypeFor[journal.Tool](),
-	"Usage":               reflect.TypeFor[journal.Usage](),
-	"JournalEvent":        reflect.TypeFor[journal.Event](),
-	"Turn":                reflect.TypeFor[journal.Turn](),
-	"AgentLog":            reflect.TypeFor[api.AgentLog](),
-	"Checkpoint":          reflect.TypeFor[worktree.Checkpoint](),
-	"CheckpointsResponse": reflect.TypeFor[api.CheckpointsResponse](),
-	"RewindResponse":      reflect.TypeFor[api.RewindResponse](),
-	"Runner":              reflect.TypeFor[api.RunnerInfo](),
-	"RunnerAgent":         reflect.TypeFor[api.RunnerAgent](),
-	"RunnerLoad":          reflect.TypeFor[api.RunnerLoad](),
+	"Project":                reflect.TypeFor[api.Project](),
+	"Agent":                  reflect.TypeFor[api.Agent](),
+	"Message":                reflect.TypeFor[troupe.Message](),
+	"MessageText":            reflect.TypeFor[api.MessageText](),
+	"MessagePage":            reflect.TypeFor[api.Messages](),
+	"Request":                reflect.TypeFor[troupe.Request](),
+	"Verdict":                reflect.TypeFor[troupe.Verdict](),
+	"Task":                   reflect.TypeFor[api.Task](),
+	"Permission":             reflect.TypeFor[troupe.Permission](),
+	"PermissionInputPage":    reflect.TypeFor[api.PermissionInput](),
+	"Grant":                  reflect.TypeFor[api.Grant](),
+	"AgentGrants":            reflect.TypeFor[api.AgentGrants](),
+	"PendingTeam":            reflect.TypeFor[api.PendingTeam](),
+	"ProjectPreview":         reflect.TypeFor[api.ProjectPreview](),
+	"TeamFile":               reflect.TypeFor[api.TeamFile](),
+	"CheckGrants":            reflect.TypeFor[api.CheckGrants](),
+	"CheckResult":            reflect.TypeFor[api.CheckResult](),
+	"Status":                 reflect.TypeFor[api.Status](),
+	"JournalTool":            reflect.TypeFor[journal.Tool](),
+	"Usage":                  reflect.TypeFor[journal.Usage](),
+	"JournalEvent":           reflect.TypeFor[journal.Event](),
+	"Turn":                   reflect.TypeFor[journal.Turn](),
+	"AgentLog":               reflect.TypeFor[api.AgentLog](),
+	"Checkpoint":             reflect.TypeFor[worktree.Checkpoint](),
+	"CheckpointsResponse":    reflect.TypeFor[api.CheckpointsResponse](),
+	"RewindResponse":         reflect.TypeFor[api.RewindResponse](),
+	"Runner":                 reflect.TypeFor[api.RunnerInfo](),
+	"RunnerAgent":            reflect.TypeFor[api.RunnerAgent](),
+	"RunnerLoad":             reflect.TypeFor[api.RunnerLoad](),
+	"ChangeStat":             reflect.TypeFor[worktree.Stat](),
+	"AttemptMember":          reflect.TypeFor[attempt.Member](),
+	"Attempt":                reflect.TypeFor[api.Attempt](),
+	"AttemptRequest":         reflect.TypeFor[api.AttemptRequest](),
+	"DiscardAttemptResponse": reflect.TypeFor[api.DiscardAttemptResponse](),
 }
 
 // unread are the Go fields the UI does not declare, by "Type.field", each

@@ -109,18 +109,28 @@ func (s *Server) worktreeAgent(w http.ResponseWriter, r *http.Request) (troupe.R
 		return troupe.RuntimeKey{}, troupe.AgentSpec{}, "", false
 	}
 	k := troupe.RuntimeKey{Project: id, Agent: troupe.AgentID(r.PathValue("agent"))}
-	spec, dir, ok := s.o.Registry.Agent(k)
+	spec, dir, ok := s.worktreeOf(k)
 	if !ok {
-		// An agent removed from the team keeps its worktree: it can still
-		// be diffed, merged and removed, counted from the project's HEAD.
-		if _, kept := s.o.Worktrees.Kept(k); kept {
-			info, _ := s.o.Registry.Get(id)
-			return k, troupe.AgentSpec{Name: k.Agent, Workspace: worktree.Worktree}, info.Path, true
-		}
 		writeError(w, http.StatusNotFound, "not_found", "no agent "+string(k.Agent)+" in the project's team: see `troupe agents`")
 		return k, spec, "", false
 	}
 	return k, spec, dir, true
+}
+
+// worktreeOf is agent k's definition and its project's folder; false
+// when k is neither in the team nor has a worktree kept.
+func (s *Server) worktreeOf(k troupe.RuntimeKey) (troupe.AgentSpec, string, bool) {
+	spec, dir, ok := s.o.Registry.Agent(k)
+	if ok {
+		return spec, dir, true
+	}
+	// An agent removed from the team keeps its worktree: it can still
+	// be diffed, merged and removed, counted from the project's HEAD.
+	if _, kept := s.o.Worktrees.Kept(k); kept {
+		info, _ := s.o.Registry.Get(k.Project)
+		return troupe.AgentSpec{Name: k.Agent, Workspace: worktree.Worktree}, info.Path, true
+	}
+	return spec, "", false
 }
 
 // worktreeDiff answers the agent's changes against its base, uncommitted
@@ -167,15 +177,20 @@ func (s *Server) worktreeReset(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.saveCheckpoint(r.Context(), k, dir, "worktree reset"); err != nil {
-		s.fail(w, fmt.Errorf("%w: the worktree was not reset", err))
-		return
-	}
-	if err := s.o.Worktrees.Reset(r.Context(), k, spec, dir); err != nil {
+	if err := s.resetWorktree(r.Context(), k, spec, dir); err != nil {
 		s.fail(w, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// resetWorktree is the person's reset of agent k's worktree (the CLI's
+// and an attempt's discard): a checkpoint of it first, then the reset.
+func (s *Server) resetWorktree(ctx context.Context, k troupe.RuntimeKey, spec troupe.AgentSpec, dir string) error {
+	if err := s.saveCheckpoint(ctx, k, dir, "worktree reset"); err != nil {
+		return fmt.Errorf("%w: the worktree was not reset", err)
+	}
+	return s.o.Worktrees.Reset(ctx, k, spec, dir)
 }
 
 // worktreeRemove deletes the worktree folder, keeping its branch, after a

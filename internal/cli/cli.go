@@ -258,7 +258,7 @@ func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *gl
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
 	root.PersistentFlags().BoolVar(&g.raw, "raw", false, "print what agents, tasks and project files wrote as it is, control characters included (on a terminal they are shown as \\xNN by default)")
 	root.AddCommand(serveCmd(g), statusCmd(g), versionCmd(g), projectCmd(g), agentsCmd(g),
-		runnersCmd(g), askCmd(g), delegateCmd(g), sendCmd(g), inboxCmd(g), logCmd(g), doctorCmd(g), tasksCmd(g), taskCmd(g), checkCmd(g), checksCmd(g), mcpBridgeCmd(g), fakeAgentCmd(),
+		runnersCmd(g), askCmd(g), delegateCmd(g), sendCmd(g), inboxCmd(g), logCmd(g), doctorCmd(g), tasksCmd(g), taskCmd(g), checkCmd(g), checksCmd(g), attemptCmd(g), attemptsCmd(g), mcpBridgeCmd(g), fakeAgentCmd(),
 		fakemodelCmd(g))
 	checkArgsAsUsage(root)
 	return root, g

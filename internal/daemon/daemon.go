@@ -28,6 +28,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/atomicfile"
+	"github.com/troupe-dev/troupe/internal/attempt"
 	"github.com/troupe-dev/troupe/internal/cgroup"
 	"github.com/troupe-dev/troupe/internal/check"
 	"github.com/troupe-dev/troupe/internal/claudefmt"
@@ -335,6 +336,14 @@ func Run(ctx context.Context, cfg Config) error {
 		Tools: slices.Concat(task.Tools(tasks), memory.Tools(notes)), Engines: engines, Journal: db.Journal(),
 		MessageDir: filepath.Join(cfg.StateDir, "messages"), MaxSessions: cfg.MaxSessions,
 		Checkpoints: cps, Remote: remoteEngine, Verifier: verifier{checks}})
+	// Best-of-N attempts (internal/attempt): one task delegated to several
+	// worktree agents from the project's HEAD, each checked when it ends,
+	// ranked; resumed after a restart.
+	attempts := attempt.New(attempt.Options{Teams: reg, Worktrees: trees, Requests: rt, Checks: checks,
+		Store: db.Attempts(), Journal: db.Journal(), Logger: log,
+		Publish: func(a attempt.Attempt) {
+			hub.Publish(troupe.RuntimeKey{Project: a.Project}, events.AttemptChanged{ID: int64(a.ID), State: string(a.State), Winner: a.Winner})
+		}})
 	tasks.OnComplete(rt.Queued) // the runtime wakes a task's owner
 	tasks.OnChange(func(t task.Task) { publishTask(hub, t) })
 	pruneNow := make(chan struct{}, 1)
@@ -366,7 +375,7 @@ func Run(ctx context.Context, cfg Config) error {
 	mcpHandler := mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log})
 	removed := &removal{ctx: ctx, log: log, reg: reg, hub: hub, rt: rt, notes: notes, tasks: tasks, trees: trees, cgroups: cgroups, cps: cps, pruneNow: pruneNow}
 
-	srv := api.New(api.Options{Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Checks: checks, Journal: db.Journal(), Token: token, Logger: log,
+	srv := api.New(api.Options{Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Checks: checks, Attempts: attempts, Journal: db.Journal(), Token: token, Logger: log,
 		MCP:       mcpHandler,
 		Worktrees: trees, Checkpoints: cps, Memory: notes, Claude: claude, RemoveProject: removed.Remove,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
@@ -395,6 +404,11 @@ func Run(ctx context.Context, cfg Config) error {
 		if err := rt.Run(runCtx); err != nil {
 			log.Error("runtime stopped", "err", err)
 			cancel()
+		}
+	})
+	wg.Go(func() {
+		if err := attempts.Run(runCtx); err != nil {
+			log.Error("attempts stopped", "err", err)
 		}
 	})
 	wg.Go(func() {

@@ -38,6 +38,7 @@ const (
 	TypeTeamHeld        Type = "team.held"         // TeamHeld
 	TypeTeamDecided     Type = "team.decided"      // TeamDecided
 	TypeCheckEnded      Type = "check.ended"       // CheckEnded
+	TypeAttemptChanged  Type = "attempt.changed"   // AttemptChanged
 )
 
 // Payload is the data of one event; its type says which event it is.
@@ -162,6 +163,17 @@ type CheckEnded struct {
 }
 
 func (CheckEnded) EventType() Type { return TypeCheckEnded }
+
+// AttemptChanged: an attempt of the project (troupe attempt) was started,
+// a member of it moved on, or it was ranked or discarded (GET
+// /api/projects/{id}/attempts/{attempt} has it whole).
+type AttemptChanged struct {
+	ID     int64          `json:"id"`
+	State  string         `json:"state"` // running, done
+	Winner troupe.AgentID `json:"winner,omitempty"`
+}
+
+func (AttemptChanged) EventType() Type { return TypeAttemptChanged }
 
 func (TaskStarted) EventType() Type { return TypeTaskStarted }
 func (TaskEnded) EventType() Type   { return TypeTaskEnded }

@@ -432,24 +432,11 @@ func (m *Manager) diff(ctx context.Context, k troupe.RuntimeKey, spec troupe.Age
 	if err != nil {
 		return DiffResult{}, err
 	}
-	idx, err := os.CreateTemp(filepath.Dir(path), "."+string(k.Agent)+".index-*")
+	env, tree, done, err := scratchTree(ctx, k, path, guard)
 	if err != nil {
-		return DiffResult{}, fmt.Errorf("create scratch index: %w", err)
+		return DiffResult{}, err
 	}
-	idx.Close()
-	os.Remove(idx.Name()) // git writes it anew
-	defer os.Remove(idx.Name())
-	env := []string{"GIT_INDEX_FILE=" + idx.Name()}
-	if _, err := gitWith(ctx, path, env, guard, "read-tree", "HEAD"); err != nil {
-		return DiffResult{}, fmt.Errorf("read worktree: %w", err)
-	}
-	if _, err := gitWith(ctx, path, env, guard, "add", "--all"); err != nil {
-		return DiffResult{}, fmt.Errorf("read worktree: %w", err)
-	}
-	tree, err := gitWith(ctx, path, env, guard, "write-tree")
-	if err != nil {
-		return DiffResult{}, fmt.Errorf("read worktree: %w", err)
-	}
+	defer done()
 	cfg := append(slices.Clone(guard), diffConfig...)
 	names := &capBuffer{max: MaxGitOutput}
 	if code, stderr, err := runGit(ctx, path, env, cfg, names, "diff", "--cached", "--name-only", "-z", "--no-renames", "--ignore-submodules=none", base, "--"); err != nil {
@@ -463,7 +450,7 @@ func (m *Manager) diff(ctx context.Context, k troupe.RuntimeKey, spec troupe.Age
 	if s := strings.TrimSuffix(names.buf.String(), "\x00"); s != "" {
 		all = strings.Split(s, "\x00")
 	}
-	res := DiffResult{Config: ToolConfig(all), Tree: strings.TrimSpace(tree)}
+	res := DiffResult{Config: ToolConfig(all), Tree: tree}
 	args := []string{"diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv", "--ignore-submodules=none"}
 	if stat {
 		args = append(args, "--stat")

@@ -74,6 +74,26 @@ export interface CheckResult {
   started_at: string; duration_ms: number; output: string; output_bytes: number; output_cut?: string;
 }
 
+/** ChangeStat is the size of a change: files, lines added and deleted (cut: more files than git's output held). */
+export interface ChangeStat { files: number; added: number; deleted: number; cut?: boolean }
+/** AttemptMember is one agent of an attempt: state working → checking → done; check is its check
+ * result's id, output that result's last 4 KB; rank and reason once the attempt is done. */
+export interface AttemptMember {
+  agent: string; engine: string; model?: string; state: "working" | "checking" | "done"; request?: string; request_state?: string;
+  error?: string; check?: number; verdict?: "passed" | "failed" | "timed_out" | "error"; exit_code: number; output?: string; change: ChangeStat;
+  delegated_at: string; ended_at?: string; duration_ms?: number; cost_usd?: number; rank?: number; reason?: string;
+}
+/** Attempt is one task given to several worktree agents from the same base (GET …/attempts):
+ * members in rank order once done; winner: the first, when it passed and changed something. */
+export interface Attempt {
+  id: number; project: string; task: string; check: string; base: string; state: "running" | "done";
+  created_at: string; ended_at?: string; winner?: string; discarded?: boolean; members: AttemptMember[];
+}
+/** AttemptRequest is POST …/attempts's body (check: "" for the project's only check). */
+export interface AttemptRequest { task: string; agents: string[]; check?: string }
+/** DiscardAttemptResponse says whose worktrees a discard reset. */
+export interface DiscardAttemptResponse { attempt: Attempt; reset: string[] }
+
 export interface Checkpoint {
   seq: number; commit: string; at: string; reason: string; turn?: string; files: number; added: number; deleted: number;
   skipped?: number; skipped_names?: string[];

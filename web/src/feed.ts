@@ -13,7 +13,7 @@ export const eventTypes = [
   "daemon.started", "team.changed", "project.removed", "agent.state", "agent.output", "agent.thinking",
   "agent.tool_call", "agent.tool_result", "agent.usage", "agent.session", "agent.notice", "agent.permission",
   "turn.started", "turn.ended", "message.queued", "request.done", "inbox.expired",
-  "task.started", "task.ended", "check.ended", "worktree.kept", "team.held", "team.decided",
+  "task.started", "task.ended", "check.ended", "attempt.changed", "worktree.kept", "team.held", "team.decided",
 ];
 
 export class Feed {

@@ -14,6 +14,7 @@ import "./views/tasks";
 import "./views/needs";
 import "./views/memory";
 import "./views/changes";
+import "./views/attempts";
 import "./views/terminal";
 import "./views/sessions";
 import "./views/runners";

@@ -55,13 +55,14 @@ export interface App {
   permissions: Permission[];
   troubled: Agent[]; // failed, blocked or waiting agents of every project
   teamChanges: PendingTeam[]; // held team changes of every project, not rejected
+  attemptsRev: number; // counts route.project's attempt.changed events: the Attempts view reads again
 }
 
 export const app: App = {
   conn: "connecting", status: null, error: "", projects: [], route: parseRoute(location.hash), agents: [],
   conv: { key: "", items: [], before: 0, loading: false }, convAgent: "", cards: [],
   turns: new Map(), logBefore: new Map(), lastActivity: new Map(), checkpoints: new Map(), checks: new Map(), tasks: [], taskOutput: new Map(),
-  permissions: [], troubled: [], teamChanges: [],
+  permissions: [], troubled: [], teamChanges: [], attemptsRev: 0,
 };
 
 // ---- rendering --------------------------------------------------------
@@ -613,6 +614,9 @@ function onEvent(e: FeedEvent) {
       break;
     case "check.ended":
       if (here && e.agent && e.agent === shownAgent()) checkTimer = soon(checkTimer, () => { checkTimer = 0; const a = shownAgent(); if (a) loadChecks(a); }, 50);
+      break;
+    case "attempt.changed":
+      if (here) app.attemptsRev++;
       break;
     case "task.started": case "task.ended":
       if (here) taskTimer = soon(taskTimer, () => { taskTimer = 0; loadTasks().catch(fail); }, 50);

@@ -373,6 +373,26 @@ var migrations = []migration{
 			`ALTER TABLE requests ADD COLUMN verdict TEXT`,
 		},
 	},
+	// version 16
+	{
+		name: "the attempts: one task given to several agents, ranked by a check",
+		stmts: []string{
+			// attempt.Attempt: body is the whole attempt as JSON (its
+			// members, each at most attempt.MaxOutput of check output);
+			// state is kept apart to find the running ones at start. Not
+			// foreign-keyed to projects: RemoveProject removes them, and a
+			// project's oldest beyond attempt.KeepPerProject go as new
+			// ones come.
+			`CREATE TABLE attempts (
+				id         INTEGER PRIMARY KEY AUTOINCREMENT,
+				project    TEXT NOT NULL,
+				state      TEXT NOT NULL,
+				created_at INTEGER NOT NULL, -- unix nanoseconds, UTC
+				body       TEXT NOT NULL
+			)`,
+			`CREATE INDEX attempts_project ON attempts (project, id)`,
+		},
+	},
 }
 
 // latestVersion is the schema version this binary writes.

@@ -142,11 +142,14 @@ func (db *conn) projects(ctx context.Context) ([]troupe.Project, error) {
 }
 
 // RemoveProject deletes the project and, by cascade, its saved team, and
-// its check results. It fails with troupe.ErrNotFound when id is not
+// its check results and attempts. It fails with troupe.ErrNotFound when id is not
 // registered.
 func (db *ProjectStore) RemoveProject(ctx context.Context, id troupe.ProjectID) error {
 	err := db.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM check_results WHERE project = ?`, string(id)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM attempts WHERE project = ?`, string(id)); err != nil {
 			return err
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM projects WHERE id = ?`, string(id))

@@ -49,7 +49,7 @@ func TestSessionsMigratesFromVersion5(t *testing.T) {
 	db.Close()
 	rawExec(t, path, "DROP TABLE openai_messages", "DROP INDEX messages_from", "DROP INDEX messages_to", "DROP TABLE journal_events", "DROP TABLE journal_turns", "DROP TABLE agent_sessions",
 		"ALTER TABLE memory_notes DROP COLUMN stamp", "DROP TABLE claude_files", "DROP TABLE claude_agent_sessions", "DROP TABLE project_approvals", "ALTER TABLE tasks DROP COLUMN runner", "DROP TABLE check_results",
-		"ALTER TABLE requests DROP COLUMN verify", "ALTER TABLE requests DROP COLUMN tries", "ALTER TABLE requests DROP COLUMN tried", "ALTER TABLE requests DROP COLUMN checking", "ALTER TABLE requests DROP COLUMN verdict", "PRAGMA user_version = 5")
+		"ALTER TABLE requests DROP COLUMN verify", "ALTER TABLE requests DROP COLUMN tries", "ALTER TABLE requests DROP COLUMN tried", "ALTER TABLE requests DROP COLUMN checking", "ALTER TABLE requests DROP COLUMN verdict", "DROP TABLE attempts", "PRAGMA user_version = 5")
 	db = openTest(t, path)
 	if ps, err := db.Projects().Projects(ctx); err != nil || len(ps) != 1 {
 		t.Fatalf("projects after migration = %v, %v", ps, err)
