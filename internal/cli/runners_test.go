@@ -148,8 +148,10 @@ func TestRunnersListing(t *testing.T) {
 	if code := run(context.Background(), []string{"--state-dir", dir, "runners", "--json"}, &out, &errb, false, false); code != 0 {
 		t.Fatalf("--json: exit %d: %s", code, errb.String())
 	}
-	var back []api.RunnerInfo
-	if err := json.Unmarshal(out.Bytes(), &back); err != nil || len(back) != 3 || back[0].Load.MaxAgents != 4 {
+	var wrapped struct{ Runners []api.RunnerInfo }
+	err := json.Unmarshal(out.Bytes(), &wrapped)
+	back := wrapped.Runners
+	if err != nil || len(back) != 3 || back[0].Load.MaxAgents != 4 {
 		t.Errorf("--json = %s, %v", out.String(), err)
 	}
 }

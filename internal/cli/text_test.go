@@ -131,8 +131,10 @@ func TestEscapesNeutralisedOnATerminal(t *testing.T) {
 	if code := run(context.Background(), []string{"--state-dir", dir, "--project", "p1", "inbox", "--json"}, &out, &errb, true, true); code != 0 {
 		t.Fatalf("inbox --json: exit %d: %s", code, errb.String())
 	}
-	var ms []troupe.Message
-	if err := json.Unmarshal(out.Bytes(), &ms); err != nil || len(ms) != 1 || ms[0].Text != strings.ToValidUTF8(hostile, "\ufffd") {
+	var page struct{ Messages []troupe.Message }
+	err := json.Unmarshal(out.Bytes(), &page)
+	ms := page.Messages
+	if err != nil || len(ms) != 1 || ms[0].Text != strings.ToValidUTF8(hostile, "\ufffd") {
 		t.Errorf("inbox --json on a terminal: %v %q", err, out.String())
 	}
 	// The team error, a warning on stderr, is neutralised on a terminal too.
