@@ -56,6 +56,10 @@ func policies(stateDir string, others func(dir string) []string, cgroups *cgroup
 		}
 		in.Home, _ = os.UserHomeDir()
 		in.Others = others(dir)
+		// The person's agent profiles: read-only to every agent.
+		if d, err := project.ProfileDir(os.Getenv); err == nil {
+			in.PersonConfig = []string{filepath.Dir(d)}
+		}
 		env := func(v string) string {
 			if x, ok := spec.Env[v]; ok {
 				return x
