@@ -365,7 +365,10 @@ func Run(ctx context.Context, cfg Config) error {
 	mcpHandler := mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log})
 	removed := &removal{ctx: ctx, log: log, reg: reg, hub: hub, rt: rt, notes: notes, tasks: tasks, trees: trees, cgroups: cgroups, cps: cps, pruneNow: pruneNow}
 
-	srv := api.New(api.Options{Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Checks: checks, Journal: db.Journal(), Token: token, Logger: log,
+	// troupe stop: the API asks, the loop below stops as on a signal.
+	stopAsked := make(chan struct{})
+	var stopOnce sync.Once
+	srv := api.New(api.Options{Shutdown: func() { stopOnce.Do(func() { close(stopAsked) }) },Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Checks: checks, Journal: db.Journal(), Token: token, Logger: log,
 		MCP:       mcpHandler,
 		Worktrees: trees, Checkpoints: cps, Memory: notes, Claude: claude, RemoveProject: removed.Remove,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
@@ -442,6 +445,8 @@ func Run(ctx context.Context, cfg Config) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
+	case <-stopAsked:
+		log.Info("stop asked (troupe stop)")
 	case err := <-serveErr:
 		runErr = fmt.Errorf("serve api: %w", err)
 	case err := <-gone:
