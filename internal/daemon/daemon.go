@@ -368,7 +368,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// troupe stop: the API asks, the loop below stops as on a signal.
 	stopAsked := make(chan struct{})
 	var stopOnce sync.Once
-	srv := api.New(api.Options{Shutdown: func() { stopOnce.Do(func() { close(stopAsked) }) },Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Checks: checks, Journal: db.Journal(), Token: token, Logger: log,
+	srv := api.New(api.Options{Shutdown: func() { stopOnce.Do(func() { close(stopAsked) }) }, Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Checks: checks, Journal: db.Journal(), Token: token, Logger: log,
 		MCP:       mcpHandler,
 		Worktrees: trees, Checkpoints: cps, Memory: notes, Claude: claude, RemoveProject: removed.Remove,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
