@@ -167,6 +167,17 @@ func TestProfileChangeWideningIsHeld(t *testing.T) {
 	if !ok || len(p.Agents) != 1 || p.Agents[0].Changes[0].Field != "permission_mode" {
 		t.Fatalf("Pending = %+v, %v; want a's permission_mode", p, ok)
 	}
+	// The profile changes again after the person read the diff: what
+	// they read no longer approves anything (the digest covers the
+	// profiles the team uses, not only its file).
+	writeProfile(t, profiles, "rev", "engine = \"fake\"\npermission_mode = \"bypassPermissions\"\nallowed_tools = [\"Read\", \"Edit\", \"Bash\"]\n")
+	if c := next(); !slices.Equal(c.Held, []troupe.AgentID{"a"}) {
+		t.Fatalf("change = %+v; want agent a held again", c)
+	}
+	if err := r.Approve(t.Context(), info.ID, p.Digest); !errors.Is(err, troupe.ErrConflict) {
+		t.Fatalf("Approve of the digest read before the profile changed: %v; want ErrConflict", err)
+	}
+	p, _ = r.Pending(info.ID)
 	if err := r.Approve(t.Context(), info.ID, p.Digest); err != nil {
 		t.Fatal(err)
 	}
