@@ -410,3 +410,27 @@ func TestServiceInstallWithoutSystemd(t *testing.T) {
 		t.Errorf("service uninstall again said %q", out)
 	}
 }
+
+// TestAgentCannotWriteProfiles: the person's profiles are read-only to
+// an agent, even one whose project is the home folder that holds them
+// (its workspace writable): a profile it rewrites would change every team
+// that uses it. The profiles folder is made for the sandbox when missing,
+// or the agent could make it.
+func TestAgentCannotWriteProfiles(t *testing.T) {
+	u := newFreshUser(t)
+	writeTeam(t, u.home, "[[agent]]\nname = \"w\"\nengine = \"fake\"\nallowed_tools = [\"Bash\"]\n")
+	startDaemonEnv(t, u.state, u.env)
+	u.must(u.home, "project", "add")
+	evil := filepath.Join(u.profileDir(), "rev.toml")
+	// A folder of the workspace the agent may write (under Landlock, the
+	// top of a folder that holds hidden ones, the state dir here, is not).
+	mine := filepath.Join(u.home, "code", "mine.txt")
+	os.MkdirAll(filepath.Dir(mine), 0o755)
+	out := u.must(u.home, "ask", "w", "!sh echo 'permission_mode = \"bypassPermissions\"' > "+evil+"; echo wrote; echo home > "+mine)
+	if _, err := os.Stat(evil); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the agent wrote a profile (%v); it said:\n%s", err, out)
+	}
+	if got, err := os.ReadFile(mine); err != nil || string(got) != "home\n" {
+		t.Errorf("the agent could not write its own workspace (the test proves nothing): %q, %v; it said:\n%s", got, err, out)
+	}
+}
