@@ -434,3 +434,51 @@ func TestAgentCannotWriteProfiles(t *testing.T) {
 		t.Errorf("the agent could not write its own workspace (the test proves nothing): %q, %v; it said:\n%s", got, err, out)
 	}
 }
+
+// TestEveryExampleGivesItsRunCommand: each example folder's README gives
+// the command that runs it (troupe serve --project examples/NAME, or its
+// make target), and, for a team on an agent CLI, the PATH of the tested
+// CLI that make tools installs (the Makefile's *_BIN folder).
+func TestEveryExampleGivesItsRunCommand(t *testing.T) {
+	teams, _ := filepath.Glob("../../examples/*/.troupe/team.toml")
+	if len(teams) < 5 {
+		t.Fatalf("found %d example teams", len(teams))
+	}
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, l := range strings.Split(string(mk), "\n") {
+		if k, v, ok := strings.Cut(l, ":="); ok && !strings.ContainsAny(k, "\t#") {
+			vars[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	binDir := func(name string) string {
+		s := vars[name]
+		for range 5 {
+			for k, v := range vars {
+				s = strings.ReplaceAll(s, "$("+k+")", v)
+			}
+		}
+		return strings.TrimPrefix(filepath.Dir(s), "$(TOOLS)/")
+	}
+	for _, team := range teams {
+		dir := filepath.Dir(filepath.Dir(team))
+		name := filepath.Base(dir)
+		readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
+		if err != nil {
+			t.Errorf("examples/%s has no README.md: %v", name, err)
+			continue
+		}
+		if !strings.Contains(string(readme), "troupe serve --project examples/"+name) && !strings.Contains(string(readme), "make "+name) {
+			t.Errorf("examples/%s/README.md gives no run command (troupe serve --project examples/%s, or make %s)", name, name, name)
+		}
+		src, _ := os.ReadFile(team)
+		for _, e := range []string{"claude", "codex", "opencode"} {
+			if strings.Contains(string(src), `engine = "`+e+`"`) && !strings.Contains(string(readme), binDir(strings.ToUpper(e)+"_BIN")) {
+				t.Errorf("examples/%s/README.md: its team runs %s, but its command does not put %s (make tools) on PATH", name, e, binDir(strings.ToUpper(e)+"_BIN"))
+			}
+		}
+	}
+}
