@@ -260,7 +260,17 @@ func Run(ctx context.Context, cfg Config) error {
 	// The notes' index follows the memory folders through the registry's
 	// file watcher (one watcher for the team and memory folders).
 	notes := memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})
-	reg, err := project.Open(ctx, project.Options{Store: db.Projects(), Logger: log, Check: checkAgent(engines), Memory: notes})
+	// The person's agent profiles: the registry watches their folder,
+	// made here if missing so that the watch holds from the start.
+	profiles, err := project.ProfileDir(os.Getenv)
+	if err == nil {
+		if err := os.MkdirAll(profiles, 0o700); err != nil {
+			log.Warn("make the profiles folder: a profile made later is seen at the next restart or team file change", "path", profiles, "err", err)
+		}
+	} else {
+		log.Warn("no profiles folder: agents with profile = \"NAME\" do not load", "err", err)
+	}
+	reg, err := project.Open(ctx, project.Options{Store: db.Projects(), Logger: log, Check: checkAgent(engines), Memory: notes, Profiles: profiles})
 	if err != nil {
 		return err
 	}
