@@ -227,3 +227,18 @@ func TestProfileDir(t *testing.T) {
 		t.Errorf("ProfileDir = %s", d)
 	}
 }
+
+// TestProfileEngineCheckNamesTheProfile: an engine option its engine
+// refuses, written in the profile, is reported in the profile's file at
+// its line, naming agent and profile.
+func TestProfileEngineCheckNamesTheProfile(t *testing.T) {
+	dir := t.TempDir()
+	path := writeProfile(t, dir, "rev", "engine = \"fake\"\n\n[fake]\nrespond = \"!nope\"\n")
+	_, err := project.ParseTeamWith("team.toml", []byte("[[agent]]\nname = \"x\"\nprofile = \"rev\"\n"), project.TeamOptions{Profiles: dir,
+		Check: func(a troupe.AgentSpec) error {
+			return &troupe.FieldError{Field: "fake.respond", Msg: "unknown directive"}
+		}})
+	if want := path + `:4: agent "x": profile "rev": fake.respond: unknown directive`; err == nil || err.Error() != want {
+		t.Fatalf("error = %v\nwant %s", err, want)
+	}
+}

@@ -110,25 +110,30 @@ func (p *teamParser) checkError(n int, err error) error {
 	if fe, ok := errors.AsType[*troupe.FieldError](err); ok && fe.Field != "" {
 		field, msg = fe.Field, fe.Msg
 	}
-	return &troupe.FieldError{File: p.file, Line: p.agentKeyLine(n, field),
-		Field: fmt.Sprintf("agent %q: %s", a.Name, field), Msg: msg}
+	at := p.agentKeyAt(n, field)
+	file, label := p.file, fmt.Sprintf("agent %q: %s", a.Name, field)
+	if at.origin.profile != "" {
+		file, label = at.origin.file, fmt.Sprintf("agent %q: profile %q: %s", a.Name, at.origin.profile, field)
+	}
+	return &troupe.FieldError{File: file, Line: at.line, Field: label, Msg: msg}
 }
 
-// agentKeyLine returns the line of the key path below agent n's [[agent]]
-// table, like "fake.respond": the line of the key itself, or of the
-// nearest enclosing table written in the file, or of the engine's table,
-// or of the agent's header. It is 0 when the lines are unknown.
-func (p *teamParser) agentKeyLine(n int, path string) int {
+// agentKeyAt returns where the key path below agent n's [[agent]] table
+// is, like "fake.respond": the key itself, or the nearest enclosing table
+// written, or the engine's table, or the agent's header. Its line is 0
+// when the lines are unknown.
+// The key may come from the agent's profile (agentKey.origin).
+func (p *teamParser) agentKeyAt(n int, path string) agentKey {
 	a := p.team.Agents[n]
 	want := splitKey(path)
 	for _, prefix := range append(prefixes(want), toml.Key{string(a.Engine)}) {
 		for _, k := range p.agentKeys[n] {
 			if k.line > 0 && len(k.rel) >= len(prefix) && slices.Equal(k.rel[:len(prefix)], prefix) {
-				return k.line
+				return k
 			}
 		}
 	}
-	return a.Line
+	return agentKey{line: a.Line}
 }
 
 // prefixes returns k, then k without its last part, and so on.
@@ -162,8 +167,9 @@ func syntaxError(file, src string, err error) error {
 // agentKey is a key of an [[agent]] table: its path below the table, and
 // its line (0 when unknown).
 type agentKey struct {
-	rel  toml.Key
-	line int
+	rel    toml.Key
+	line   int
+	origin origin // the team file's, or the agent's profile's
 }
 
 // teamParser validates a decoded team file, walking its keys in file order so
@@ -227,7 +233,7 @@ func (p *teamParser) parse() (*Team, error) {
 			continue
 		}
 		n := len(p.agentKeys) - 1
-		p.agentKeys[n] = append(p.agentKeys[n], agentKey{rel: k[1:], line: p.line(i)})
+		p.agentKeys[n] = append(p.agentKeys[n], agentKey{rel: k[1:], line: p.line(i), origin: p.origin(i)})
 		if err := p.agentKey(i, k[1:]); err != nil {
 			return nil, err
 		}
