@@ -452,6 +452,9 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial, appro
 	var profiles []string
 	var resolved []byte
 	used := func(name string, psrc []byte) {
+		if slices.Contains(profiles, name) {
+			return // named by several agents: counted once
+		}
 		profiles = append(profiles, name)
 		resolved = fmt.Appendf(resolved, "\x00profile %s\x00%s", name, psrc)
 	}
