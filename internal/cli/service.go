@@ -237,6 +237,9 @@ func installService(ctx context.Context, g *globals) (serviceResult, error) {
 		}
 		res.Changed = true
 	}
+	if tmp, err := filepath.EvalSymlinks(os.TempDir()); err == nil && strings.HasPrefix(exe, tmp+string(filepath.Separator)) {
+		res.Todo = append(res.Todo, "this troupe runs from a temporary folder ("+exe+"), which may be gone after a reboot: install it (make install), then run troupe service install with that one")
+	}
 	res.Systemd, res.Why = systemd(ctx)
 	if !res.Systemd {
 		res.Todo = append(res.Todo,
