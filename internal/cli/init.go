@@ -30,6 +30,9 @@ type initResult struct {
 	// was left as it is.
 	Written bool            `json:"written"`
 	Engines []troupe.Engine `json:"engines"`
+	// Fallback: no engine was ready here, so the team is on the fake
+	// engine.
+	Fallback bool `json:"fallback,omitempty"`
 	// NotReady are the engines whose CLI doctor found but that cannot
 	// run yet (no login, not on PATH), with doctor's fixes.
 	NotReady []initNotReady `json:"not_ready,omitempty"`
@@ -121,7 +124,7 @@ func runInit(ctx context.Context, g *globals, path string, want []string) (initR
 			engines, res.NotReady = foundEngines(ctx)
 		}
 		if len(engines) == 0 {
-			engines = []troupe.Engine{troupe.EngineFake}
+			engines, res.Fallback = []troupe.Engine{troupe.EngineFake}, true
 		}
 		if err := writeTeam(dir, res.TeamFile, engines); err != nil {
 			return initResult{}, err
@@ -262,7 +265,7 @@ func shellQuote(s string) string {
 func printInit(g *globals, res initResult) {
 	if res.Written {
 		fmt.Fprintf(g.out, "wrote %s: %s\n", res.TeamFile, describeAgents(res.Engines))
-		if slices.Equal(res.Engines, []troupe.Engine{troupe.EngineFake}) {
+		if res.Fallback {
 			fmt.Fprintln(g.out, "no engine CLI is ready on this machine (troupe doctor says how to install and log in to one): the lead runs on troupe's built-in fake engine, which answers offline; change its engine in the team file once you have one")
 		}
 	} else {
