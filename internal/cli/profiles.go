@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/client"
 	"github.com/troupe-dev/troupe/internal/project"
 	"github.com/troupe-dev/troupe/internal/projfile"
@@ -76,20 +77,10 @@ func listProfiles(ctx context.Context, g *globals) (profilesResult, error) {
 	for _, p := range ps {
 		res.Profiles = append(res.Profiles, profileUsage{Profile: p, UsedBy: []profileUser{}})
 	}
+	var projects []api.Project
 	cl, err := g.client()
-	var projects []struct {
-		id   troupe.ProjectID
-		path string
-	}
 	if err == nil {
-		list, lerr := cl.Projects(ctx)
-		err = lerr
-		for _, p := range list {
-			projects = append(projects, struct {
-				id   troupe.ProjectID
-				path string
-			}{p.ID, p.Path})
-		}
+		projects, err = cl.Projects(ctx)
 	}
 	switch {
 	case errors.Is(err, client.ErrNotRunning):
@@ -99,7 +90,7 @@ func listProfiles(ctx context.Context, g *globals) (profilesResult, error) {
 	}
 	res.Daemon = "running"
 	for _, p := range projects {
-		data, _, err := projfile.Team.ReadIn(p.path, project.TeamFile)
+		data, _, err := projfile.Team.ReadIn(p.Path, project.TeamFile)
 		if err != nil {
 			continue
 		}
@@ -112,7 +103,7 @@ func listProfiles(ctx context.Context, g *globals) (profilesResult, error) {
 					UsedBy: []profileUser{}})
 				i = len(res.Profiles) - 1
 			}
-			res.Profiles[i].UsedBy = append(res.Profiles[i].UsedBy, profileUser{Project: p.id, Path: p.path, Agent: ap.Agent})
+			res.Profiles[i].UsedBy = append(res.Profiles[i].UsedBy, profileUser{Project: p.ID, Path: p.Path, Agent: ap.Agent})
 		}
 	}
 	return res, nil
