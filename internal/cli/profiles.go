@@ -25,6 +25,9 @@ type profilesResult struct {
 	// Daemon is "running" or "not running": the projects that use a
 	// profile are the daemon's registered ones, unknown without it.
 	Daemon string `json:"daemon"`
+	// Cut: the folder holds more profiles than are listed
+	// (project.MaxProfiles, the first by name).
+	Cut bool `json:"cut,omitempty"`
 }
 
 type profileUsage struct {
@@ -69,11 +72,11 @@ func listProfiles(ctx context.Context, g *globals) (profilesResult, error) {
 	if err != nil {
 		return profilesResult{}, err
 	}
-	ps, err := project.Profiles(dir)
+	ps, cut, err := project.Profiles(dir)
 	if err != nil {
 		return profilesResult{}, err
 	}
-	res := profilesResult{Dir: dir, Daemon: "not running", Profiles: []profileUsage{}}
+	res := profilesResult{Dir: dir, Daemon: "not running", Profiles: []profileUsage{}, Cut: cut}
 	for _, p := range ps {
 		res.Profiles = append(res.Profiles, profileUsage{Profile: p, UsedBy: []profileUser{}})
 	}
@@ -133,6 +136,9 @@ func printProfiles(g *globals, res profilesResult) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if res.Cut {
+		fmt.Fprintf(g.out, "(the folder holds more than %d profiles: the first %d by name are listed)\n", project.MaxProfiles, project.MaxProfiles)
 	}
 	if res.Daemon != "running" {
 		fmt.Fprintln(g.out, "no troupe daemon is running: the projects that use each profile are its registered ones (start it with troupe serve)")

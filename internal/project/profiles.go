@@ -67,14 +67,15 @@ type Profile struct {
 
 // Profiles lists the profiles in dir (the *.toml files named as an agent
 // is), by name; none when dir does not exist. A profile that does not
-// decode is listed with its Error.
-func Profiles(dir string) ([]Profile, error) {
+// decode is listed with its Error. At most MaxProfiles are listed: cut
+// says that the folder holds more.
+func Profiles(dir string) (ps []Profile, cut bool, err error) {
 	des, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, false, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list profiles: %w", err)
+		return nil, false, fmt.Errorf("list profiles: %w", err)
 	}
 	var out []Profile
 	for _, de := range des {
@@ -90,16 +91,16 @@ func Profiles(dir string) ([]Profile, error) {
 			p.Engine, _ = m["engine"].(string)
 			p.Model, _ = m["model"].(string)
 		}
-		out = append(out, p)
-		if len(out) == maxProfiles {
-			break // said by the caller: the folder holds more
+		if len(out) == MaxProfiles {
+			return out, true, nil
 		}
+		out = append(out, p)
 	}
-	return out, nil
+	return out, false, nil
 }
 
-// maxProfiles bounds what Profiles lists.
-const maxProfiles = 1000
+// MaxProfiles bounds what Profiles lists.
+const MaxProfiles = 1000
 
 // TeamProfiles returns, for each agent of a team file that names a
 // profile, the profile's name, in file order ("" agents left out). It

@@ -203,11 +203,11 @@ func TestProfilesListsAndTeamProfiles(t *testing.T) {
 	writeProfile(t, dir, "b", "engine = \"claude\"\nmodel = \"sonnet\"\n")
 	writeProfile(t, dir, "a", "name = \"x\"\n")
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o644)
-	ps, err := project.Profiles(dir)
-	if err != nil || len(ps) != 2 || ps[0].Name != "a" || ps[0].Error == "" || ps[1].Engine != "claude" || ps[1].Model != "sonnet" {
+	ps, cut, err := project.Profiles(dir)
+	if err != nil || cut || len(ps) != 2 || ps[0].Name != "a" || ps[0].Error == "" || ps[1].Engine != "claude" || ps[1].Model != "sonnet" {
 		t.Fatalf("Profiles = %+v, %v", ps, err)
 	}
-	if ps, err := project.Profiles(filepath.Join(dir, "missing")); err != nil || ps != nil {
+	if ps, _, err := project.Profiles(filepath.Join(dir, "missing")); err != nil || ps != nil {
 		t.Fatalf("Profiles of a missing folder = %+v, %v", ps, err)
 	}
 	got := project.TeamProfiles([]byte("[[agent]]\nname = \"x\"\nprofile = \"b\"\n[[agent]]\nname = \"y\"\nengine = \"fake\"\n"))
