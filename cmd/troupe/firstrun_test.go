@@ -184,6 +184,11 @@ func TestInitErrorsNameTheFix(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(u.home, ".troupe")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a failed init wrote .troupe: %v", err)
 	}
+	odd := t.TempDir()
+	os.WriteFile(filepath.Join(odd, ".troupe"), []byte("x"), 0o644)
+	if _, errs, code := u.run(odd, "init"); code == 0 || !strings.Contains(errs, ".troupe is not a folder: move it away") {
+		t.Errorf("init where .troupe is a file: exit %d, %q", code, errs)
+	}
 	// --engine chooses, whatever is found.
 	proj := t.TempDir()
 	u.must(proj, "init", "--engine", "codex", "--engine", "fake")

@@ -302,8 +302,11 @@ func describeAgents(engines []troupe.Engine) string {
 
 // writeTeam writes the commented team file, refusing to replace one.
 func writeTeam(dir, file string, engines []troupe.Engine) error {
+	if fi, err := os.Stat(filepath.Dir(file)); err == nil && !fi.IsDir() {
+		return fmt.Errorf("init %s: %s is not a folder: move it away, then run troupe init again", dir, filepath.Dir(file))
+	}
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return fmt.Errorf("init %s: make .troupe: %w", dir, err)
+		return fmt.Errorf("init %s: make .troupe: %w: check the folder's permissions", dir, err)
 	}
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, fs.ErrExist) {
