@@ -107,6 +107,9 @@ func runInit(ctx context.Context, g *globals, path string, want []string) (initR
 	if err != nil {
 		return initResult{}, err
 	}
+	if fi, err := os.Stat(filepath.Dir(res.TeamFile)); err == nil && !fi.IsDir() {
+		return initResult{}, fmt.Errorf("init %s: %s is not a folder: move it away, then run troupe init again", path, filepath.Dir(res.TeamFile))
+	}
 	if _, err := os.Lstat(res.TeamFile); err == nil {
 		// Never overwritten: its agents are the person's.
 		engines = nil
@@ -302,9 +305,6 @@ func describeAgents(engines []troupe.Engine) string {
 
 // writeTeam writes the commented team file, refusing to replace one.
 func writeTeam(dir, file string, engines []troupe.Engine) error {
-	if fi, err := os.Stat(filepath.Dir(file)); err == nil && !fi.IsDir() {
-		return fmt.Errorf("init %s: %s is not a folder: move it away, then run troupe init again", dir, filepath.Dir(file))
-	}
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return fmt.Errorf("init %s: make .troupe: %w: check the folder's permissions", dir, err)
 	}
