@@ -27,7 +27,10 @@ XTERM          := $(XTERM_DIR)/node_modules/@xterm/headless/package.json
 # The tests find the pinned CLIs and the reference emulator here.
 TOOL_ENV       := TROUPE_CLAUDE_BIN=$(CLAUDE_BIN) TROUPE_CODEX_BIN=$(CODEX_BIN) TROUPE_OPENCODE_BIN=$(OPENCODE_BIN) TROUPE_XTERM_DIR=$(XTERM_DIR)
 
-.PHONY: build run worktree-demo attempt-demo runner-demo test bench fuzz clean tools web
+# Where make install puts troupe: $(PREFIX)/bin.
+PREFIX  ?= $(HOME)/.local
+
+.PHONY: build install run worktree-demo attempt-demo runner-demo test bench fuzz clean tools web
 
 # The web UI (web/, TypeScript + Preact) bundled by esbuild into
 # internal/web/dist, which the binary embeds. `npm ci` runs only when the
@@ -50,6 +53,14 @@ build: web
 	@echo "building $(BIN) (the first build downloads modules and takes a minute)..."
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/troupe
 	@echo "built $(BIN)"
+
+# troupe on PATH: the built binary into $(PREFIX)/bin (default ~/.local/bin),
+# and a word when that folder is not on PATH.
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/troupe
+	@echo "installed $(DESTDIR)$(PREFIX)/bin/troupe"
+	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) echo "$(PREFIX)/bin is not on your PATH: add it, e.g. echo 'export PATH=$(PREFIX)/bin:\$$PATH' >> ~/.profile, then open a new shell";; esac
 
 # Start the daemon in the foreground with the demo team registered.
 run: build

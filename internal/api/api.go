@@ -36,6 +36,12 @@ type Status struct {
 	LastEvent uint64    `json:"last_event"`
 }
 
+// ShutdownResponse is POST /api/shutdown's answer: the daemon's pid,
+// which exits once its agents' sessions are stopped.
+type ShutdownResponse struct {
+	PID int `json:"pid"`
+}
+
 // Project is a registered project as the API shows it.
 type Project struct {
 	ID      troupe.ProjectID `json:"id"`

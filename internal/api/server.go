@@ -110,6 +110,9 @@ type Options struct {
 	SessionFile string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Shutdown asks the daemon to stop cleanly (POST /api/shutdown, troupe
+	// stop); it must not block. nil: the route answers 501.
+	Shutdown func()
 	// PublicName is the host name browsers on other machines use to reach
 	// a daemon listening beyond loopback (--public-name); Host and Origin
 	// checks accept it besides the loopback names. Empty: loopback only.
@@ -149,6 +152,7 @@ func New(o Options) *Server {
 	s := &Server{o: o, log: o.Logger, started: o.Now().UTC(), mux: http.NewServeMux(),
 		logins: newLogins(o.SessionIdle, o.Now, o.SessionFile, o.Token, o.Logger)}
 	s.mux.HandleFunc("GET /api/status", s.status)
+	s.mux.HandleFunc("POST /api/shutdown", s.shutdown)
 	s.mux.HandleFunc("GET /api/projects", s.listProjects)
 	s.mux.HandleFunc("POST /api/projects", s.addProject)
 	s.mux.HandleFunc("POST /api/projects/preview", s.previewProject)
@@ -198,6 +202,18 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, Status{Running: true, Version: s.o.Version, PID: os.Getpid(), Addr: s.currentAddr(),
 		StateDir: s.o.StateDir, StartedAt: s.started, Projects: len(ps), Agents: n, LastEvent: s.o.Hub.Last()})
+}
+
+// shutdown asks the daemon to stop: it answers at once with the pid that
+// is stopping, which the caller waits for.
+func (s *Server) shutdown(w http.ResponseWriter, r *http.Request) {
+	if s.o.Shutdown == nil {
+		writeError(w, http.StatusNotImplemented, "unsupported", "this daemon cannot be stopped through its API: stop it with Ctrl-C or kill "+strconv.Itoa(os.Getpid()))
+		return
+	}
+	s.log.Info("shutdown asked through the API")
+	writeJSON(w, http.StatusAccepted, ShutdownResponse{PID: os.Getpid()})
+	s.o.Shutdown()
 }
 
 func toProject(p project.Info) Project {

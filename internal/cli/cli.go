@@ -254,6 +254,7 @@ func newRoot(stdout, stderr io.Writer, outTTY, errTTY bool) (*cobra.Command, *gl
 	root.AddCommand(permissionsCmd(g), allowCmd(g), denyCmd(g))
 	root.AddCommand(diffCmd(g), mergeCmd(g), worktreeCmd(g), checkpointsCmd(g), rewindCmd(g))
 	root.AddCommand(teamCmd(g), runnerCmd(g), memoryCmd(g))
+	root.AddCommand(initCmd(g), profilesCmd(g), stopCmd(g), serviceCmd(g))
 	root.AddCommand(sessionsCmd(g), resumeCmd(g), forkCmd(g), observeCmd(g))
 	root.PersistentFlags().StringVar(&g.stateDir, "state-dir", "", "daemon state directory (default $XDG_STATE_HOME/troupe or ~/.local/state/troupe)")
 	root.PersistentFlags().BoolVar(&g.raw, "raw", false, "print what agents, tasks and project files wrote as it is, control characters included (on a terminal they are shown as \\xNN by default)")

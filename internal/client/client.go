@@ -203,6 +203,14 @@ func (c *Client) Status(ctx context.Context) (api.Status, error) {
 	return s, err
 }
 
+// Shutdown asks the daemon to stop cleanly; it returns the pid that is
+// stopping, at once (the caller waits for it).
+func (c *Client) Shutdown(ctx context.Context) (api.ShutdownResponse, error) {
+	var r api.ShutdownResponse
+	err := c.do(ctx, "POST", "/api/shutdown", nil, &r)
+	return r, err
+}
+
 // Projects lists registered projects.
 func (c *Client) Projects(ctx context.Context) ([]api.Project, error) {
 	var ps []api.Project

@@ -261,7 +261,17 @@ func Run(ctx context.Context, cfg Config) error {
 	// The notes' index follows the memory folders through the registry's
 	// file watcher (one watcher for the team and memory folders).
 	notes := memory.New(memory.Options{Index: db.MemoryIndex(), Logger: log})
-	reg, err := project.Open(ctx, project.Options{Store: db.Projects(), Logger: log, Check: checkAgent(engines), Memory: notes})
+	// The person's agent profiles: the registry watches their folder,
+	// made here if missing so that the watch holds from the start.
+	profiles, err := project.ProfileDir(os.Getenv)
+	if err == nil {
+		if err := os.MkdirAll(profiles, 0o700); err != nil {
+			log.Warn("make the profiles folder: a profile made later is seen at the next restart or team file change", "path", profiles, "err", err)
+		}
+	} else {
+		log.Warn("no profiles folder: agents with profile = \"NAME\" do not load", "err", err)
+	}
+	reg, err := project.Open(ctx, project.Options{Store: db.Projects(), Logger: log, Check: checkAgent(engines), Memory: notes, Profiles: profiles})
 	if err != nil {
 		return err
 	}
@@ -375,7 +385,10 @@ func Run(ctx context.Context, cfg Config) error {
 	mcpHandler := mcp.Handler(mcp.Options{Tokens: tokens, Tools: rt, Version: cfg.Version, Logger: log})
 	removed := &removal{ctx: ctx, log: log, reg: reg, hub: hub, rt: rt, notes: notes, tasks: tasks, trees: trees, cgroups: cgroups, cps: cps, pruneNow: pruneNow}
 
-	srv := api.New(api.Options{Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Checks: checks, Attempts: attempts, Journal: db.Journal(), Token: token, Logger: log,
+	// troupe stop: the API asks, the loop below stops as on a signal.
+	stopAsked := make(chan struct{})
+	var stopOnce sync.Once
+	srv := api.New(api.Options{Shutdown: func() { stopOnce.Do(func() { close(stopAsked) }) }, Caps: cgroups.Report(), Registry: reg, Hub: hub, Runtime: rt, Tasks: tasks, Checks: checks, Attempts: attempts, Journal: db.Journal(), Token: token, Logger: log,
 		MCP:       mcpHandler,
 		Worktrees: trees, Checkpoints: cps, Memory: notes, Claude: claude, RemoveProject: removed.Remove,
 		Version: cfg.Version, StateDir: cfg.StateDir, Web: web.Handler(), SessionIdle: cfg.SessionIdle,
@@ -457,6 +470,8 @@ func Run(ctx context.Context, cfg Config) error {
 	var runErr error
 	select {
 	case <-ctx.Done():
+	case <-stopAsked:
+		log.Info("stop asked (troupe stop)")
 	case err := <-serveErr:
 		runErr = fmt.Errorf("serve api: %w", err)
 	case err := <-gone:

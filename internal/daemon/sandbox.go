@@ -56,6 +56,15 @@ func policies(stateDir string, others func(dir string) []string, cgroups *cgroup
 		}
 		in.Home, _ = os.UserHomeDir()
 		in.Others = others(dir)
+		// The person's agent profiles: read-only to every agent. Made if
+		// missing: a sandbox leaves a missing path as its parent says,
+		// writable in a workspace that holds it (a project at HOME).
+		if d, err := project.ProfileDir(os.Getenv); err == nil {
+			if err := os.MkdirAll(d, 0o700); err != nil {
+				return sandbox.Policy{}, fmt.Errorf("make the profiles folder: %w", err)
+			}
+			in.PersonConfig = []string{filepath.Dir(d)}
+		}
 		env := func(v string) string {
 			if x, ok := spec.Env[v]; ok {
 				return x

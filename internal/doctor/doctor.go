@@ -53,6 +53,10 @@ type Options struct {
 	OpenAI []Endpoint
 	// HTTPClient probes the model servers; default one of its own.
 	HTTPClient *http.Client
+	// ToolsDir is where `make tools` installs the tested CLIs, each
+	// looked for there when it is not on PATH; default
+	// $HOME/.cache/troupe-tools (the Makefile's TOOLS).
+	ToolsDir string
 }
 
 // Endpoint is an openai agent's model server.
@@ -100,6 +104,7 @@ type Check struct {
 type engine struct {
 	name    string
 	cli     string // default command on PATH; "" for none
+	tools   string // where `make tools` puts it, in ToolsDir (the Makefile's *_BIN)
 	tested  string // version troupe is tested with; "" for untested
 	install string // the one-line install fix
 	login   func(o Options, c *Check)
@@ -109,11 +114,11 @@ type engine struct {
 // facts are in docs/engines/claude-code.md and docs/engines/codex-opencode.md
 // ("Install and versions", "Environment", "Config files").
 var engines = []engine{
-	{name: "claude", cli: "claude", tested: "2.1.328",
+	{name: "claude", cli: "claude", tested: "2.1.328", tools: "claude-code-2.1.328/node_modules/.bin/claude",
 		install: "install with: npm install -g @anthropic-ai/claude-code@2.1.328", login: claudeLogin},
-	{name: "codex", cli: "codex", tested: "0.171.0",
+	{name: "codex", cli: "codex", tested: "0.171.0", tools: "codex-0.171.0/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
 		install: "install with: npm install -g @openai/codex@0.171.0", login: codexLogin},
-	{name: "opencode", cli: "opencode", tested: "1.18.33",
+	{name: "opencode", cli: "opencode", tested: "1.18.33", tools: "opencode-1.18.33/node_modules/opencode-linux-x64/bin/opencode",
 		install: "install with: npm install -g opencode-ai@1.18.33", login: opencodeLogin},
 	{name: "openai", login: openaiServers},
 	{name: "fake", login: func(_ Options, c *Check) {
@@ -202,6 +207,9 @@ func Run(ctx context.Context, o Options) []Check {
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
 	}
+	if o.ToolsDir == "" && home(o) != "" {
+		o.ToolsDir = filepath.Join(home(o), ".cache", "troupe-tools")
+	}
 	out := make([]Check, 0, len(engines))
 	for _, e := range engines {
 		out = append(out, check(ctx, o, e))
@@ -269,7 +277,16 @@ func check(ctx context.Context, o Options, e engine) Check {
 	if e.cli != "" {
 		cliOK = false
 		path, _ := o.Getenv("PATH")
-		switch p, err := lookPath(e.cli, path); {
+		p, err := lookPath(e.cli, path)
+		switch tool := toolPath(o, e); {
+		case err != nil && tool != "":
+			// Installed by make tools, off PATH: the daemon would not
+			// find it. Its version is still told.
+			c.Path = tool
+			c.Version, _ = version(ctx, o, tool)
+			c.VersionTested = c.Version == e.tested
+			c.Problems = append(c.Problems, fmt.Sprintf("%s is not on PATH, but make tools installed it at %s", e.cli, tool))
+			c.Fixes = append(c.Fixes, fmt.Sprintf("put it on PATH: export PATH=%s:$PATH (in ~/.profile too; for troupe service, run troupe service install again from that shell)", filepath.Dir(tool)))
 		case err != nil:
 			c.Problems = append(c.Problems, fmt.Sprintf("%s not found on PATH", e.cli))
 			c.Fixes = append(c.Fixes, e.install)
@@ -294,6 +311,18 @@ func check(ctx context.Context, o Options, e engine) Check {
 	e.login(o, &c)
 	c.OK = cliOK && c.LoginOK
 	return c
+}
+
+// toolPath is where make tools installed e's CLI, when it did; "" when not.
+func toolPath(o Options, e engine) string {
+	if e.tools == "" || o.ToolsDir == "" {
+		return ""
+	}
+	p := filepath.Join(o.ToolsDir, filepath.FromSlash(e.tools))
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		return p
+	}
+	return ""
 }
 
 // lookPath finds an executable regular file named name in the directories

@@ -249,3 +249,60 @@ func TestSandboxReport(t *testing.T) {
 		t.Errorf("no mechanism: %+v, want not ready with the fix", c)
 	}
 }
+
+// TestDoctorFindsMakeTools: a CLI off PATH that make tools installed is
+// found in the tools folder (not ready: the daemon looks on PATH) with
+// the fix that puts it on PATH.
+func TestDoctorFindsMakeTools(t *testing.T) {
+	home := t.TempDir()
+	tools := filepath.Join(home, ".cache", "troupe-tools")
+	var claude string
+	for _, e := range engines {
+		if e.name == "claude" {
+			claude = filepath.Join(tools, e.tools)
+		}
+	}
+	os.MkdirAll(filepath.Dir(claude), 0o755)
+	fakeCLI(t, filepath.Dir(claude), "claude", `echo "2.1.328 (Claude Code)"`)
+	m := byEngine(Run(t.Context(), Options{Getenv: envOf(map[string]string{"PATH": t.TempDir(), "HOME": home, "ANTHROPIC_API_KEY": "k"})}))
+	c := m["claude"]
+	if c.OK || c.Path != claude || c.Version != "2.1.328" || !strings.Contains(strings.Join(c.Problems, "|"), "not on PATH, but make tools installed it at "+claude) ||
+		!strings.Contains(strings.Join(c.Fixes, "|"), "export PATH="+filepath.Dir(claude)+":$PATH") {
+		t.Errorf("claude = %+v", c)
+	}
+	if c := m["codex"]; c.Path != "" || !strings.Contains(strings.Join(c.Problems, "|"), "not found on PATH") {
+		t.Errorf("codex (not installed anywhere) = %+v", c)
+	}
+}
+
+// TestToolsPathsAreTheMakefiles: where doctor looks for each CLI in the
+// tools folder is where the Makefile's tools target installs it.
+func TestToolsPathsAreTheMakefiles(t *testing.T) {
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, l := range strings.Split(string(mk), "\n") {
+		if k, v, ok := strings.Cut(l, ":="); ok && !strings.ContainsAny(k, "\t#") {
+			vars[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	expand := func(s string) string {
+		for range 5 {
+			for k, v := range vars {
+				s = strings.ReplaceAll(s, "$("+k+")", v)
+			}
+		}
+		return s
+	}
+	for _, e := range engines {
+		if e.tools == "" {
+			continue
+		}
+		bin := expand(vars[strings.ToUpper(e.name)+"_BIN"])
+		if want := "$(TOOLS)/" + e.tools; bin != want {
+			t.Errorf("%s: the Makefile installs it at %s; doctor looks at %s", e.name, bin, want)
+		}
+	}
+}

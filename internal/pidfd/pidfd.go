@@ -9,7 +9,8 @@
 // that one Wait at a time may run; Close ends a Wait in progress.
 //
 // Who may import: the packages that own child processes (internal/proc,
-// internal/task) and tests. It depends on nothing of troupe.
+// internal/task), internal/cli (troupe stop waits for the daemon to exit)
+// and tests. It depends on nothing of troupe.
 package pidfd
 
 import (

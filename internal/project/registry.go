@@ -49,6 +49,10 @@ type Options struct {
 	// Memory, if set, is told of the memory-note folders Run watches and of
 	// every change in them (see MemoryWatcher).
 	Memory MemoryWatcher
+	// Profiles is the folder of the person's agent profiles (ProfileDir);
+	// "": ProfileDir of this process's environment. Run watches it: a
+	// profile's change reloads the teams that use it.
+	Profiles string
 }
 
 // MemoryDir is the folder of a project's memory notes (memory.Dir), whose
@@ -85,6 +89,11 @@ type entry struct {
 	heldChks []HeldCheck // the checks file adds or widens beyond the team in force
 	rejected string      // digest of the file content the person rejected
 	loaded   bool        // its team file was read once (Open or Add)
+	// profiles are the profiles the team file names; resolved is the
+	// team file followed by their contents, whose digest names what the
+	// person approves or rejects (Pending.Digest).
+	profiles []string
+	resolved []byte
 }
 
 // Registry is the set of registered projects and their teams.
@@ -94,6 +103,7 @@ type Registry struct {
 	check    func(troupe.AgentSpec) error
 	debounce time.Duration
 	memory   MemoryWatcher // nil: memory folders are not watched
+	profDir  string        // the person's profiles folder; "": none
 
 	// mu guards the fields below.
 	mu       sync.Mutex
@@ -118,7 +128,10 @@ func Open(ctx context.Context, o Options) (*Registry, error) {
 	if o.Debounce <= 0 {
 		o.Debounce = 50 * time.Millisecond
 	}
-	r := &Registry{store: o.Store, log: o.Logger,
+	if o.Profiles == "" {
+		o.Profiles = defaultProfileDir()
+	}
+	r := &Registry{store: o.Store, log: o.Logger, profDir: o.Profiles,
 		check: o.Check, debounce: o.Debounce, memory: o.Memory, projects: map[troupe.ProjectID]*entry{},
 		memWatched: map[troupe.ProjectID]string{}}
 	ps, err := o.Store.Projects(ctx)
@@ -207,6 +220,7 @@ func (r *Registry) Run(ctx context.Context) error {
 	for id, root := range roots {
 		r.watch(id, root)
 	}
+	r.watchProfiles()
 	for _, id := range ids {
 		r.reload(ctx, id, false, false)
 	}
@@ -235,6 +249,11 @@ func (r *Registry) Run(ctx context.Context) error {
 					}
 				}
 				pending[id] = true
+				timer.Reset(r.debounce)
+			} else if ids, _ := r.profileEvent(ev); len(ids) > 0 {
+				for _, id := range ids {
+					pending[id] = true
+				}
 				timer.Reset(r.debounce)
 			}
 		case err, ok := <-w.Errors:
@@ -428,6 +447,17 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial, appro
 	// No registry lock held from here to the next: the files are read,
 	// and a slow one holds up this project alone.
 	src, _, readErr := projfile.Team.ReadIn(dir, TeamFile)
+	// The profiles the file names, and their contents after the file's:
+	// what the person approves is the two together.
+	var profiles []string
+	var resolved []byte
+	used := func(name string, psrc []byte) {
+		if slices.Contains(profiles, name) {
+			return // named by several agents: counted once
+		}
+		profiles = append(profiles, name)
+		resolved = fmt.Appendf(resolved, "\x00profile %s\x00%s", name, psrc)
+	}
 	var team *Team
 	var loadErr error
 	switch {
@@ -436,7 +466,8 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial, appro
 	case readErr != nil:
 		loadErr = readErr
 	default:
-		team, loadErr = r.parseTeam(dir, src)
+		resolved = append(resolved, src...)
+		team, loadErr = r.parseTeam(dir, src, used)
 	}
 
 	r.mu.Lock()
@@ -446,6 +477,7 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial, appro
 	}
 	change = troupe.TeamChange{Project: id}
 	e.loaded = true
+	e.profiles = profiles
 	oldTeam := e.info.Team
 	if loadErr != nil {
 		change.Error = loadErr.Error()
@@ -460,6 +492,7 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial, appro
 	}
 	hadErr := e.info.TeamError != ""
 	sameFile := bytes.Equal(e.source, src) && (e.source == nil) == (src == nil)
+	sameResolved := sameFile && bytes.Equal(e.resolved, resolved)
 	wasHeld := len(e.held)+len(e.heldChks) > 0
 	next, held, heldChks := team, []HeldAgent(nil), []HeldCheck(nil)
 	if approve {
@@ -472,9 +505,10 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial, appro
 	}
 	e.info.TeamError = ""
 	e.info.Team, e.source, e.file, e.held, e.heldChks = next, src, team, held, heldChks
+	e.resolved = resolved
 	want := Approval{Rejected: e.rejected}
-	d := digest(src)
-	heldNow := len(held)+len(heldChks) > 0 && e.rejected != d && (!sameFile || !wasHeld)
+	d := digest(resolved)
+	heldNow := len(held)+len(heldChks) > 0 && e.rejected != d && (!sameResolved || !wasHeld)
 	r.mu.Unlock()
 
 	r.saveApproval(ctx, e, next, want)
@@ -499,11 +533,12 @@ func (r *Registry) load(ctx context.Context, id troupe.ProjectID, initial, appro
 	return change, initial || !change.Empty() || hadErr
 }
 
-// parseTeam parses src, the team file of the project in folder dir, and
-// checks each agent as the registry does (its engine, prompt file and
-// workspace).
-func (r *Registry) parseTeam(dir string, src []byte) (*Team, error) {
-	return ParseTeamChecked(filepath.Join(dir, TeamFile), src, func(a troupe.AgentSpec) error {
+// parseTeam parses src, the team file of the project in folder dir, its
+// agents' profiles merged (used is told each profile read, with its
+// contents), and checks each agent as the registry does (its engine,
+// prompt file and workspace).
+func (r *Registry) parseTeam(dir string, src []byte, used func(name string, src []byte)) (*Team, error) {
+	return ParseTeamWith(filepath.Join(dir, TeamFile), src, TeamOptions{Profiles: r.profDir, Used: used, Check: func(a troupe.AgentSpec) error {
 		if r.check != nil {
 			if err := r.check(a); err != nil {
 				return err
@@ -513,7 +548,7 @@ func (r *Registry) parseTeam(dir string, src []byte) (*Team, error) {
 			return err
 		}
 		return checkWorkspace(dir, a)
-	})
+	}})
 }
 
 // saveApproval records team as project e's approved team, with a (whose
@@ -546,7 +581,7 @@ func (r *Registry) Pending(id troupe.ProjectID) (Pending, bool) {
 	if !ok || len(e.held)+len(e.heldChks) == 0 {
 		return Pending{}, false
 	}
-	d := digest(e.source)
+	d := digest(e.resolved)
 	return Pending{Project: id, Digest: d, Agents: slices.Clone(e.held), Checks: slices.Clone(e.heldChks), Rejected: e.rejected == d}, true
 }
 
@@ -623,7 +658,7 @@ func (r *Registry) decide(id troupe.ProjectID, d string) (*entry, error) {
 	}
 	e.op.Lock()
 	r.mu.Lock()
-	held, cur := len(e.held)+len(e.heldChks) > 0, digest(e.source)
+	held, cur := len(e.held)+len(e.heldChks) > 0, digest(e.resolved)
 	r.mu.Unlock()
 	switch {
 	case !held:
@@ -712,10 +747,20 @@ func (r *Registry) Preview(path string) (Preview, error) {
 		out.TeamError = err.Error()
 		return out, nil
 	}
-	out.Digest = digest(src)
-	if out.Team, err = r.parseTeam(canon, src); err != nil {
+	// The digest covers the profiles the file names, as Pending's does:
+	// a profile changed between the preview and the add is not approved.
+	resolved := slices.Clone(src)
+	var seen []string
+	used := func(name string, psrc []byte) {
+		if !slices.Contains(seen, name) {
+			seen = append(seen, name)
+			resolved = fmt.Appendf(resolved, "\x00profile %s\x00%s", name, psrc)
+		}
+	}
+	if out.Team, err = r.parseTeam(canon, src, used); err != nil {
 		out.Team, out.TeamError = nil, err.Error()
 	}
+	out.Digest = digest(resolved)
 	return out, nil
 }
 
@@ -1030,7 +1075,7 @@ func (r *Registry) WriteTeamFile(ctx context.Context, id troupe.ProjectID, src [
 		return Info{}, fmt.Errorf("write team file of %s: %w: %w", id, &troupe.FieldError{File: TeamFile,
 			Msg: fmt.Sprintf("%d bytes, more than the limit of %d: make it smaller", len(src), projfile.Team.Max)}, troupe.ErrInvalid)
 	}
-	if _, err := r.parseTeam(info.Path, src); err != nil {
+	if _, err := r.parseTeam(info.Path, src, nil); err != nil {
 		if !errors.Is(err, troupe.ErrInvalid) {
 			err = fmt.Errorf("%w: %w", err, troupe.ErrInvalid)
 		}
@@ -1058,4 +1103,68 @@ func (r *Registry) WriteTeamFile(ctx context.Context, id troupe.ProjectID, src [
 	r.reload(ctx, id, false, false)
 	info, _ = r.Get(id)
 	return info, nil
+}
+
+// profileFolders are the folders Run watches to follow the profiles: the
+// profiles folder and the two above it (so that it is seen created), at
+// most three watches whatever the number of profiles.
+func (r *Registry) profileFolders() []string {
+	if r.profDir == "" {
+		return nil
+	}
+	troupeDir := filepath.Dir(r.profDir)
+	return []string{filepath.Dir(troupeDir), troupeDir, r.profDir}
+}
+
+// watchProfiles adds watches on the profile folders that exist, if Run is
+// watching. Missing folders are not an error.
+func (r *Registry) watchProfiles() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watcher == nil {
+		return
+	}
+	for _, dir := range r.profileFolders() {
+		if err := r.watcher.Add(dir); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			r.log.Warn("watch profiles folder: a profile's change is seen when its team file changes or the daemon restarts", "path", dir, "err", err)
+		}
+	}
+}
+
+// profileEvent handles an event of the profile folders and reports
+// whether it was one, with the projects to reload: those whose team names
+// the profile changed, or every one naming a profile when the folder
+// itself appeared or went.
+func (r *Registry) profileEvent(ev fsnotify.Event) ([]troupe.ProjectID, bool) {
+	folders := r.profileFolders()
+	if len(folders) == 0 {
+		return nil, false
+	}
+	parent := filepath.Dir(ev.Name)
+	name := ""
+	switch {
+	case parent == r.profDir:
+		n, ok := strings.CutSuffix(filepath.Base(ev.Name), ".toml")
+		if !ok {
+			return nil, true // an editor's temporary file
+		}
+		name = n
+	case ev.Name == folders[1] || ev.Name == folders[2]:
+		if ev.Has(fsnotify.Create) {
+			r.watchProfiles()
+		}
+	case parent == folders[0] || parent == folders[1]:
+		return nil, true // another entry of the config folder
+	default:
+		return nil, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []troupe.ProjectID
+	for id, e := range r.projects {
+		if name == "" && len(e.profiles) > 0 || name != "" && slices.Contains(e.profiles, name) {
+			ids = append(ids, id)
+		}
+	}
+	return ids, true
 }

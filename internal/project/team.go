@@ -27,7 +27,7 @@ var (
 var agentKeys = []string{
 	"name", "engine", "model", "mode", "turn_timeout", "idle_timeout", "tool_timeout",
 	"prompt", "prompt_file", "allowed_tools", "permission_mode", "env",
-	"command", "args", "workspace", "base", "sandbox", "runner", "runner_labels",
+	"command", "args", "workspace", "base", "sandbox", "runner", "runner_labels", "profile",
 }
 
 const nameRule = "use 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit"
@@ -52,14 +52,45 @@ func ParseTeam(file string, data []byte) (*Team, error) {
 // that key's, or the engine table's, or the agent header's. Any other error
 // is reported at the agent's engine key.
 func ParseTeamChecked(file string, data []byte, check func(troupe.AgentSpec) error) (*Team, error) {
+	return ParseTeamWith(file, data, TeamOptions{Check: check})
+}
+
+// TeamOptions are ParseTeamWith's; the zero value is ParseTeam's.
+type TeamOptions struct {
+	// Check is ParseTeamChecked's check; nil: none.
+	Check func(troupe.AgentSpec) error
+	// Profiles is the folder of the person's agent profiles (ProfileDir);
+	// "": ProfileDir of this process's environment.
+	Profiles string
+	// Used, if set, is told of each profile the team names, with its
+	// source (nil when it could not be read), also when the team does
+	// not load.
+	Used func(name string, src []byte)
+}
+
+// ParseTeamWith parses and validates a team file as ParseTeamChecked
+// does, its agents' profiles (profile = "NAME") read from o.Profiles and
+// merged in: the team returned is the resolved one. An error in a
+// profile's key names the agent, the profile and the key, at the profile's
+// file and line; a profile that is missing or does not decode is an error
+// at the agent's profile key.
+func ParseTeamWith(file string, data []byte, o TeamOptions) (*Team, error) {
 	src := string(data)
 	var raw map[string]any
 	md, err := toml.Decode(src, &raw)
 	if err != nil {
 		return nil, syntaxError(file, src, err)
 	}
-	p := &teamParser{file: file, raw: raw, keys: md.Keys(), lines: keyLines(src, md.Keys())}
+	if o.Profiles == "" {
+		o.Profiles = defaultProfileDir()
+	}
+	p := &teamParser{file: file, raw: raw, keys: md.Keys(), lines: keyLines(src, md.Keys()), profiles: o.Profiles, used: o.Used}
+	if agents, ok := raw["agent"].([]map[string]any); ok {
+		p.agents = agents
+		p.expandProfiles()
+	}
 	team, err := p.parse()
+	check := o.Check
 	if err != nil || check == nil {
 		return team, err
 	}
@@ -79,25 +110,30 @@ func (p *teamParser) checkError(n int, err error) error {
 	if fe, ok := errors.AsType[*troupe.FieldError](err); ok && fe.Field != "" {
 		field, msg = fe.Field, fe.Msg
 	}
-	return &troupe.FieldError{File: p.file, Line: p.agentKeyLine(n, field),
-		Field: fmt.Sprintf("agent %q: %s", a.Name, field), Msg: msg}
+	at := p.agentKeyAt(n, field)
+	file, label := p.file, fmt.Sprintf("agent %q: %s", a.Name, field)
+	if at.origin.profile != "" {
+		file, label = at.origin.file, fmt.Sprintf("agent %q: profile %q: %s", a.Name, at.origin.profile, field)
+	}
+	return &troupe.FieldError{File: file, Line: at.line, Field: label, Msg: msg}
 }
 
-// agentKeyLine returns the line of the key path below agent n's [[agent]]
-// table, like "fake.respond": the line of the key itself, or of the
-// nearest enclosing table written in the file, or of the engine's table,
-// or of the agent's header. It is 0 when the lines are unknown.
-func (p *teamParser) agentKeyLine(n int, path string) int {
+// agentKeyAt returns where the key path below agent n's [[agent]] table
+// is, like "fake.respond": the key itself, or the nearest enclosing table
+// written, or the engine's table, or the agent's header. Its line is 0
+// when the lines are unknown.
+// The key may come from the agent's profile (agentKey.origin).
+func (p *teamParser) agentKeyAt(n int, path string) agentKey {
 	a := p.team.Agents[n]
 	want := splitKey(path)
 	for _, prefix := range append(prefixes(want), toml.Key{string(a.Engine)}) {
 		for _, k := range p.agentKeys[n] {
 			if k.line > 0 && len(k.rel) >= len(prefix) && slices.Equal(k.rel[:len(prefix)], prefix) {
-				return k.line
+				return k
 			}
 		}
 	}
-	return a.Line
+	return agentKey{line: a.Line}
 }
 
 // prefixes returns k, then k without its last part, and so on.
@@ -131,8 +167,9 @@ func syntaxError(file, src string, err error) error {
 // agentKey is a key of an [[agent]] table: its path below the table, and
 // its line (0 when unknown).
 type agentKey struct {
-	rel  toml.Key
-	line int
+	rel    toml.Key
+	line   int
+	origin origin // the team file's, or the agent's profile's
 }
 
 // teamParser validates a decoded team file, walking its keys in file order so
@@ -151,6 +188,16 @@ type teamParser struct {
 	// The checks read so far ([checks]), and the keys of each.
 	checkSeen map[troupe.CheckName]map[string]bool
 
+	// profiles is the folder of the person's profiles; used is told of
+	// each one read. origins holds where each key comes from (the team
+	// file, or a profile: expandProfiles), parallel to keys; at is the key
+	// being read. profileErr is why agent n's profile did not load.
+	profiles   string
+	used       func(name string, src []byte)
+	origins    []origin
+	at         int
+	profileErr map[int]error
+
 	// The agent being read.
 	cur   *troupe.AgentSpec
 	label string              // `agent "lead"` or `agent #2`
@@ -162,6 +209,7 @@ func (p *teamParser) parse() (*Team, error) {
 	p.agents = agents
 	p.named = make(map[string]int)
 	for i, k := range p.keys {
+		p.at = i
 		if k[0] == "checks" {
 			if err := p.checkKey(i, k[1:]); err != nil {
 				return nil, err
@@ -185,7 +233,7 @@ func (p *teamParser) parse() (*Team, error) {
 			continue
 		}
 		n := len(p.agentKeys) - 1
-		p.agentKeys[n] = append(p.agentKeys[n], agentKey{rel: k[1:], line: p.line(i)})
+		p.agentKeys[n] = append(p.agentKeys[n], agentKey{rel: k[1:], line: p.line(i), origin: p.origin(i)})
 		if err := p.agentKey(i, k[1:]); err != nil {
 			return nil, err
 		}
@@ -226,6 +274,9 @@ func (p *teamParser) startAgent(i int) error {
 	if s, ok := m["name"].(string); ok && namePattern.MatchString(s) {
 		p.label = fmt.Sprintf("agent %q", s)
 	}
+	if err := p.profileErr[n]; err != nil {
+		return p.profileError(i, err)
+	}
 	if _, ok := m["name"]; !ok {
 		return p.errorf(i, p.field("name"), `missing: every agent needs one, like name = "lead"`)
 	}
@@ -233,6 +284,24 @@ func (p *teamParser) startAgent(i int) error {
 		return p.errorf(i, p.field("engine"), "missing: set it to one of "+engineList())
 	}
 	return nil
+}
+
+// profileError reports that the profile of the agent whose header is key
+// i did not load, at its profile key: `agent "x": profile "y": why`, why
+// naming the profile's path (and line, for an error in it).
+func (p *teamParser) profileError(i int, err error) error {
+	name, _ := p.agents[len(p.team.Agents)]["profile"].(string)
+	at := i
+	for j := i + 1; j < len(p.keys) && !(len(p.keys[j]) == 1); j++ {
+		if len(p.keys[j]) == 2 && p.keys[j][0] == "agent" && p.keys[j][1] == "profile" {
+			at = j
+			break
+		}
+	}
+	if fe, ok := err.(*troupe.FieldError); ok && fe.File == "" {
+		return p.errorf(at, p.field(fe.Field), fe.Msg) // the value itself is wrong
+	}
+	return p.errorf(at, p.field(fmt.Sprintf("profile %q", name)), err.Error())
 }
 
 func (p *teamParser) finishAgent() {
@@ -409,6 +478,8 @@ func (p *teamParser) agentKey(i int, rel toml.Key) error {
 		return p.setEnv(i, v)
 	case "sandbox":
 		return p.sandbox(i, field, v)
+	case "profile":
+		// Read by expandProfiles; its errors are startAgent's.
 	default:
 		e := troupe.Engine(name)
 		if !slices.Contains(troupe.Engines, e) {
@@ -574,12 +645,30 @@ func (p *teamParser) str(i int, field string, v any, example string) (string, er
 	return s, nil
 }
 
-// field names key of the current agent.
-func (p *teamParser) field(key string) string { return p.label + ": " + key }
+// field names key of the current agent; a key its profile brought is
+// named with the profile.
+func (p *teamParser) field(key string) string {
+	if o := p.origin(p.at); o.profile != "" {
+		return fmt.Sprintf("%s: profile %q: %s", p.label, o.profile, key)
+	}
+	return p.label + ": " + key
+}
 
-// errorf returns a FieldError at key i.
+// origin is where key i comes from.
+func (p *teamParser) origin(i int) origin {
+	if i < len(p.origins) {
+		return p.origins[i]
+	}
+	return origin{}
+}
+
+// errorf returns a FieldError at key i, in the file it comes from.
 func (p *teamParser) errorf(i int, field, msg string) error {
-	return &troupe.FieldError{File: p.file, Line: p.line(i), Field: field, Msg: msg}
+	file := p.file
+	if o := p.origin(i); o.file != "" {
+		file = o.file
+	}
+	return &troupe.FieldError{File: file, Line: p.line(i), Field: field, Msg: msg}
 }
 
 // line returns the line of key i, or 0 when unknown.

@@ -321,15 +321,15 @@ var badTeams = []struct {
 
 	// Unknown keys and engine tables.
 	{"unknown key", leadHead + "temperature = 0.2\n",
-		`.troupe/team.toml:4: agent "lead": temperature: unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, tool_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args, workspace, base, sandbox, runner, runner_labels and an [agent.<engine>] table of engine options`},
+		`.troupe/team.toml:4: agent "lead": temperature: unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, tool_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args, workspace, base, sandbox, runner, runner_labels, profile and an [agent.<engine>] table of engine options`},
 	{"key in the wrong case", leadHead + "Model = \"x\"\n",
 		`.troupe/team.toml:4: agent "lead": Model: unknown key: did you mean model?`},
 	{"key with a dash", leadHead + "turn-timeout = \"5m\"\n",
 		`.troupe/team.toml:4: agent "lead": turn-timeout: unknown key: did you mean turn_timeout?`},
 	{"quoted unknown key", leadHead + "\"allowed tools\" = []\n",
-		`.troupe/team.toml:4: agent "lead": "allowed tools": unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, tool_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args, workspace, base, sandbox, runner, runner_labels and an [agent.<engine>] table of engine options`},
+		`.troupe/team.toml:4: agent "lead": "allowed tools": unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, tool_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args, workspace, base, sandbox, runner, runner_labels, profile and an [agent.<engine>] table of engine options`},
 	{"unknown sub-table", leadHead + "\n[agent.settings]\nx = 1\n",
-		`.troupe/team.toml:5: agent "lead": settings: unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, tool_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args, workspace, base, sandbox, runner, runner_labels and an [agent.<engine>] table of engine options`},
+		`.troupe/team.toml:5: agent "lead": settings: unknown key: an agent may set name, engine, model, mode, turn_timeout, idle_timeout, tool_timeout, prompt, prompt_file, allowed_tools, permission_mode, env, command, args, workspace, base, sandbox, runner, runner_labels, profile and an [agent.<engine>] table of engine options`},
 	{"engine table in the wrong case", leadHead + "[agent.Fake]\nx = 1\n",
 		`.troupe/team.toml:4: agent "lead": Fake: unknown key: did you mean fake?`},
 	{"table for another engine", leadHead + "\n[agent.claude]\nmodel = \"opus\"\n",

@@ -146,6 +146,11 @@ type Inputs struct {
 	// CODEX_HOME/config.toml, XDG_CONFIG_HOME/opencode): read-only, as
 	// the defaults under HOME (EngineConfig).
 	EngineConfig []string
+	// PersonConfig are the person's own troupe configuration folders
+	// (the agent profiles' folder's parent, $XDG_CONFIG_HOME/troupe):
+	// read-only, even inside a writable workspace (a project at HOME), so
+	// that an agent cannot rewrite a profile its team uses.
+	PersonConfig []string
 	// Temp is the agent's private temporary folder (made by the caller).
 	Temp string
 	// Private is troupe's folder for the agent, out of its reach
@@ -282,6 +287,7 @@ func Build(in Inputs) Policy {
 		config = append(config, home(filepath.Join(".config/opencode", c))...)
 	}
 	readOnly := append(inWS(ToolConfig...), config...)
+	readOnly = append(readOnly, in.PersonConfig...)
 	if in.Messages != "" {
 		readOnly = append(readOnly, in.Messages)
 	}

@@ -186,6 +186,25 @@ func TestBuild(t *testing.T) {
 	}
 }
 
+// TestBuildPersonConfigReadOnly: troupe's configuration folder (the
+// agent profiles) is read-only, even for an agent whose workspace holds it
+// (a project at HOME) or whose team makes its parent writable.
+func TestBuildPersonConfigReadOnly(t *testing.T) {
+	f := newFixture(t)
+	in := f.inputs()
+	in.Workspace = f.home
+	in.Team = troupe.AgentSandbox{Writable: []string{"~/.config"}}
+	conf := filepath.Join(f.home, ".config", "troupe")
+	in.PersonConfig = []string{conf}
+	p := Build(in)
+	if !slices.Contains(p.ReadOnly, conf) || slices.Contains(p.Writable, conf) {
+		t.Fatalf("%s: read-only %v, writable %v; want read-only", conf, p.ReadOnly, p.Writable)
+	}
+	if r, w := p.Access(filepath.Join(conf, "profiles", "rev.toml")); !r || w {
+		t.Errorf("a profile: readable %v, writable %v; want read-only", r, w)
+	}
+}
+
 func TestBuildWorktree(t *testing.T) {
 	f := newFixture(t)
 	wt := filepath.Join(f.state, "worktrees", "p1", "dev")
