@@ -279,7 +279,12 @@ respond = "!say from b: {text}"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(rev, []byte(strings.Replace(profileRev, `"default"`, `"bypassPermissions"`, 1)), 0o644); err != nil {
+	// Saved as editors do (whole, then renamed): a plain write can be
+	// seen truncated by the watcher, a team error before the change.
+	if err := os.WriteFile(rev+".tmp", []byte(strings.Replace(profileRev, `"default"`, `"bypassPermissions"`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(rev+".tmp", rev); err != nil {
 		t.Fatal(err)
 	}
 	if c := waitReload(t, ctx, cl, p.ID, st.LastEvent); !slices.Equal(c.Held, []troupe.AgentID{"a", "b"}) {

@@ -21,8 +21,14 @@ func writeProfile(t *testing.T, dir, name, src string) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Written whole, then renamed into place, as editors save: a plain
+	// write is seen half-done by the watcher now and then (the file
+	// truncated, not yet written), which would test the debounce's luck.
 	path := project.ProfileFile(dir, name)
-	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+	if err := os.WriteFile(path+".tmp", []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -71,9 +71,12 @@ type Info struct {
 	Path   string         `json:"path"`
 	Branch string         `json:"branch"`
 	// Base is the ref the branch is counted from: the agent's base, or
-	// HEAD (the project's current commit); BaseCommit is what it names.
+	// HEAD (the project's current commit); BaseCommit is what it names;
+	// ForkPoint the commit the branch forked from it (what troupe diff is
+	// against).
 	Base       string `json:"base"`
 	BaseCommit string `json:"base_commit,omitempty"`
+	ForkPoint  string `json:"fork_point,omitempty"`
 	// Exists: the folder is there (an agent gets it at its first start).
 	Exists bool `json:"exists"`
 	// Orphan: the agent is no longer in the team; the worktree and its
@@ -82,8 +85,10 @@ type Info struct {
 	// Dirty: uncommitted changes in the worktree; Changed counts the paths.
 	Dirty   bool `json:"dirty"`
 	Changed int  `json:"changed"`
-	// Ahead counts the branch's commits not in Base.
-	Ahead int `json:"ahead"`
+	// Ahead counts the branch's commits not in Base; Behind Base's
+	// commits the branch does not have (the base moved since the fork).
+	Ahead  int `json:"ahead"`
+	Behind int `json:"behind"`
 	// Error says what could not be read, if anything.
 	Error string `json:"error,omitempty"`
 }
@@ -192,12 +197,17 @@ func (m *Manager) info(ctx context.Context, k troupe.RuntimeKey, spec troupe.Age
 		errs = append(errs, err.Error())
 	} else {
 		in.BaseCommit = base
-		if _, err := git(ctx, dir, nil, "rev-parse", "--verify", "--quiet", "refs/heads/"+in.Branch); err == nil {
-			out, err := git(ctx, dir, nil, "rev-list", "--count", base+"..refs/heads/"+in.Branch)
+		branch := "refs/heads/" + in.Branch
+		if _, err := git(ctx, dir, nil, "rev-parse", "--verify", "--quiet", branch); err == nil {
+			out, err := git(ctx, dir, nil, "rev-list", "--left-right", "--count", base+"..."+branch)
 			if err != nil {
 				errs = append(errs, err.Error())
-			} else {
-				in.Ahead, _ = strconv.Atoi(strings.TrimSpace(out))
+			} else if l, r, ok := strings.Cut(strings.TrimSpace(out), "\t"); ok {
+				in.Behind, _ = strconv.Atoi(l)
+				in.Ahead, _ = strconv.Atoi(r)
+			}
+			if fork, err := git(ctx, dir, nil, "merge-base", base, branch); err == nil {
+				in.ForkPoint = strings.TrimSpace(fork)
 			}
 		}
 	}

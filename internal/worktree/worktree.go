@@ -395,6 +395,9 @@ type DiffResult struct {
 	// MergeCommand is the troupe merge command that merges exactly this
 	// work: --expect Tree, each Config file named, --force when Cut.
 	MergeCommand string `json:"merge_command"`
+	// Outlook is where the branch stands against its base (the diff is
+	// against Outlook.ForkPoint) and what a merge of this work would do.
+	Outlook Outlook `json:"outlook"`
 }
 
 // Diff returns the agent's changes against its base, committed or not,
@@ -410,7 +413,12 @@ func (m *Manager) Diff(ctx context.Context, k troupe.RuntimeKey, spec troupe.Age
 	if err != nil {
 		return DiffResult{}, err
 	}
-	return m.diff(ctx, k, spec, dir, path, guard, stat)
+	res, err := m.diff(ctx, k, spec, dir, path, guard, stat)
+	if err != nil {
+		return res, err
+	}
+	res.Outlook = m.outlook(ctx, k, spec, dir, res.Outlook.ForkPoint, res.Tree)
+	return res, nil
 }
 
 // diffConfig is given to the git diffs Diff runs: no attribute, driver or
@@ -513,6 +521,7 @@ func (m *Manager) diff(ctx context.Context, k troupe.RuntimeKey, spec troupe.Age
 	}
 	res.Diff, res.Cut = out.String(), out.cut > 0
 	res.MergeCommand = mergeCommand(k.Agent, res.Tree, res.Config, res.Cut)
+	res.Outlook.ForkPoint = base
 	return res, nil
 }
 
