@@ -146,8 +146,8 @@ func TestCheckpointsRewindThroughTheCLI(t *testing.T) {
 		t.Fatalf("x has %d checkpoints after the helper's turn, want 4", len(cps))
 	}
 	out, _, _ = cli("agents")
-	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 3 || !strings.HasSuffix(lines[0], "CHECKPOINTS") ||
-		!strings.HasSuffix(lines[1], " on") || !strings.HasSuffix(lines[2], " on") {
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 3 || !strings.HasSuffix(lines[0], "CHECKPOINTS  WHY") ||
+		!strings.HasSuffix(lines[1], " on           -") || !strings.HasSuffix(lines[2], " on           -") {
 		t.Errorf("troupe agents in a git project: %s; want checkpoints on", out)
 	}
 

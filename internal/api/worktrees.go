@@ -46,6 +46,10 @@ type DiffResponse struct {
 	// MergeCommand is the troupe merge that merges exactly this work,
 	// its tool configuration named (and --force when cut).
 	MergeCommand string `json:"merge_command"`
+	// Outlook, for an agent's worktree diff: where its branch stands
+	// against its base (the diff is against its fork point) and what a
+	// merge of this work would do now. Absent for a checkpoint's diff.
+	Outlook *worktree.Outlook `json:"outlook,omitempty"`
 }
 
 // MergeRequest is what the person allows a merge (the body is optional).
@@ -146,7 +150,7 @@ func (s *Server) worktreeDiff(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, DiffResponse{Diff: d.Diff, Config: d.Config, Cut: d.Cut, Tree: d.Tree, MergeCommand: d.MergeCommand})
+	writeJSON(w, http.StatusOK, DiffResponse{Diff: d.Diff, Config: d.Config, Cut: d.Cut, Tree: d.Tree, MergeCommand: d.MergeCommand, Outlook: &d.Outlook})
 }
 
 // worktreeMerge merges the agent's branch into the project's current

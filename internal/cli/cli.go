@@ -488,11 +488,15 @@ func projectCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if g.json {
+				return g.printJSON(map[string]any{"project": p, "worktrees": res.Worktrees})
+			}
 			fmt.Fprintf(g.out, "removed project %s (%s)\n", p.ID, p.Path)
 			printRemovedWorktrees(g, res)
 			return nil
 		},
 	}
+	remove.Flags().BoolVar(&g.json, "json", false, "print the result as JSON")
 	c.AddCommand(add, list, remove)
 	return c
 }
@@ -525,14 +529,17 @@ func agentsCmd(g *globals) *cobra.Command {
 				runnerCol = "\tRUNNER"
 			}
 			tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AGENT\tENGINE\tMODE\tSTATE\tTURN TIMEOUT\tSESSION\tSANDBOX\tCHECKPOINTS"+runnerCol)
+			fmt.Fprintln(tw, "AGENT\tENGINE\tMODE\tSTATE\tTURN TIMEOUT\tSESSION\tSANDBOX\tCHECKPOINTS"+runnerCol+"\tWHY")
 			for _, a := range as {
 				st := string(a.State)
-				if a.Reason != "" {
-					st += " (" + a.Reason + ")"
-				}
-				if a.Doing != "" {
-					st += fmt.Sprintf(" (%s for %s)", safeText(a.Doing), time.Since(a.DoingSince).Round(time.Second))
+				// The reason or what it does, last and cut: a failed
+				// agent's reason no longer widens every column.
+				why := "-"
+				switch {
+				case a.Reason != "":
+					why = cut(safeText(a.Reason), maxWhy)
+				case a.Doing != "":
+					why = fmt.Sprintf("%s for %s", cut(safeText(a.Doing), maxWhy), time.Since(a.DoingSince).Round(time.Second))
 				}
 				sess := a.SessionID
 				if sess == "" {
@@ -554,7 +561,7 @@ func agentsCmd(g *globals) *cobra.Command {
 				if remote {
 					where = "\t" + runsOn(a)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\n", a.Name, a.Engine, a.Mode, st, fmtDuration(a.TurnTimeout), sess, sbx, cps, where)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s\t%s\n", a.Name, a.Engine, a.Mode, st, fmtDuration(a.TurnTimeout), sess, sbx, cps, where, why)
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -569,6 +576,10 @@ func agentsCmd(g *globals) *cobra.Command {
 	c.Flags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
 	return c
 }
+
+// maxWhy bounds the WHY column of troupe agents (bytes, "…" where cut):
+// troupe agents --json, troupe log and the web UI give the whole reason.
+const maxWhy = 72
 
 // runsOn says where an agent runs: its runner, "local", or the labels it
 // waits for a runner with.

@@ -25,10 +25,14 @@ func agentControlCmd(g *globals, use, short string, act func(cl *client.Client, 
 			if err := act(cl, cmd.Context(), p.ID, troupe.AgentID(args[0])); err != nil {
 				return err
 			}
+			if g.json {
+				return g.printJSON(map[string]any{"project": p.ID, "agent": args[0], "done": use})
+			}
 			fmt.Fprintf(g.out, done+"\n", args[0])
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&g.json, "json", false, "print the result as JSON")
 	c.Flags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
 	return c
 }

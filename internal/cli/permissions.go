@@ -83,7 +83,7 @@ func permissionsCmd(g *globals) *cobra.Command {
 }
 
 func allowCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	c := &cobra.Command{
 		Use:   "allow ID",
 		Short: "Allow a pending permission request (see `troupe permissions`)",
 		Args:  cobra.ExactArgs(1),
@@ -96,10 +96,15 @@ func allowCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if g.json {
+				return g.printJSON(p)
+			}
 			fmt.Fprintf(g.out, "allowed %s to use %s\n", p.Agent, p.Tool)
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&g.json, "json", false, "print the result as JSON")
+	return c
 }
 
 func denyCmd(g *globals) *cobra.Command {
@@ -117,10 +122,14 @@ func denyCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if g.json {
+				return g.printJSON(p)
+			}
 			fmt.Fprintf(g.out, "denied %s the use of %s\n", p.Agent, p.Tool)
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&g.json, "json", false, "print the result as JSON")
 	c.Flags().StringVar(&reason, "reason", "", "what to tell the agent (\"use Read instead\")")
 	return c
 }

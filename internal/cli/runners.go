@@ -135,12 +135,16 @@ func runnerAdminCmds(g *globals) []*cobra.Command {
 				os.Remove(out)
 				return fmt.Errorf("write credentials file %s: %w (the credentials are lost: troupe runner revoke %s, then add it again)", out, err, name)
 			}
+			if g.json { // where they are, never what they are
+				return g.printJSON(map[string]any{"runner": name, "file": out})
+			}
 			fmt.Fprintf(g.out, "wrote the credentials of runner %s to %s (mode 0600); the daemon does not show them again\n", name, out)
 			fmt.Fprintf(g.out, "copy %s to the other machine, then run there:\n  troupe runner --creds %s\n", out, out)
 			fmt.Fprintln(g.out, "(add --server URL if that machine reaches the bus by another address than the file's url; --labels to say what it offers)")
 			return nil
 		},
 	}
+	add.Flags().BoolVar(&g.json, "json", false, "print the result as JSON")
 	add.Flags().StringVarP(&out, "output", "o", "", "file to write the credentials to (default NAME.creds); never overwritten")
 	revoke := &cobra.Command{
 		Use:   "revoke NAME",
@@ -158,9 +162,13 @@ func runnerAdminCmds(g *globals) []*cobra.Command {
 			if err := cl.RevokeRunner(cmd.Context(), name); err != nil {
 				return err
 			}
+			if g.json {
+				return g.printJSON(map[string]any{"runner": name, "done": "revoked"})
+			}
 			fmt.Fprintf(g.out, "revoked the credentials of runner %s: the daemon no longer listens to it, and its agents there are unreachable\n", name)
 			return nil
 		},
 	}
+	revoke.Flags().BoolVar(&g.json, "json", false, "print the result as JSON")
 	return []*cobra.Command{add, revoke}
 }

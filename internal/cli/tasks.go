@@ -163,10 +163,14 @@ func taskCmd(g *globals) *cobra.Command {
 			if err := cl.KillTask(cmd.Context(), p.ID, task.ID(args[0])); err != nil {
 				return err
 			}
+			if g.json {
+				return g.printJSON(map[string]any{"project": p.ID, "task": args[0], "done": "stopping"})
+			}
 			fmt.Fprintf(g.out, "stopping task %s\n", args[0])
 			return nil
 		},
 	}
+	kill.Flags().BoolVar(&g.json, "json", false, "print the result as JSON")
 	c.AddCommand(run, show, kill)
 	return c
 }

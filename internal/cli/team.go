@@ -69,13 +69,18 @@ func decideTeamCmd(g *globals, approve bool) *cobra.Command {
 			}
 			if digest == "" {
 				digest = t.Pending.Digest
-				printPending(g.out, *t.Pending) // what is decided is what is shown
+				if !g.json {
+					printPending(g.out, *t.Pending) // what is decided is what is shown
+				}
 			}
 			if err := cl.DecideTeam(cmd.Context(), p.ID, digest, approve); err != nil {
 				if errors.Is(err, troupe.ErrConflict) {
 					return fmt.Errorf("%s team of %s: nothing decided: %w", use, p.ID, err)
 				}
 				return err
+			}
+			if g.json {
+				return g.printJSON(map[string]any{"project": p.ID, "digest": digest, "approved": approve, "change": t.Pending})
 			}
 			verb := "rejected: the approved team stays in force"
 			if approve {
@@ -85,6 +90,7 @@ func decideTeamCmd(g *globals, approve bool) *cobra.Command {
 			return nil
 		},
 	}
+	c.Flags().BoolVar(&g.json, "json", false, "print the result as JSON")
 	c.Flags().StringVar(&digest, "digest", "", "decide on this change only (its digest, from troupe team diff); refused if the file changed since")
 	return c
 }

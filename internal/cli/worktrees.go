@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-dev/troupe/internal/api"
 	"github.com/troupe-dev/troupe/internal/troupe"
+	"github.com/troupe-dev/troupe/internal/worktree"
 )
 
 func diffCmd(g *globals) *cobra.Command {
@@ -34,6 +35,12 @@ func diffCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if g.json {
+				return g.printJSON(d)
+			}
+			if d.Outlook != nil {
+				fmt.Fprintln(g.errw, outlookLine(d.Outlook))
+			}
 			if d.Diff == "" {
 				fmt.Fprintf(g.out, "%s: no changes\n", args[0])
 				return nil
@@ -52,6 +59,7 @@ func diffCmd(g *globals) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&stat, "stat", false, "a summary: files changed and lines added and removed")
+	c.Flags().BoolVar(&g.json, "json", false, "print the diff and where the branch stands as JSON")
 	c.Flags().Int64Var(&turn, "turn", 0, "what the agent's checkpoint N changed on disk (its turn's work, whatever wrote it): troupe checkpoints AGENT lists them")
 	c.Flags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
 	return c
@@ -72,6 +80,9 @@ func mergeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if g.json {
+				return g.printJSON(res)
+			}
 			if !res.Merged {
 				fmt.Fprintf(g.out, "%s: nothing to merge; %s is already in %s\n", args[0], res.Branch, res.Into)
 				return nil
@@ -85,6 +96,7 @@ func mergeCmd(g *globals) *cobra.Command {
 	}
 	c.Flags().StringArrayVar(&req.IncludeConfig, "include-config", nil, "a tool configuration file (.troupe/, .claude/, .gitattributes…) the merge may change, by its path as troupe diff lists it; repeat for each")
 	c.Flags().BoolVar(&req.Force, "force", false, "merge even though the agent's diff is cut (too long to show): review the branch with git first")
+	c.Flags().BoolVar(&g.json, "json", false, "print the result as JSON")
 	c.Flags().StringVar(&req.Tree, "expect", "", "merge only if the agent's work is still the one troupe diff showed (the tree it prints)")
 	c.Flags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
 	return c
@@ -115,6 +127,9 @@ func worktreeCmd(g *globals) *cobra.Command {
 			if err := cl.ResetWorktree(cmd.Context(), p.ID, troupe.AgentID(args[0])); err != nil {
 				return err
 			}
+			if g.json {
+				return g.printJSON(map[string]any{"project": p.ID, "agent": args[0], "done": "reset"})
+			}
 			fmt.Fprintf(g.out, "%s: worktree reset to its base\n", args[0])
 			return nil
 		},
@@ -133,6 +148,9 @@ func worktreeCmd(g *globals) *cobra.Command {
 			res, err := cl.RemoveWorktree(cmd.Context(), p.ID, troupe.AgentID(args[0]), force)
 			if err != nil {
 				return err
+			}
+			if g.json {
+				return g.printJSON(res)
 			}
 			fmt.Fprintf(g.out, "%s: worktree %s removed; branch %s kept (delete it with git branch -D %s); the agent's next start makes a new worktree on it\n",
 				args[0], res.Path, res.Branch, res.Branch)
@@ -159,8 +177,8 @@ func worktreeCmd(g *globals) *cobra.Command {
 			return printWorktrees(g, res)
 		},
 	}
-	list.Flags().BoolVar(&g.json, "json", false, "print JSON")
 	for _, s := range []*cobra.Command{reset, remove, list} {
+		s.Flags().BoolVar(&g.json, "json", false, "print the result as JSON")
 		s.Flags().StringVar(&g.project, "project", "", "project path or id (default: the project containing the current directory)")
 	}
 	c.AddCommand(reset, remove, list)
@@ -175,7 +193,7 @@ func printWorktrees(g *globals, res api.WorktreeList) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(g.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AGENT\tBRANCH\tBASE\tCHANGES\tAHEAD\tPATH")
+	fmt.Fprintln(tw, "AGENT\tBRANCH\tFORKED FROM\tCHANGES\tAHEAD\tBEHIND\tPATH")
 	orphans := 0
 	for _, w := range res.Worktrees {
 		changes := "clean"
@@ -194,10 +212,10 @@ func printWorktrees(g *globals, res api.WorktreeList) error {
 			orphans++
 		}
 		base := w.Base
-		if w.BaseCommit != "" {
-			base += " " + short(w.BaseCommit)
+		if w.ForkPoint != "" {
+			base += " at " + short(w.ForkPoint)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", name, w.Branch, base, changes, w.Ahead, w.Path)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", name, w.Branch, base, changes, w.Ahead, w.Behind, w.Path)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -224,4 +242,24 @@ func printRemovedWorktrees(g *globals, res api.RemoveProjectResponse) {
 	if res.Cut > 0 {
 		fmt.Fprintf(g.errw, "%d more worktree folders were not looked at and are kept\n", res.Cut)
 	}
+}
+
+// outlookLine says on one line what a diff is against and what a merge
+// would do now.
+func outlookLine(o *worktree.Outlook) string {
+	s := fmt.Sprintf("against %s, where it forked from %s; %d commit(s) ahead, %d behind", short(o.ForkPoint), o.Base, o.Ahead, o.Behind)
+	if o.Behind > 0 {
+		s += fmt.Sprintf(" (%s moved since: now %s)", o.Base, short(o.BaseCommit))
+	}
+	switch {
+	case o.Unknown != "":
+		s += "; a merge cannot be foreseen: " + o.Unknown
+	case o.Merged:
+		s += fmt.Sprintf("; %s has this work already", o.Into)
+	case len(o.Conflicts) > 0:
+		s += fmt.Sprintf("; merging into %s would conflict in %s", o.Into, strings.Join(o.Conflicts, ", "))
+	default:
+		s += fmt.Sprintf("; merging into %s brings %s", o.Into, plural(o.BringsCount, "file", "files"))
+	}
+	return s
 }

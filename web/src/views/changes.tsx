@@ -14,18 +14,41 @@ import { agentPath, call, projectPath } from "../api";
 import { FileBox, parseDiff } from "../diff";
 
 interface Worktree {
-  agent: string; path: string; branch: string; base: string; base_commit?: string; exists: boolean;
-  orphan?: boolean; dirty?: boolean; changed?: number; ahead?: number; error?: string;
+  agent: string; path: string; branch: string; base: string; base_commit?: string; fork_point?: string; exists: boolean;
+  orphan?: boolean; dirty?: boolean; changed?: number; ahead?: number; behind?: number; error?: string;
+}
+/** Outlook: where the branch stands against its base, and what a merge of the work shown would do. */
+interface Outlook {
+  base: string; base_commit: string; fork_point: string; ahead: number; behind: number; into?: string;
+  brings?: string[]; brings_count: number; conflicts?: string[]; merged?: boolean; unknown?: string;
 }
 interface WorktreeList { worktrees: Worktree[]; cut?: number }
 interface MergeResult { committed: boolean; merged: boolean; branch: string; into: string; commit?: string; config?: string[] }
-interface DiffResponse { diff: string; config: string[]; cut: boolean; tree: string }
+interface DiffResponse { diff: string; config: string[]; cut: boolean; tree: string; outlook: Outlook }
+const short = (c?: string) => (c || "").slice(0, 8);
+
+// OutlookLine says what the diff is against and what a merge would do now.
+function OutlookLine({ branch, o }: { branch: string; o: Outlook }) {
+  const moved = o.behind ? `; ${o.base} has moved ${o.behind} commit(s) since (now ${short(o.base_commit)})` : "";
+  let merge = "";
+  if (o.unknown) merge = `a merge cannot be foreseen: ${o.unknown}`;
+  else if (o.merged) merge = `${o.into || "the checkout"} has this work already: a merge brings nothing`;
+  else if (o.conflicts?.length) merge = `merging into ${o.into} would conflict in ${o.conflicts.join(", ")}: resolve it in the worktree first`;
+  else merge = `merging into ${o.into} brings ${o.brings_count} file(s)${o.brings?.length ? `: ${o.brings.slice(0, 10).join(", ")}${o.brings_count > 10 ? ", …" : ""}` : ""}`;
+  return (
+    <p class="note" id="diff-outlook">
+      {branch} against <code>{short(o.fork_point)}</code>, where it forked from {o.base}
+      {` · ${o.ahead} commit(s) ahead, ${o.behind} behind`}{moved}.{" "}
+      <span id="diff-merge-outlook" class={o.conflicts?.length ? "err" : ""}>{merge}.</span>
+    </p>
+  );
+}
 
 function ChangesView({ arg }: { arg: string }) {
   useApp();
   const project = app.route.project;
   const [list, setList] = useState<WorktreeList | null>(null);
-  const [diff, setDiff] = useState<{ agent: string; text: string; config: string[]; cut: boolean; tree: string } | null>(null);
+  const [diff, setDiff] = useState<{ agent: string; text: string; config: string[]; cut: boolean; tree: string; outlook: Outlook } | null>(null);
   const [err, setErr] = useState("");
   const [merge, setMerge] = useState<{ ok: boolean; text: string } | null>(null);
   const [busy, setBusy] = useState(false);
@@ -37,7 +60,7 @@ function ChangesView({ arg }: { arg: string }) {
   async function loadDiff(agent: string) {
     try {
       const d = await call<DiffResponse>("GET", `${agentPath(project, agent)}/diff`);
-      setDiff({ agent, text: d.diff, config: d.config || [], cut: d.cut, tree: d.tree }); setErr("");
+      setDiff({ agent, text: d.diff, config: d.config || [], cut: d.cut, tree: d.tree, outlook: d.outlook }); setErr("");
     } catch (e) { setDiff(null); setErr((e as Error).message); }
   }
   useEffect(() => { setList(null); loadList(); }, [project]);
@@ -75,9 +98,9 @@ function ChangesView({ arg }: { arg: string }) {
             <tr key={w.agent} data-agent={w.agent} class={w.agent === arg ? "selected" : ""}>
               <td><a href="#" onClick={(e) => { e.preventDefault(); navigate({ view: "changes", arg: w.agent }); }}>{w.agent}</a>{w.orphan ? " (removed from the team)" : ""}</td>
               <td>{w.branch}</td>
-              <td>{w.base}{w.base_commit ? ` (${w.base_commit.slice(0, 8)})` : ""}</td>
+              <td>{w.fork_point ? <>forked at <code>{short(w.fork_point)}</code> from {w.base}</> : w.base}{w.behind ? ` (now ${short(w.base_commit)})` : ""}</td>
               <td>{w.error ? <span class="err">{w.error}</span> : !w.exists ? "not made yet" :
-                [w.dirty ? `uncommitted: ${w.changed || 0} file(s)` : "clean", w.ahead ? `${w.ahead} commit(s) ahead` : ""].filter(Boolean).join(" · ")}</td>
+                [w.dirty ? `uncommitted: ${w.changed || 0} file(s)` : "clean", w.ahead ? `${w.ahead} commit(s) ahead` : "", w.behind ? `${w.behind} behind` : ""].filter(Boolean).join(" · ")}</td>
             </tr>
           ))}
         </tbody>
@@ -88,7 +111,7 @@ function ChangesView({ arg }: { arg: string }) {
         <div id="diff-view" data-agent={arg}>
           <div class="agent-head">
             <h2>{arg}'s changes</h2>
-            <span class="note">{wt ? `${wt.branch} against ${wt.base}` : ""}</span>
+            <span class="note">{wt ? wt.branch : ""}</span>
             <span class="buttons">
               <button type="button" id="diff-refresh" onClick={() => { loadList(); loadDiff(arg); }}>Refresh</button>
               <button type="button" id="merge" disabled={busy} title="commit the agent's work on its branch, then merge it into the project's current branch"
@@ -113,6 +136,7 @@ function ChangesView({ arg }: { arg: string }) {
           {merge && <p id="merge-result" class={merge.ok ? "note" : "err"} role="status">{merge.text}</p>}
           {diff && (
             <>
+              {diff.outlook && <OutlookLine branch={wt?.branch || arg} o={diff.outlook} />}
               <p class="note" id="diff-summary">{files.length} file(s) · +{files.reduce((n, f) => n + f.added, 0)} −{files.reduce((n, f) => n + f.removed, 0)}</p>
               {diff.config.length > 0 && <p class="err" id="diff-config">Tool configuration changed (shown first): {diff.config.join(", ")}. Merge asks before bringing it in.</p>}
               {diff.cut && <p class="err" id="diff-cut">This diff is cut: its last line says how much more there is. Merge asks before merging what is not shown.</p>}
