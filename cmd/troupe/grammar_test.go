@@ -70,6 +70,14 @@ func TestCLIGrammar(t *testing.T) {
 	if out, _, code := cli("ask", "dev", "hello"); code != 0 || !strings.Contains(out, "hello") {
 		t.Errorf("ask answered: exit %d %q", code, out)
 	}
+	// One fault, the same words whatever the command.
+	for _, args := range [][]string{{"log", "nobody"}, {"ask", "nobody", "hi"}, {"send", "nobody", "hi"}, {"task", "run", "--owner", "nobody", "true"},
+		{"diff", "nobody"}, {"reset", "nobody"}, {"checkpoints", "nobody"}} {
+		_, errOut, code := cli(args...)
+		if code != 1 || !strings.Contains(errOut, `no agent named "nobody" in this project: the agents are dev`) {
+			t.Errorf("troupe %s: exit %d, %q; want the one wording of an unknown agent", strings.Join(args, " "), code, errOut)
+		}
+	}
 	// An error from the daemon: its sentence, no tag word after it.
 	_, errOut, code = cli("allow", "nope")
 	if code != 1 || !strings.Contains(errOut, "no permission request nope") || strings.HasSuffix(strings.TrimSpace(errOut), ": not found") {

@@ -81,7 +81,7 @@ func (s *Server) checkpointAgent(w http.ResponseWriter, r *http.Request) (k trou
 	k = troupe.RuntimeKey{Project: id, Agent: troupe.AgentID(r.PathValue("agent"))}
 	work, live, found := s.checkpointWork(k, info.Path)
 	if !found {
-		writeError(w, http.StatusNotFound, "not_found", "no agent "+string(k.Agent)+" in the project's team: see `troupe agents`")
+		s.noAgent(w, k)
 		return k, "", false, false
 	}
 	return k, work, live, true

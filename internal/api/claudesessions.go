@@ -273,7 +273,7 @@ func (s *Server) claudeHandOff(w http.ResponseWriter, r *http.Request) {
 	}
 	spec, _, ok := s.o.Registry.Agent(k)
 	if !ok {
-		writeError(w, http.StatusNotFound, "not_found", "no agent "+string(k.Agent)+" in the project's team: see `troupe agents`")
+		s.noAgent(w, k)
 		return
 	}
 	if spec.Engine != troupe.EngineClaude {

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/troupe-dev/troupe/internal/journal"
@@ -89,13 +88,13 @@ func (s *Server) knownAgent(w http.ResponseWriter, k troupe.RuntimeKey) bool {
 	if info.Team == nil {
 		return true
 	}
-	var names []string
+	var names []troupe.AgentID
 	for _, a := range info.Team.Agents {
 		if a.Name == k.Agent {
 			return true
 		}
-		names = append(names, string(a.Name))
+		names = append(names, a.Name)
 	}
-	writeError(w, http.StatusNotFound, "not_found", "no agent named "+string(k.Agent)+" in this project: the agents are "+strings.Join(names, ", "))
+	writeError(w, http.StatusNotFound, "not_found", troupe.NoAgent(k.Agent, names).Error())
 	return false
 }

@@ -626,3 +626,22 @@ func (s *Server) caps(a troupe.AgentSpec) *Caps {
 	}
 	return c
 }
+
+// noAgent answers 404 for k, an agent its project's team does not have,
+// in the words every command uses (troupe.NoAgent).
+func (s *Server) noAgent(w http.ResponseWriter, k troupe.RuntimeKey) {
+	writeError(w, http.StatusNotFound, "not_found", troupe.NoAgent(k.Agent, s.teamNames(k.Project)).Error())
+}
+
+// teamNames are the agents of project p's team in force.
+func (s *Server) teamNames(p troupe.ProjectID) []troupe.AgentID {
+	info, ok := s.o.Registry.Get(p)
+	if !ok || info.Team == nil {
+		return nil
+	}
+	names := make([]troupe.AgentID, 0, len(info.Team.Agents))
+	for _, a := range info.Team.Agents {
+		names = append(names, a.Name)
+	}
+	return names
+}

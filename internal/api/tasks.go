@@ -156,7 +156,7 @@ func (s *Server) runTask(w http.ResponseWriter, r *http.Request) {
 	owner := troupe.RuntimeKey{Project: p, Agent: troupe.Person}
 	if in.Owner != "" {
 		if _, _, ok := s.o.Registry.Agent(troupe.RuntimeKey{Project: p, Agent: in.Owner}); !ok {
-			writeError(w, http.StatusBadRequest, "invalid", "owner: no agent named "+strconv.Quote(string(in.Owner))+" in this project: see `troupe agents`")
+			writeError(w, http.StatusBadRequest, "invalid", "owner: "+troupe.NoAgent(in.Owner, s.teamNames(p)).Error())
 			return
 		}
 		owner.Agent = in.Owner

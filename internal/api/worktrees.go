@@ -115,7 +115,7 @@ func (s *Server) worktreeAgent(w http.ResponseWriter, r *http.Request) (troupe.R
 	k := troupe.RuntimeKey{Project: id, Agent: troupe.AgentID(r.PathValue("agent"))}
 	spec, dir, ok := s.worktreeOf(k)
 	if !ok {
-		writeError(w, http.StatusNotFound, "not_found", "no agent "+string(k.Agent)+" in the project's team: see `troupe agents`")
+		s.noAgent(w, k)
 		return k, spec, "", false
 	}
 	return k, spec, dir, true

@@ -275,7 +275,7 @@ func (m *Manager) resolve(p troupe.ProjectID, r Request) (troupe.CheckName, []me
 		k := troupe.RuntimeKey{Project: p, Agent: ag}
 		spec, dir, ok := m.o.Teams.Agent(k)
 		if !ok {
-			return "", nil, fmt.Errorf("start attempt: the project has no agent %q: see `troupe agents`: %w", ag, troupe.ErrNotFound)
+			return "", nil, fmt.Errorf("start attempt: %w", troupe.NoAgent(ag, nil))
 		}
 		if spec.Workspace != worktree.Worktree {
 			return "", nil, fmt.Errorf("start attempt: %s works in the project folder, and an attempt's agents each need a worktree of their own: set workspace = \"worktree\" in its [[agent]] table in .troupe/team.toml: %w", ag, troupe.ErrInvalid)

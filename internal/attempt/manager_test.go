@@ -294,7 +294,7 @@ func TestStartRefuses(t *testing.T) {
 			{"no agents", Request{Task: "t"}, troupe.ErrInvalid, "agents: 0 named"},
 			{"nine agents", Request{Task: "t", Agents: nine}, troupe.ErrInvalid, "name 1 to 8"},
 			{"twice", Request{Task: "t", Agents: []troupe.AgentID{"a", "a"}}, troupe.ErrInvalid, "a is named twice"},
-			{"unknown", Request{Task: "t", Agents: []troupe.AgentID{"zed"}}, troupe.ErrNotFound, `no agent "zed"`},
+			{"unknown", Request{Task: "t", Agents: []troupe.AgentID{"zed"}}, troupe.ErrNotFound, `no agent named "zed"`},
 			{"project folder", Request{Task: "t", Agents: []troupe.AgentID{"a", "home"}}, troupe.ErrInvalid, `home works in the project folder`},
 			{"unknown check", Request{Task: "t", Agents: []troupe.AgentID{"a"}, Check: "lint"}, troupe.ErrNotFound, `no check "lint"`},
 			{"work in a worktree", Request{Task: "t", Agents: []troupe.AgentID{"a", "d"}}, troupe.ErrConflict, "troupe worktree reset d"},

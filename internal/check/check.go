@@ -175,7 +175,7 @@ func (c *Checker) RunOn(ctx context.Context, k troupe.RuntimeKey, name troupe.Ch
 	}
 	spec, dir, ok := c.o.Teams.Agent(k)
 	if !ok {
-		return Result{}, fmt.Errorf("run check %s: project %s has no agent %q: %w", name, k.Project, k.Agent, troupe.ErrNotFound)
+		return Result{}, fmt.Errorf("run check %s: %w", name, troupe.NoAgent(k.Agent, nil))
 	}
 	if spec.Remote() {
 		where := string(spec.Runner)

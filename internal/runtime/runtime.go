@@ -399,11 +399,11 @@ func (r *Runtime) Send(ctx context.Context, to troupe.RuntimeKey, from troupe.Ag
 // checkTarget refuses unknown agents (naming the known ones) and messages to self.
 func (r *Runtime) checkTarget(to troupe.RuntimeKey, from troupe.AgentID) error {
 	if _, _, ok := r.o.Teams.Agent(to); !ok {
-		var names []string
+		var names []troupe.AgentID
 		for _, a := range r.o.Teams.Agents(to.Project) {
-			names = append(names, string(a.Name))
+			names = append(names, a.Name)
 		}
-		return fmt.Errorf("no agent named %q in this project: the agents are %s: %w", to.Agent, strings.Join(names, ", "), troupe.ErrNotFound)
+		return troupe.NoAgent(to.Agent, names)
 	}
 	if to.Agent == from {
 		return fmt.Errorf("%s cannot message itself: %w", from, troupe.ErrInvalid)

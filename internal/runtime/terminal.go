@@ -33,7 +33,7 @@ func (r *Runtime) Terminal(ctx context.Context, k troupe.RuntimeKey) (engine.Ter
 		if s == nil {
 			spec, dir, ok := a.rt.o.Teams.Agent(a.key)
 			if !ok {
-				return fmt.Errorf("no agent named %q in this project: %w", a.key.Agent, troupe.ErrNotFound)
+				return troupe.NoAgent(a.key.Agent, nil)
 			}
 			if a.folderGone(dir) {
 				return fmt.Errorf("attach to %s: its project folder %s is gone: %w", a.key.Agent, dir, troupe.ErrConflict)

@@ -1,6 +1,10 @@
 package troupe
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // AgentSpec is one [[agent]] table of a team file, with defaults applied.
 type AgentSpec struct {
@@ -136,4 +140,25 @@ func (c TeamChange) Empty() bool {
 type ConversationEntry struct {
 	Turn int64
 	Data []byte
+}
+
+// maxNamedAgents bounds the names NoAgent lists.
+const maxNamedAgents = 20
+
+// NoAgent is the one error for a name that is no agent of the project's
+// team, in the same words wherever it is met (ask, send, log, diff, a
+// check, a task's owner…): the team's names when the caller has them
+// (at most 20), else the command that lists them. It matches ErrNotFound.
+func NoAgent(name AgentID, team []AgentID) error {
+	if len(team) == 0 {
+		return fmt.Errorf("no agent named %q in this project: troupe agents lists its team: %w", name, ErrNotFound)
+	}
+	names := make([]string, 0, min(len(team), maxNamedAgents)+1)
+	for _, a := range team[:min(len(team), maxNamedAgents)] {
+		names = append(names, string(a))
+	}
+	if len(team) > maxNamedAgents {
+		names = append(names, fmt.Sprintf("and %d more (troupe agents)", len(team)-maxNamedAgents))
+	}
+	return fmt.Errorf("no agent named %q in this project: the agents are %s: %w", name, strings.Join(names, ", "), ErrNotFound)
 }
