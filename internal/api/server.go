@@ -245,16 +245,23 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) addProject(w http.ResponseWriter, r *http.Request) {
+// decodeProjectPath reads the body of POST /api/projects and of its
+// preview: a folder's path, given and sane; it answers errors itself.
+func decodeProjectPath(w http.ResponseWriter, r *http.Request) (AddProjectRequest, bool) {
 	var req AddProjectRequest
 	if !decode(w, r, &req) {
-		return
+		return req, false
 	}
 	if req.Path == "" {
 		writeError(w, http.StatusBadRequest, "invalid", "path: missing: give the project's folder")
-		return
+		return req, false
 	}
-	if !checkPath(w, "path", req.Path, true) {
+	return req, checkPath(w, "path", req.Path, true)
+}
+
+func (s *Server) addProject(w http.ResponseWriter, r *http.Request) {
+	req, ok := decodeProjectPath(w, r)
+	if !ok {
 		return
 	}
 	var info project.Info
@@ -275,15 +282,8 @@ func (s *Server) addProject(w http.ResponseWriter, r *http.Request) {
 
 // previewProject answers what adding a folder would register.
 func (s *Server) previewProject(w http.ResponseWriter, r *http.Request) {
-	var req AddProjectRequest
-	if !decode(w, r, &req) {
-		return
-	}
-	if req.Path == "" {
-		writeError(w, http.StatusBadRequest, "invalid", "path: missing: give the project's folder")
-		return
-	}
-	if !checkPath(w, "path", req.Path, true) {
+	req, ok := decodeProjectPath(w, r)
+	if !ok {
 		return
 	}
 	pv, err := s.o.Registry.Preview(req.Path)

@@ -537,9 +537,9 @@ func agentsCmd(g *globals) *cobra.Command {
 				why := "-"
 				switch {
 				case a.Reason != "":
-					why = cut(safeText(a.Reason), maxWhy)
+					why = oneLine(safeText(a.Reason), maxWhy)
 				case a.Doing != "":
-					why = fmt.Sprintf("%s for %s", cut(safeText(a.Doing), maxWhy), time.Since(a.DoingSince).Round(time.Second))
+					why = fmt.Sprintf("%s for %s", oneLine(safeText(a.Doing), maxWhy), time.Since(a.DoingSince).Round(time.Second))
 				}
 				sess := a.SessionID
 				if sess == "" {
@@ -577,7 +577,7 @@ func agentsCmd(g *globals) *cobra.Command {
 	return c
 }
 
-// maxWhy bounds the WHY column of troupe agents (bytes, "…" where cut):
+// maxWhy bounds the WHY column of troupe agents (characters, "…" where cut):
 // troupe agents --json, troupe log and the web UI give the whole reason.
 const maxWhy = 72
 

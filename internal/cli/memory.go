@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/troupe-dev/troupe/internal/api"
-	"github.com/troupe-dev/troupe/internal/clip"
 	"github.com/troupe-dev/troupe/internal/memory"
 	"github.com/troupe-dev/troupe/internal/troupe"
 )
@@ -239,9 +238,9 @@ func printNotes(w io.Writer, notes []api.MemoryNote, snippets bool) {
 		if !n.Modified.IsZero() {
 			mod = n.Modified.Local().Format("2006-01-02 15:04")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, n.Type, mod, cut(n.Description, maxDescription))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, n.Type, mod, oneLine(n.Description, maxDescription))
 		if snippets && n.Snippet != "" {
-			fmt.Fprintf(tw, "\t\t\t  %s\n", cut(n.Snippet, 2*maxDescription))
+			fmt.Fprintf(tw, "\t\t\t  %s\n", oneLine(n.Snippet, 2*maxDescription))
 		}
 	}
 	tw.Flush()
@@ -255,12 +254,6 @@ func oneName(cmd, example string) cobra.PositionalArgs {
 		}
 		return nil
 	}
-}
-
-// cut is s on one line, at most n bytes, "…" where it was cut.
-func cut(s string, n int) string {
-	s, _ = clip.Ellipsis(strings.Join(strings.Fields(s), " "), n)
-	return s
 }
 
 func fromWire(n api.MemoryNote) memory.Note {
