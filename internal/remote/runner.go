@@ -179,21 +179,48 @@ func (r *Runner) Run(ctx context.Context) error {
 	if helloTimeout <= 0 {
 		helloTimeout = DefaultHelloTimeout
 	}
+	// A hello runs beside the loop, one at a time: the beats go on while
+	// it waits. A hello can wait its whole timeout (said after a
+	// reconnection, before the daemon's own subscription is back, nobody
+	// answers it); beats held behind it made the daemon call a connected
+	// runner unreachable.
+	type greeting struct {
+		beat time.Duration
+		err  error
+	}
+	answered := make(chan greeting, 1)
+	helloing := false
 	greet := func() {
-		hctx, cancel := context.WithTimeout(ctx, helloTimeout)
-		b, err := r.hello(hctx)
-		cancel()
-		if err != nil {
-			r.log.Warn("hello", "err", err)
+		if helloing {
+			return
+		}
+		helloing = true
+		r.wg.Go(func() {
+			hctx, cancel := context.WithTimeout(ctx, helloTimeout)
+			b, err := r.hello(hctx)
+			cancel()
+			answered <- greeting{b, err}
+		})
+	}
+	heard := func(g greeting) {
+		helloing = false
+		if g.err != nil {
+			r.log.Warn("hello", "err", g.err)
 			return
 		}
 		greeted = true
 		r.kickTasks() // the ends kept while the daemon was away
-		if b > 0 && b != beat {
-			beat = b
+		if g.beat > 0 && g.beat != beat {
+			beat = g.beat
 		}
 	}
+	// The first hello is awaited: it sets the beat.
 	greet()
+	select {
+	case g := <-answered:
+		heard(g)
+	case <-ctx.Done():
+	}
 	tick := time.NewTicker(beat)
 	defer tick.Stop()
 	for {
@@ -204,6 +231,8 @@ func (r *Runner) Run(ctx context.Context) error {
 			_ = srv.Close()
 			r.wg.Wait()
 			return nil
+		case g := <-answered:
+			heard(g)
 		case <-r.hellos:
 			greeted = false
 			greet()
