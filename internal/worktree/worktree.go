@@ -163,6 +163,9 @@ func runGitStdin(ctx context.Context, dir string, env, cfg []string, stdin io.Re
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
+		if ee.ExitCode() < 0 { // killed by a signal: say which, git wrote nothing about it
+			return -1, strings.TrimSpace(stderr.String() + "\n(git " + ee.String() + ")"), nil
+		}
 		return ee.ExitCode(), stderr.String(), nil
 	}
 	if err != nil {
